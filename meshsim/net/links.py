@@ -1,0 +1,116 @@
+"""Links own delay, loss and up/down state (like ns.py's ``Wire``).
+
+Delivery is scheduled with a bare callback event (no process per message).
+A link that goes down bumps its epoch, so messages already on the wire arrive
+to find a different epoch and are dropped and counted as ``dropped_down``.
+"""
+from __future__ import annotations
+
+import math
+import random
+from functools import partial
+from typing import TYPE_CHECKING, Callable
+
+from simpy.events import NORMAL, Event
+
+from ..errors import InputError
+from ..types import LatencySpec
+from .messages import Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .network import Network
+
+__all__ = ["Link", "make_delay"]
+
+
+def make_delay(spec: LatencySpec, rnd: random.Random) -> Callable[[], float]:
+    """A zero-argument sampler of one link traversal delay (seconds)."""
+    if spec.dist == "constant":
+        value = float(spec.value)
+        return lambda: value
+    if spec.dist == "uniform":
+        return partial(rnd.uniform, spec.low, spec.high)
+    if spec.dist == "lognormal":
+        return partial(rnd.lognormvariate, math.log(spec.median), spec.sigma)
+    raise InputError("unknown latency distribution", field="latency.dist", value=spec.dist)
+
+
+class Link:
+    """An undirected link between two agents, with per-direction queues.
+
+    ``bandwidth`` (bytes/s) adds serialization time and FIFO queueing per
+    direction; ``None`` means infinite.
+    """
+
+    __slots__ = ("u", "v", "net", "env", "latency", "loss", "bandwidth", "up", "epoch",
+                 "_delay", "_rnd", "_busy", "_stats")
+
+    def __init__(self, net: "Network", u: str, v: str, latency: LatencySpec, loss: float,
+                 bandwidth: float | None, rnd: random.Random):
+        self.net = net
+        self.env = net.env
+        self.u, self.v = u, v
+        self._rnd = rnd
+        self.up = True
+        self.epoch = 0
+        self._busy = {u: 0.0, v: 0.0}
+        self._stats = net.stats
+        self.latency = latency
+        self._delay = make_delay(latency, rnd)
+        self.loss = float(loss)
+        self.bandwidth = bandwidth
+
+    def set_latency(self, spec: LatencySpec) -> None:
+        self.latency = spec
+        self._delay = make_delay(spec, self._rnd)
+
+    def other(self, node: str) -> str:
+        return self.v if node == self.u else self.u
+
+    def set_up(self, up: bool) -> None:
+        if up == self.up:
+            return
+        self.up = up
+        if not up:
+            self.epoch += 1  # invalidates everything in flight
+            self._busy = {self.u: 0.0, self.v: 0.0}
+
+    def transmit(self, msg: Message) -> bool:
+        """Put ``msg`` on the wire; returns False when it is dropped at once."""
+        st = self._stats.get(msg.kind)
+        if st is None:
+            st = self.net.kind_stats(msg.kind)
+        st.sent += 1
+        st.bytes += msg.size
+        if not self.up:
+            st.dropped_down += 1
+            self.net.on_drop(msg, "down")
+            return False
+        if self.loss and self._rnd.random() < self.loss:
+            st.dropped_loss += 1
+            self.net.on_drop(msg, "loss")
+            return True  # sent, lost on the way: the sender cannot tell
+        delay = self._delay()
+        if self.bandwidth:
+            env = self.env
+            now = env._now
+            start = self._busy[msg.src]
+            if start < now:
+                start = now
+            done = start + msg.size / self.bandwidth
+            self._busy[msg.src] = done
+            delay += done - now
+        ev = Event(self.env)
+        ev._ok = True
+        ev._value = (msg, self.epoch)
+        ev.callbacks.append(self._arrive)
+        self.env.schedule(ev, NORMAL, delay)
+        return True
+
+    def _arrive(self, ev: Event) -> None:
+        msg, epoch = ev._value
+        if epoch != self.epoch or not self.up:
+            self._stats[msg.kind].dropped_down += 1
+            self.net.on_drop(msg, "down")
+            return
+        self.net.deliver(msg)

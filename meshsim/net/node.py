@@ -1,0 +1,137 @@
+"""The agent node runtime: inbox, controller process, handlers, timers.
+
+A node knows only its own links (whether each is up: its interface state)
+and what arrives in its inbox. Handlers are plain callables run by the
+controller; one that returns a generator is started as its own process so
+that slow work (an LLM call) never blocks routing traffic.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Generator
+
+from simpy import Interrupt
+from simpy.events import NORMAL, Event, Process
+
+from .messages import HEADER_BYTES, Message, payload_size
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .links import Link
+    from .network import Network
+
+__all__ = ["Node"]
+
+Handler = Callable[[Message], Any]
+
+
+class Node:
+    def __init__(self, net: "Network", name: str):
+        self.net = net
+        self.env = net.env
+        self.name = name
+        self.links: dict[str, "Link"] = {}
+        self.handlers: dict[str, Handler] = {}
+        self.link_listeners: list[Callable[[str, bool], None]] = []
+        self.alive = True
+        self.reliable = None  # set by net.reliable.Reliable
+        self._queue: deque[Message] = deque()
+        self._waiter: Event | None = None
+        self._procs: set[Process] = set()
+        self.process = self.env.process(self._run())
+
+    # -- local knowledge -------------------------------------------------
+    @property
+    def neighbors(self) -> list[str]:
+        """Peers on this node's links that are up (its own interface state)."""
+        return [p for p, link in self.links.items() if link.up]
+
+    def on(self, kind: str, handler: Handler) -> None:
+        """Dispatch messages of ``kind`` to ``handler``."""
+        self.handlers[kind] = handler
+
+    # -- sending ---------------------------------------------------------
+    def send(self, dst: str, kind: str, payload: Any = None, size: int | None = None,
+             rid: int = 0) -> bool:
+        """Send one message to neighbour ``dst``; False if it left no link."""
+        if size is None:
+            size = HEADER_BYTES + payload_size(payload)
+        msg = Message(kind, self.name, dst, payload, size, self.env._now, rid)
+        link = self.links.get(dst)
+        if link is None:
+            self.net.drop_unlinked(msg)
+            return False
+        return link.transmit(msg)
+
+    # -- receiving -------------------------------------------------------
+    def receive(self, msg: Message) -> None:
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            w._ok = True
+            w._value = msg
+            self.env.schedule(w, NORMAL, 0)
+        else:
+            self._queue.append(msg)
+
+    def _run(self) -> Generator[Event, Message, None]:
+        queue = self._queue
+        handlers = self.handlers
+        env = self.env
+        try:
+            while True:
+                if queue:
+                    msg = queue.popleft()
+                else:
+                    ev = self._waiter = Event(env)
+                    msg = yield ev
+                if msg.rid and self.reliable is not None and not self.reliable.accept(msg):
+                    continue  # a retransmission we already handled
+                handler = handlers.get(msg.kind)
+                if handler is None:
+                    self.net.unhandled(msg)
+                    continue
+                result = handler(msg)
+                if result is not None:
+                    self.spawn(result)
+        except Interrupt:
+            return
+
+    # -- processes and timers -------------------------------------------
+    def spawn(self, gen: Generator) -> Process:
+        """Run ``gen`` as a process owned by this node (interrupted on removal)."""
+        proc = self.env.process(gen)
+        self._procs.add(proc)
+        proc.callbacks.append(self._procs_discard)
+        return proc
+
+    def _procs_discard(self, proc: Event) -> None:
+        self._procs.discard(proc)  # type: ignore[arg-type]
+        if not proc._ok and not isinstance(proc._value, Interrupt):
+            return  # let simpy raise the real error
+        proc._defused = True  # type: ignore[attr-defined]
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Event:
+        """Call ``fn()`` after ``delay`` unless the node has been removed."""
+        def fire(_ev: Event) -> None:
+            if self.alive:
+                fn()
+        return self.env.call_later(delay, fire)
+
+    def shutdown(self, cause: str = "removed") -> None:
+        """Stop the controller and every process this node started."""
+        if not self.alive:
+            return
+        self.alive = False
+        for proc in list(self._procs):
+            if proc.is_alive:
+                proc.interrupt(cause)
+        if self.process.is_alive:
+            self.process.interrupt(cause)
+
+    def link_changed(self, peer: str, up: bool) -> None:
+        """Called by the network when one of this node's links changes state."""
+        for fn in list(self.link_listeners):
+            fn(peer, up)
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name}>"

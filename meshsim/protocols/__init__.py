@@ -1,0 +1,20 @@
+"""Protocol registry: ``protocol.name`` in a scenario looks up a class here."""
+from __future__ import annotations
+
+from .base import Protocol, ProtocolContext
+
+__all__ = ["PROTOCOLS", "register_protocol", "Protocol", "ProtocolContext"]
+
+PROTOCOLS: dict[str, type[Protocol]] = {}
+
+
+def register_protocol(cls: type[Protocol]) -> type[Protocol]:
+    PROTOCOLS[cls.name] = cls
+    return cls
+
+
+register_protocol(Protocol)
+
+from .routing_only import RoutingProtocol  # noqa: E402
+
+register_protocol(RoutingProtocol)

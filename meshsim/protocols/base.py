@@ -1,0 +1,80 @@
+"""The protocol strategy interface (like Ciw's ``NoDetection``: the base does nothing).
+
+A protocol is handed a :class:`ProtocolContext` and attaches a controller to
+each node. Controllers may read only their own node, their own state and the
+messages they receive; the protocol object itself may keep run-level records
+for metrics (what an outside observer would log), never feed them back to
+agents.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simpy.events import Event
+
+    from ..net.network import Network
+    from ..net.node import Node
+    from ..net.routing import DistanceVector
+    from ..sim import Environment
+
+__all__ = ["Protocol", "ProtocolContext", "NoParams"]
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class ProtocolContext:
+    env: "Environment"
+    net: "Network"
+    abilities: dict[str, list[str]]
+    seed: int
+    trace: Callable[..., None]
+    tasks: Any = None
+    phases: list = field(default_factory=list)
+    backend: Any = None
+    #: Called by task-driven protocols before task ``index`` (1-based) starts,
+    #: so ``at_task`` events fire at the right point of the stream.
+    task_starting: Callable[[int], None] = lambda index: None
+    #: Called with (done, total) as the protocol makes progress.
+    progress: Callable[[int, int], None] = lambda done, total: None
+    #: Observers of routing-table changes (metrics only).
+    route_changed: Optional[Callable[[str, str, int], None]] = None
+    extra: dict = field(default_factory=dict)
+
+
+class Protocol:
+    """Base strategy: attaches nothing, never finishes on its own."""
+
+    name = "none"
+    Params: type[BaseModel] = NoParams
+
+    def __init__(self, params: BaseModel, ctx: ProtocolContext):
+        self.params = params
+        self.ctx = ctx
+
+    def setup(self) -> None:
+        for name, node in list(self.ctx.net.nodes.items()):
+            self.attach(node, self.ctx.abilities.get(name, []))
+
+    def attach(self, node: "Node", abilities: list[str]) -> None:
+        """Give ``node`` its controller (also called for agents added mid-run)."""
+
+    def detach(self, name: str) -> None:
+        """``name`` left the network (its node is already shut down)."""
+
+    def finished(self) -> Optional["Event"]:
+        """An event that fires when the protocol's work is done (None: run to duration)."""
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+    def routing_tables(self) -> dict[str, "DistanceVector"]:
+        """Per-agent routing tables, for convergence metrics (empty if none)."""
+        return {}

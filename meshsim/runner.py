@@ -1,0 +1,322 @@
+"""Run a scenario: build the world, fire events, write the run folder.
+
+A run folder (as desmod's ``simulate()``) holds ``scenario.resolved.yaml``
+(every default filled in; rerunning it reproduces the run), ``events.jsonl``
+(the trace), ``summary.json`` and, on failure, ``error.txt``. Every file is
+written atomically (temp file + rename) and ``summary.json`` is written last,
+so its presence means the run completed; a multi-seed run skips seeds that
+already completed with the same resolved scenario (resume).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from .errors import InputError, MeshsimError, RunFolderError, SimulationError
+from .metrics import RoutingConvergence, aggregate
+from .net.network import Network
+from .protocols import PROTOCOLS, ProtocolContext
+from .scenario import Scenario, build_graph, check_semantics
+from .sim import Environment
+
+__all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic"]
+
+Progress = Callable[[str, float, float], None]
+
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same folder + rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=_json_default) + "\n"
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _clean(obj: Any) -> Any:
+    """Replace non-finite floats by None so summaries stay valid JSON."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+@dataclass
+class RunResult:
+    """One seed's outcome: ``summary`` (as in summary.json) and trace ``records``."""
+
+    seed: int
+    summary: dict[str, Any]
+    records: list[dict[str, Any]]
+    out: Optional[Path] = None
+    resumed: bool = False
+
+    def __getitem__(self, key: str) -> Any:
+        return self.summary[key]
+
+
+@dataclass
+class MultiRunResult:
+    runs: list[RunResult]
+    aggregate: dict[str, Any]
+    out: Optional[Path] = None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.aggregate
+
+
+class RunContext:
+    """What events act on: the live network and protocol of one run."""
+
+    def __init__(self, scenario: Scenario, seed: int, env: Environment, net: Network, trace: Callable):
+        self.scenario = scenario
+        self.seed = seed
+        self.env = env
+        self.net = net
+        self.trace = trace
+        self.protocol: Any = None
+        self.partitioned: set[tuple[str, str]] = set()
+        self.abilities: dict[str, list[str]] = {}
+
+    def add_agent(self, name: str, links: list[str], abilities: list[str]) -> None:
+        node = self.net.add_node(name)
+        self.abilities[name] = list(abilities)
+        self.protocol.attach(node, list(abilities))
+        for peer in links:
+            self.net.add_link(name, peer)
+
+    def remove_agent(self, name: str) -> None:
+        self.net.remove_node(name)
+        self.protocol.detach(name)
+
+
+class _Trace:
+    def __init__(self, level: str):
+        self.level = level
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, t: float, type_: str, data: dict) -> None:
+        rec = {"t": t, "type": type_}
+        rec.update(data)
+        self.records.append(rec)
+
+    def emit(self, env: Environment, type_: str, **data: Any) -> None:
+        if self.level != "none":
+            self(env.now, type_, data)
+
+
+def _resolved_yaml(scenario: Scenario, seed: int) -> str:
+    data = scenario.resolved()
+    data["seed"] = seed
+    data["seeds"] = 1
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> RunResult:
+    G = build_graph(scenario, seed)
+    check_semantics(scenario, G)
+    env = Environment(seed)
+    level = scenario.output.trace
+    tracer = _Trace(level)
+    links = scenario.network.links
+    net = Network(env, links.latency.spec(), links.loss, links.bandwidth,
+                  tracer=tracer if level != "none" else None, trace_messages=(level == "messages"))
+    ctx = RunContext(scenario, seed, env, net, tracer.emit)
+    for v in G.nodes:
+        net.add_node(v)
+    overrides = {frozenset(o.link): o for o in scenario.network.overrides}
+    for u, v, d in G.edges(data=True):
+        ov = overrides.get(frozenset((u, v)))
+        lat = ov.latency.spec() if ov and ov.latency else None
+        if lat is None and "latency" in d:
+            from .types import LatencySpec
+            lat = LatencySpec("constant", d["latency"])
+        loss = ov.loss if ov and ov.loss is not None else d.get("loss")
+        bw = ov.bandwidth if ov and ov.bandwidth is not None else d.get("bandwidth")
+        net.add_link(u, v, latency=lat, loss=loss, bandwidth=bw)
+
+    ctx.abilities = {v: list(scenario.agents.abilities.get(v, [])) for v in G.nodes}
+    pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
+                           trace=lambda type_, **data: tracer.emit(env, type_, **data),
+                           tasks=scenario.tasks, phases=scenario.phases)
+    proto_cls = PROTOCOLS[scenario.protocol.name]
+    protocol = proto_cls(scenario.protocol.params, pctx)
+    ctx.protocol = protocol
+    convergence = RoutingConvergence(net, protocol)
+    route_trace = level != "none"
+
+    def route_changed(agent: str, ability: str, distance: int) -> None:
+        convergence.changed(agent, ability, distance)
+        if route_trace:
+            tracer(env.now, "route", {"agent": agent, "ability": ability, "distance": distance})
+
+    pctx.route_changed = route_changed
+    protocol.setup()
+    convergence.open("start", 0.0)
+
+    # Scenario events: time events on the clock, task events via the protocol.
+    task_events: dict[int, list] = {}
+    for i, ev in enumerate(scenario.events):
+        if ev.at is not None:
+            env.call_later(ev.at, lambda _e, i=i, ev=ev: _fire(i, ev))
+        else:
+            task_events.setdefault(ev.at_task, []).append((i, ev))
+
+    def _fire(i: int, ev: Any) -> None:
+        convergence.open(f"events[{i}]:{ev.type}", env.now)
+        tracer.emit(env, "event", index=i, event=ev.type,
+                    **{k: v for k, v in ev.model_dump(mode="json").items() if k not in ("type", "at", "at_task")})
+        try:
+            ev.apply(ctx)
+        except InputError as exc:
+            raise InputError(exc.message, file=scenario.source, field=f"events[{i}]" +
+                             (f".{exc.field}" if exc.field else ""), value=exc.value) from None
+
+    def task_starting(index: int) -> None:
+        for i, ev in task_events.get(index, ()):
+            _fire(i, ev)
+
+    pctx.task_starting = task_starting
+    if progress is not None:
+        pctx.progress = lambda done, total: progress("tasks", done, total)
+
+    done_ev = protocol.finished()
+    end = scenario.duration
+    if done_ev is not None:
+        done_ev.callbacks.append(lambda _e: env_stop())
+    stopped = [False]
+
+    def env_stop() -> None:
+        stopped[0] = True
+        from simpy.core import StopSimulation
+        raise StopSimulation(None)
+
+    if end is not None:
+        step = end / 100.0
+        while not stopped[0] and env.now < end:
+            env.run(until=min(end, env.now + step))
+            if progress is not None and done_ev is None:
+                progress("time", env.now, end)
+    else:
+        env.run()
+    convergence.close()
+    summary: dict[str, Any] = {
+        "scenario": scenario.name,
+        "seed": seed,
+        "sim_time": env.now,
+        "agents": len(net.nodes),
+        "links": len(net.links),
+        "links_up": sum(1 for l in net.links.values() if l.up),
+        "messages": net.totals(),
+        "unhandled_messages": net.unhandled_count,
+    }
+    if protocol.routing_tables():
+        summary["routing"] = convergence.summary()
+    psum = protocol.summary()
+    if psum:
+        summary.update(psum)
+    return RunResult(seed=seed, summary=_clean(summary), records=tracer.records)
+
+
+def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
+    lines = [json.dumps(r, separators=(",", ":"), default=_json_default) for r in records]
+    write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
+            progress: Optional[Progress] = None, force: bool = False) -> RunResult:
+    """Run one seed; with ``out``, write (or resume from) its run folder."""
+    resolved = _resolved_yaml(scenario, seed)
+    if out is not None:
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise RunFolderError("output path exists and is not a folder", file=str(out))
+        done = out / "summary.json"
+        old = out / "scenario.resolved.yaml"
+        if done.exists() and not force:
+            if old.exists() and old.read_text() == resolved:
+                records = [json.loads(l) for l in (out / "events.jsonl").read_text().splitlines() if l] \
+                    if (out / "events.jsonl").exists() else []
+                return RunResult(seed, json.loads(done.read_text()), records, out, resumed=True)
+            raise RunFolderError("folder holds a completed run of a different scenario or seed; "
+                                 "use --force to overwrite or choose another --out", file=str(out))
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in ("summary.json", "error.txt"):
+            if (out / stale).exists():
+                (out / stale).unlink()
+        write_atomic(old, resolved)
+    try:
+        result = _simulate(scenario, seed, progress)
+    except MeshsimError as exc:
+        if out is not None:
+            write_atomic(out / "error.txt", f"{type(exc).__name__}: {exc}\n")
+        raise
+    except Exception as exc:
+        if out is not None:
+            write_atomic(out / "error.txt", traceback.format_exc())
+        raise SimulationError(f"internal error in seed {seed}: {type(exc).__name__}: {exc}"
+                              + (f" (traceback in {out / 'error.txt'})" if out else "")) from exc
+    if out is not None:
+        result.out = out
+        _write_records(out / "events.jsonl", result.records)
+        write_atomic(out / "summary.json", dump_json(result.summary))
+    return result
+
+
+def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path] = None,
+        progress: Optional[Progress] = None, force: bool = False) -> RunResult | MultiRunResult:
+    """Run ``scenario``: one seed (``seed`` given, or ``seeds: 1``) or all its seeds.
+
+    Several seeds write ``out/seed-<s>/`` folders plus ``out/aggregate.json``
+    (mean ± sample std of every numeric summary field).
+    """
+    out_path = Path(out) if out is not None else None
+    if seed is not None or scenario.seeds == 1:
+        return run_one(scenario, scenario.seed if seed is None else seed, out_path, progress, force)
+    runs = []
+    seeds = scenario.seed_list()
+    for k, s in enumerate(seeds):
+        sub = out_path / f"seed-{s}" if out_path is not None else None
+
+        def seed_progress(kind: str, done: float, total: float, k=k) -> None:
+            if progress is not None:
+                progress(kind, k + (done / total if total else 0), len(seeds))
+
+        runs.append(run_one(scenario, s, sub, seed_progress if progress else None, force))
+    agg = {"scenario": scenario.name, "seeds": seeds, "metrics": aggregate([r.summary for r in runs])}
+    if out_path is not None:
+        write_atomic(out_path / "aggregate.json", dump_json(_clean(agg)))
+    return MultiRunResult(runs, agg, out_path)

@@ -1,0 +1,479 @@
+"""Scenario files: YAML -> validated pydantic models, overrides, semantic checks.
+
+Unknown keys, wrong types and impossible values are errors that name the
+file, the field path and the value (``InputError``), never a traceback.
+Events and protocol parameters are validated against their registries, so a
+protocol or event type added later gets the same checking for free.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import networkx as nx
+import yaml
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny,
+                      ValidationError, field_validator, model_validator)
+
+from .errors import InputError, ScenarioError, TopologyError
+from .types import LatencySpec, parse_duration
+
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "build_graph",
+           "check_semantics", "Duration"]
+
+
+def _duration(v: Any) -> float:
+    secs = parse_duration(v)
+    if secs < 0:
+        raise ValueError("must be >= 0")
+    return secs
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Latency(Strict):
+    """A latency distribution; a bare duration means ``constant``."""
+
+    dist: Literal["constant", "uniform", "lognormal"] = "constant"
+    value: Optional[Duration] = None
+    low: Optional[Duration] = None
+    high: Optional[Duration] = None
+    median: Optional[Duration] = None
+    sigma: Optional[Annotated[float, Field(ge=0.0)]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, v: Any) -> Any:
+        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            return {"dist": "constant", "value": v}
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Latency":
+        need = {"constant": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma")}
+        for name in need[self.dist]:
+            if getattr(self, name) is None:
+                raise ValueError(f"'{self.dist}' latency needs '{name}'")
+        if self.dist == "uniform" and self.high < self.low:  # type: ignore[operator]
+            raise ValueError(f"'high' must be >= 'low' (got low={self.low}, high={self.high})")
+        if self.dist == "lognormal" and not self.median:
+            raise ValueError("'median' must be > 0")
+        return self
+
+    def spec(self) -> LatencySpec:
+        return LatencySpec(self.dist, self.value or 0.0, self.low or 0.0, self.high or 0.0,
+                           self.median or 0.0, self.sigma or 0.0)
+
+
+class LinkDefaults(Strict):
+    latency: Latency = Latency(dist="constant", value=0.01)
+    loss: Probability = 0.0
+    bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
+
+
+AgentPair = Annotated[list[str], Field(min_length=2, max_length=2)]
+
+
+class LinkOverride(Strict):
+    link: AgentPair
+    latency: Optional[Latency] = None
+    loss: Optional[Probability] = None
+    bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
+
+
+class Topology(BaseModel):
+    """``kind`` plus the generator's own parameters (checked by the generator)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    seed: Optional[int] = None
+
+
+class NetworkSpec(Strict):
+    topology: Topology
+    require_connected: bool = True
+    links: LinkDefaults = LinkDefaults()
+    overrides: list[LinkOverride] = []
+
+
+class AgentsSpec(Strict):
+    abilities: dict[str, list[str]] = {}
+
+
+class ProtocolSpec(Strict):
+    name: str = "routing"
+    params: SerializeAsAny[BaseModel] = Field(default_factory=dict)  # type: ignore[assignment]
+
+
+class Phase(Strict):
+    name: str
+    tasks: Annotated[int, Field(ge=1)]
+
+
+class TasksSpec(Strict):
+    count: Annotated[int, Field(ge=1)]
+    dataset: Optional[str] = None
+    arrival: str = "sequential"
+
+
+class OutputSpec(Strict):
+    trace: Literal["none", "states", "messages"] = "states"
+
+
+class EventSpec(BaseModel):
+    """Base of every scenario event: when it fires and its ``type``."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    at: Optional[Duration] = None
+    at_task: Optional[Annotated[int, Field(ge=1)]] = None
+
+    @model_validator(mode="after")
+    def _when(self) -> "EventSpec":
+        if (self.at is None) == (self.at_task is None):
+            raise ValueError("give exactly one of 'at' (simulated time) or 'at_task' (task index)")
+        return self
+
+
+class Scenario(Strict):
+    name: str
+    description: str = ""
+    seed: int = 0
+    seeds: Annotated[int, Field(ge=1)] = 1
+    duration: Optional[Annotated[Duration, Field(gt=0)]] = None
+    network: NetworkSpec
+    agents: AgentsSpec = AgentsSpec()
+    protocol: ProtocolSpec = ProtocolSpec()
+    tasks: Optional[TasksSpec] = None
+    phases: list[Phase] = []
+    events: list[SerializeAsAny[EventSpec]] = []
+    output: OutputSpec = OutputSpec()
+    #: Overrides (``path: value``) that shrink the scenario for a quick run:
+    #: ``meshsim run --smoke`` and the test suite apply them.
+    smoke: dict[str, Any] = {}
+
+    # Where the scenario came from (not part of the file).
+    _source: str = "<scenario>"
+    _base_dir: Optional[Path] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+    @model_validator(mode="after")
+    def _ends(self) -> "Scenario":
+        if self.duration is None and self.tasks is None:
+            raise ValueError("give 'duration' (simulated seconds) or a 'tasks' stream, so the run can end")
+        return self
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def base_dir(self) -> Optional[Path]:
+        return self._base_dir
+
+    def resolved(self) -> dict[str, Any]:
+        """Every field with defaults filled in, as plain data (for the run folder)."""
+        return self.model_dump(mode="json")
+
+    def seed_list(self) -> list[int]:
+        return [self.seed + k for k in range(self.seeds)]
+
+
+# --------------------------------------------------------------------------
+# loading
+
+
+def _fmt_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _from_validation(exc: ValidationError, source: str, prefix: tuple = ()) -> ScenarioError:
+    errs = exc.errors(include_url=False)
+    first = errs[0]
+    loc = tuple(p for p in prefix + tuple(first["loc"])
+                if not (isinstance(p, str) and ("function-" in p or p in ("list[str]",))))
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "missing required field"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if msg.startswith("Assertion failed, "):
+        msg = msg[len("Assertion failed, "):]
+    more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+    value = first.get("input", InputError._MISSING) if first["type"] != "missing" else InputError._MISSING
+    if first["type"] == "extra_forbidden":
+        value = InputError._MISSING
+    if isinstance(value, dict) and len(repr(value)) > 80:
+        value = InputError._MISSING
+    return ScenarioError(msg + more, file=source, field=_fmt_loc(loc) or None, value=value)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> dict:
+    """Apply ``path=value`` overrides (``a.b.0.c=1``) to raw scenario data."""
+    data = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ScenarioError("expected PATH=VALUE", file="--set", value=item)
+        path, raw = item.split("=", 1)
+        parts = [p for p in path.strip().split(".") if p]
+        if not parts:
+            raise ScenarioError("empty path", file="--set", value=item)
+        cur: Any = data
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(cur, list):
+                if not part.isdigit() or int(part) >= len(cur):
+                    raise ScenarioError("list index out of range", file="--set",
+                                        field=".".join(parts[: i + 1]), value=part)
+                if last:
+                    cur[int(part)] = _parse_value(raw)
+                else:
+                    cur = cur[int(part)]
+            elif isinstance(cur, dict):
+                if last:
+                    cur[part] = _parse_value(raw)
+                else:
+                    nxt = cur.get(part)
+                    if nxt is None:
+                        nxt = cur[part] = {}
+                    elif not isinstance(nxt, (dict, list)):
+                        raise ScenarioError("cannot set a field inside a scalar", file="--set",
+                                            field=".".join(parts[: i + 1]), value=nxt)
+                    cur = nxt
+            else:
+                raise ScenarioError("cannot set a field inside a scalar", file="--set",
+                                    field=".".join(parts[:i]), value=cur)
+    return data
+
+
+def _resolve_events(raw_events: Any, source: str) -> Any:
+    from .events import EVENT_TYPES
+
+    if not isinstance(raw_events, list):
+        return raw_events  # let pydantic report the type error
+    out = []
+    for i, ev in enumerate(raw_events):
+        if not isinstance(ev, dict):
+            raise ScenarioError("each event must be a mapping", file=source, field=f"events[{i}]", value=ev)
+        kind = ev.get("type")
+        cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise ScenarioError(f"unknown event type; choose one of {sorted(EVENT_TYPES)}", file=source,
+                                field=f"events[{i}].type", value=kind)
+        try:
+            out.append(cls.model_validate(ev))
+        except ValidationError as exc:
+            raise _from_validation(exc, source, ("events", i)) from None
+    return out
+
+
+def _resolve_protocol(raw: Any, source: str) -> Any:
+    from .protocols import PROTOCOLS
+
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return raw
+    raw = dict(raw)
+    name = raw.get("name", "routing")
+    cls = PROTOCOLS.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ScenarioError(f"unknown protocol; choose one of {sorted(PROTOCOLS)}", file=source,
+                            field="protocol.name", value=name)
+    params = raw.get("params") or {}
+    if isinstance(params, BaseModel):
+        return raw
+    if not isinstance(params, dict):
+        raise ScenarioError("must be a mapping", file=source, field="protocol.params", value=params)
+    try:
+        raw["params"] = cls.Params.model_validate(params)
+    except ValidationError as exc:
+        raise _from_validation(exc, source, ("protocol", "params")) from None
+    return raw
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate raw scenario data (already parsed from YAML)."""
+    if not isinstance(data, dict):
+        raise ScenarioError("a scenario must be a YAML mapping", file=source, value=type(data).__name__)
+    data = dict(data)
+    if "events" in data and data["events"] is not None:
+        data["events"] = _resolve_events(data["events"], source)
+    elif "events" in data:
+        data["events"] = []
+    if "protocol" in data or True:
+        data["protocol"] = _resolve_protocol(data.get("protocol"), source)
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise _from_validation(exc, source) from None
+    sc._source = source
+    sc._base_dir = base_dir
+    _check_static(sc)
+    return sc
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: bool = False) -> Scenario:
+    """Load, override and validate a scenario file (static checks only).
+
+    Checks that need the graph (unknown agents, connectivity) run in
+    :func:`check_semantics`, which ``meshsim validate`` and every run call.
+    """
+    path = Path(path)
+    source = str(path)
+    if not path.exists():
+        raise ScenarioError("scenario file not found", file=source)
+    if path.is_dir():
+        raise ScenarioError("is a directory, expected a scenario YAML file", file=source)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"YAML syntax error: {problem}", file=source, field=where) from None
+    except UnicodeDecodeError:
+        raise ScenarioError("not a text file", file=source) from None
+    if data is None:
+        raise ScenarioError("scenario file is empty", file=source)
+    if (overrides or smoke) and not isinstance(data, dict):
+        raise ScenarioError("a scenario must be a YAML mapping", file=source)
+    if smoke:
+        small = data.get("smoke") or {}
+        if not isinstance(small, dict):
+            raise ScenarioError("must be a mapping of PATH: VALUE", file=source, field="smoke", value=small)
+        data = apply_overrides(data, [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"
+                                      for k, v in small.items()])
+        if isinstance(data.get("smoke"), dict):
+            data["smoke"] = {}
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return parse_scenario(data, source, path.parent)
+
+
+def _check_static(sc: Scenario) -> None:
+    src = sc.source
+    for i, ev in enumerate(sc.events):
+        if ev.at is not None and sc.duration is not None and ev.at > sc.duration:
+            raise ScenarioError(f"event is after the end of the run (duration {sc.duration:g}s)", file=src,
+                                field=f"events[{i}].at", value=ev.at)
+        if ev.at_task is not None:
+            if sc.tasks is None:
+                raise ScenarioError("'at_task' needs a 'tasks' stream", file=src, field=f"events[{i}].at_task",
+                                    value=ev.at_task)
+            if ev.at_task > sc.tasks.count:
+                raise ScenarioError(f"event is after the end of the task stream ({sc.tasks.count} tasks)",
+                                    file=src, field=f"events[{i}].at_task", value=ev.at_task)
+    if sc.phases:
+        if sc.tasks is None:
+            raise ScenarioError("'phases' need a 'tasks' stream", file=src, field="phases")
+        total = sum(p.tasks for p in sc.phases)
+        if total != sc.tasks.count:
+            raise ScenarioError(f"phase lengths must add up to tasks.count ({sc.tasks.count})", file=src,
+                                field="phases", value=total)
+        names = [p.name for p in sc.phases]
+        if len(set(names)) != len(names):
+            raise ScenarioError("phase names must be unique", file=src, field="phases", value=names)
+
+
+# --------------------------------------------------------------------------
+# graph-dependent checks
+
+
+def topology_seed(sc: Scenario, seed: int) -> int:
+    """The topology's own seed: fixed by the file, else derived from the run seed."""
+    if sc.network.topology.seed is not None:
+        return sc.network.topology.seed
+    from .sim import stream_key
+    import numpy as np
+
+    return int(np.random.SeedSequence(seed, spawn_key=stream_key("topology")).generate_state(1)[0])
+
+
+def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
+    """The scenario's initial graph for ``seed`` (default: the scenario seed)."""
+    from . import topology
+
+    seed = sc.seed if seed is None else seed
+    spec = sc.network.topology
+    params = {k: v for k, v in (spec.model_extra or {}).items()}
+    try:
+        G = topology.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
+    except InputError as exc:
+        if exc.file and exc.file != sc.source:
+            # a referenced topology file is bad: name the scenario and its field too
+            raise type(exc)(f"{exc.file}: {exc.message}", file=sc.source,
+                            field=exc.field or "network.topology.path", value=exc.value) from None
+        raise exc.with_file(sc.source) from None
+    if G.number_of_nodes() == 0:
+        raise TopologyError("the graph has no agents", file=sc.source, field="network.topology")
+    if sc.network.require_connected and not nx.is_connected(G):
+        raise TopologyError(f"graph is disconnected ({nx.number_connected_components(G)} components) "
+                            "but network.require_connected is true", file=sc.source,
+                            field="network.topology")
+    return G
+
+
+def check_semantics(sc: Scenario, G: nx.Graph) -> None:
+    """Checks that need the graph: every named agent and link must exist.
+
+    Events are checked in time order against the graph as earlier events
+    change it (an ``add_agent`` makes the agent known to later events).
+    """
+    src = sc.source
+    nodes = set(G.nodes)
+    edges = {frozenset(e) for e in G.edges}
+    for name in sc.agents.abilities:
+        if name not in nodes:
+            raise ScenarioError("unknown agent", file=src, field=f"agents.abilities.{name}", value=name)
+    for i, ov in enumerate(sc.network.overrides):
+        for a in ov.link:
+            if a not in nodes:
+                raise ScenarioError("unknown agent", file=src, field=f"network.overrides[{i}].link", value=a)
+        if frozenset(ov.link) not in edges:
+            raise ScenarioError("no such link in the topology", file=src, field=f"network.overrides[{i}].link",
+                                value=ov.link)
+    # time events first (by time), then task events (by index): a static order
+    order = sorted(range(len(sc.events)),
+                   key=lambda i: (sc.events[i].at is None, sc.events[i].at or 0, sc.events[i].at_task or 0, i))
+    for i in order:
+        ev = sc.events[i]
+        try:
+            ev.check(nodes, edges, sc)  # type: ignore[attr-defined]
+        except InputError as exc:
+            field = f"events[{i}]" + (f".{exc.field}" if exc.field else "")
+            raise ScenarioError(exc.message, file=src, field=field, value=exc.value) from None
+    proto_check = getattr(sc.protocol.params, "check", None)
+    if proto_check is not None:
+        try:
+            proto_check(sc, G)
+        except InputError as exc:
+            raise exc.with_file(src) from None

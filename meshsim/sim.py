@@ -1,0 +1,73 @@
+"""The simulation environment: a SimPy clock plus the run's seeded RNG streams.
+
+Every random draw in a run comes from a *named* stream derived from the run
+seed, so adding a component (or a link, or an agent) never shifts the draws of
+another, and the same seed always replays the same run.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any, Callable
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL, Event
+
+__all__ = ["Environment", "stream_key"]
+
+
+def stream_key(*names: Any) -> tuple[int, ...]:
+    """A stable spawn key for a stream name (independent of Python's hash seed)."""
+    key = []
+    for name in names:
+        digest = hashlib.blake2b(str(name).encode(), digest_size=8).digest()
+        key.append(int.from_bytes(digest, "little"))
+    return tuple(key)
+
+
+class Environment(simpy.Environment):
+    """``simpy.Environment`` with the run seed and named random streams.
+
+    ``rng("links", "A1-A2")`` returns a :class:`numpy.random.Generator` and
+    ``pyrandom(...)`` a :class:`random.Random`; both are cached per name, so a
+    component asking twice gets the same stream. ``random.Random`` is the one
+    to use on per-event hot paths (a numpy scalar draw costs ~10x more).
+    """
+
+    def __init__(self, seed: int, initial_time: float = 0.0):
+        super().__init__(initial_time)
+        self.seed = int(seed)
+        self._rngs: dict[tuple, np.random.Generator] = {}
+        self._pyrngs: dict[tuple, random.Random] = {}
+
+    def seed_sequence(self, *names: Any) -> np.random.SeedSequence:
+        return np.random.SeedSequence(self.seed, spawn_key=stream_key(*names))
+
+    def rng(self, *names: Any) -> np.random.Generator:
+        key = tuple(str(n) for n in names)
+        gen = self._rngs.get(key)
+        if gen is None:
+            gen = self._rngs[key] = np.random.default_rng(self.seed_sequence(*key))
+        return gen
+
+    def pyrandom(self, *names: Any) -> random.Random:
+        key = tuple(str(n) for n in names)
+        gen = self._pyrngs.get(key)
+        if gen is None:
+            state = self.seed_sequence(*key).generate_state(4, np.uint64)
+            gen = self._pyrngs[key] = random.Random(int.from_bytes(state.tobytes(), "little"))
+        return gen
+
+    def call_later(self, delay: float, callback: Callable[[Event], None], value: Any = None) -> Event:
+        """Run ``callback(event)`` after ``delay`` without a process.
+
+        Cheaper than ``env.timeout`` + callback: one event, no Timeout init.
+        ``event.value`` is ``value``.
+        """
+        ev = Event(self)
+        ev._ok = True
+        ev._value = value
+        ev.callbacks.append(callback)
+        self.schedule(ev, NORMAL, delay)
+        return ev

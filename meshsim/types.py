@@ -1,0 +1,78 @@
+"""Small frozen records shared across layers (no behaviour, no simpy)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+AgentId = str
+
+
+class RoutingState(str, enum.Enum):
+    """MeshHeal's per-agent routing state (Sec. 4.2.2)."""
+
+    NORMAL = "normal"
+    WATCHED = "watched"
+    ISOLATED = "isolated"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One line of ``events.jsonl``: simulated time, record type, fields."""
+
+    t: float
+    type: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySpec:
+    """A link latency distribution in seconds.
+
+    ``dist`` is ``constant`` (uses ``value``), ``uniform`` (``low``..``high``) or
+    ``lognormal`` (``median`` and log-space ``sigma``).
+    """
+
+    dist: str = "constant"
+    value: float = 0.01
+    low: float = 0.0
+    high: float = 0.0
+    median: float = 0.0
+    sigma: float = 0.0
+
+    def mean(self) -> float:
+        import math
+
+        if self.dist == "constant":
+            return self.value
+        if self.dist == "uniform":
+            return (self.low + self.high) / 2
+        return self.median * math.exp(self.sigma ** 2 / 2)
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``12.5``, ``"12.5s"``, ``"50ms"``, ``"2min"`` or ``"1h"``.
+
+    Raises ``ValueError`` (with the allowed forms) for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 12.5, '12.5s' or '50ms'")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        for unit in sorted(_UNITS, key=len, reverse=True):
+            if text.endswith(unit):
+                num = text[: -len(unit)].strip()
+                try:
+                    return float(num) * _UNITS[unit]
+                except ValueError:
+                    break
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise ValueError("expected a duration such as 12.5, '12.5s' or '50ms'")

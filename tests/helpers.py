@@ -1,0 +1,37 @@
+"""Small builders shared by tests (not a test module)."""
+from __future__ import annotations
+
+import networkx as nx
+
+from meshsim.net.network import Network
+from meshsim.net.routing import DistanceVector
+from meshsim.sim import Environment
+from meshsim.topology import relabel
+from meshsim.types import LatencySpec
+
+
+def build_net(G: nx.Graph, seed: int = 0, loss: float = 0.0,
+              latency: LatencySpec | None = None) -> tuple[Environment, Network]:
+    G = relabel(G) if any(isinstance(v, int) for v in G) else G
+    env = Environment(seed)
+    net = Network(env, latency or LatencySpec("uniform", low=0.005, high=0.05), loss=loss)
+    for v in G.nodes:
+        net.add_node(v)
+    for u, v in G.edges:
+        net.add_link(u, v)
+    return env, net
+
+
+def attach_routing(net: Network, holders: dict[str, set[str]], **kw) -> dict[str, DistanceVector]:
+    return {v: DistanceVector(node, [s for s, h in holders.items() if v in h], **kw)
+            for v, node in net.nodes.items()}
+
+
+def truth(net: Network, holders: dict[str, set[str]], ability: str, infinity: int = 16) -> dict[str, int]:
+    """networkx shortest-path hop distance to the nearest holder over up links, capped."""
+    H = nx.Graph()
+    H.add_nodes_from(net.nodes)
+    H.add_edges_from(k for k, link in net.links.items() if link.up)
+    src = [v for v in holders.get(ability, ()) if v in H]
+    d = nx.multi_source_dijkstra_path_length(H, src) if src else {}
+    return {v: min(d.get(v, infinity), infinity) for v in H}

@@ -1,0 +1,50 @@
+"""Same scenario + seed => byte-identical run folders; other seeds differ."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import meshsim
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "routing" / "sparse-failures.yaml"
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def test_same_seed_byte_identical(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, smoke=True)
+    meshsim.run(sc, seed=3, out=tmp_path / "a")
+    meshsim.run(meshsim.load_scenario(SCENARIO, smoke=True), seed=3, out=tmp_path / "b")
+    a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
+    assert set(a) == {"scenario.resolved.yaml", "summary.json", "events.jsonl"}
+    assert a == b
+
+
+def test_different_seeds_differ(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, smoke=True)
+    r1 = meshsim.run(sc, seed=1, out=tmp_path / "a")
+    r2 = meshsim.run(sc, seed=2, out=tmp_path / "b")
+    assert (tmp_path / "a" / "events.jsonl").read_bytes() != (tmp_path / "b" / "events.jsonl").read_bytes()
+    assert r1.summary["messages"] != r2.summary["messages"]
+
+
+def test_resolved_scenario_reproduces_the_run(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, smoke=True)
+    meshsim.run(sc, seed=4, out=tmp_path / "a")
+    again = meshsim.load_scenario(tmp_path / "a" / "scenario.resolved.yaml")
+    meshsim.run(again, out=tmp_path / "b")
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, ["seeds=3", "duration=40s", "events=[]"])
+    res = meshsim.run(sc, out=tmp_path)
+    assert [r.seed for r in res.runs] == [1, 2, 3]
+    agg = (tmp_path / "aggregate.json").read_text()
+    assert '"messages.total.sent"' in agg
+    before = (tmp_path / "seed-2" / "summary.json").stat().st_mtime_ns
+    res2 = meshsim.run(sc, out=tmp_path)
+    assert all(r.resumed for r in res2.runs)
+    assert (tmp_path / "seed-2" / "summary.json").stat().st_mtime_ns == before
+    assert res2.aggregate == res.aggregate
