@@ -197,3 +197,52 @@ class Heal(EventSpec):
             if (u, v) in run.net.links:
                 run.net.set_link_up(u, v, True)
         run.partitioned.clear()
+
+
+class _HealthEvent(EventSpec):
+    """Model-Backed MAS Evaluation (Sec. 5): switch agents' backends; their
+    abilities, links and controllers stay as they were. ``agents: targets``
+    names every degradation target of the agents' profile (replicas too)."""
+
+    agents: list[str] | str
+
+    def names(self, sc, nodes=None) -> list[str]:
+        if isinstance(self.agents, str):
+            if self.agents != "targets":
+                raise InputError("expected a list of agents or 'targets'", field="agents", value=self.agents)
+            from .scenario import profile_of
+            from .tasks import replicate
+
+            prof = profile_of(sc)
+            if prof is None:
+                raise InputError("'targets' needs a dataset profile (agents.profile or tasks.dataset)",
+                                 field="agents")
+            return replicate(prof, sc.agents.replicas)[1]
+        return list(self.agents)
+
+    def check(self, nodes: set, edges: set, sc) -> None:
+        from .protocols import PROTOCOLS
+
+        if not getattr(PROTOCOLS[sc.protocol.name], "supports_degradation", False):
+            raise InputError(f"protocol '{sc.protocol.name}' has no model backends to degrade", field="type",
+                             value=self.type)
+        for i, a in enumerate(self.names(sc)):
+            _need_agent(nodes, a, f"agents[{i}]")
+
+
+@register_event("degrade")
+class Degrade(_HealthEvent):
+    """Gray failure: the agents use the weak model for every call, reviews included."""
+
+    def apply(self, run: "RunContext") -> None:
+        for a in self.names(run.scenario):
+            run.protocol.set_degraded(a, True)
+
+
+@register_event("recover")
+class Recover(_HealthEvent):
+    """Backend restored: the agents' calls use the strong model again where they hold the ability."""
+
+    def apply(self, run: "RunContext") -> None:
+        for a in self.names(run.scenario):
+            run.protocol.set_degraded(a, False)

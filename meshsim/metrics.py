@@ -140,3 +140,151 @@ def aggregate(summaries: list[dict[str, Any]]) -> dict[str, Any]:
             entry["missing"] = missing
         out[path] = entry
     return out
+
+
+# ---------------------------------------------------------------------------
+# MeshHeal (Sec. 3.2, Sec. 6, App. C.5)
+
+
+def _mean(xs: list) -> Any:
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def degradation_intervals(log: list[dict], n_tasks: int) -> dict[str, list[tuple[int, int]]]:
+    """Per agent, [b_i, r_i) task intervals of injected degradation (r_i = N+1 if never recovered)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    open_: dict[str, int] = {}
+    for rec in log:
+        a, t = rec["agent"], rec["task"]
+        if rec["degraded"] and a not in open_:
+            open_[a] = t
+        elif not rec["degraded"] and a in open_:
+            out.setdefault(a, []).append((open_.pop(a), t))
+    for a, b in open_.items():
+        out.setdefault(a, []).append((b, n_tasks + 1))
+    return out
+
+
+def self_healing(states: list[dict], b: int, r: int, n_tasks: int, agent: str) -> dict[str, Any]:
+    """Detection delay, closure and reintegration for one degradation interval (Sec. 3.2).
+
+    A state change recorded at task k takes effect from task k (the update
+    that made it ran while task k was being processed; Tab. C5 counts so).
+    c_i = first k >= b_i with a change to isolated (or isolated already at b_i);
+    closure: isolated for every c_i <= t < r_i (no change out of isolated in
+    that span; probe work does not count as leaving); u_i = first task from
+    which the agent stays normal to the end of the stream.
+    """
+    mine = [s for s in states if s["agent"] == agent]
+    state_at_b = "normal"
+    for s in mine:
+        if s["task"] < b:
+            state_at_b = s["new"]
+    c = b if state_at_b == "isolated" else None
+    if c is None:
+        for s in mine:
+            if b <= s["task"] < r and s["new"] == "isolated":
+                c = s["task"]
+                break
+    out: dict[str, Any] = {"degraded_at": b, "recovered_at": r if r <= n_tasks else None,
+                           "isolated_at": c, "detection_delay": (c - b) if c is not None else None}
+    if c is None:
+        out.update(closure=False, reintegrated_at=None, reintegration_delay=None)
+        return out
+    closure = not any(c < s["task"] < r and s["old"] == "isolated" for s in mine)
+    # u_i: the first return to the normal state after the agent's last isolation,
+    # provided it is never isolated again (Tab. C5: "move to watched at 422 and
+    # return to normal routing at 430"). Later watched spells are not exclusions:
+    # watched agents are routed as normal ones (Sec. 4.2). The strict variant
+    # also requires the normal *state* to last to the end of the stream.
+    u = u_strict = None
+    if r <= n_tasks:
+        last_iso = max((s["task"] for s in mine if s["new"] == "isolated"), default=None)
+        after = [s for s in mine if s["new"] == "normal" and (last_iso is None or s["task"] > last_iso)]
+        if after:
+            u = max(r, after[0]["task"])
+        if (mine[-1]["new"] if mine else "normal") == "normal":
+            u_strict = max(r, max((s["task"] for s in mine if s["new"] == "normal"), default=r))
+    out.update(closure=closure, reintegrated_at=u, reintegration_delay=(u - r) if u is not None else None,
+               reintegration_delay_strict=(u_strict - r) if u_strict is not None else None)
+    return out
+
+
+def meshheal_summary(proto: Any) -> dict[str, Any]:
+    tasks = sorted(proto.task_rows, key=lambda r: r["index"])
+    n = len(proto.stream)
+    acc = {"overall": _mean([float(t["correct"]) for t in tasks])}
+    by_phase: dict[str, list] = {}
+    for t in tasks:
+        if t["phase"]:
+            by_phase.setdefault(t["phase"], []).append(float(t["correct"]))
+    acc["by_phase"] = {k: statistics.fmean(v) for k, v in by_phase.items()}
+    intervals = degradation_intervals(proto.degraded_log, n)
+    states = proto.state_rows
+    agents: dict[str, Any] = {}
+    missed = 0
+    for a in sorted(intervals, key=lambda x: (len(x), x)):
+        per = [self_healing(states, b, r, n, a) for b, r in intervals[a]]
+        missed += sum(1 for p in per if p["isolated_at"] is None)
+        agents[a] = dict(per[0])
+        if len(per) > 1:
+            agents[a]["intervals"] = per
+
+    def degraded_at(agent: str, k: int) -> bool:
+        return any(b <= k < r for b, r in intervals.get(agent, ()))
+
+    false_iso = sorted({s["agent"] for s in states if s["new"] == "isolated" and not degraded_at(s["agent"], s["task"])},
+                       key=lambda x: (len(x), x))
+    isolated_end: dict[str, str] = {}
+    for s in states:
+        isolated_end[s["agent"]] = s["new"]
+    reviews = [r for r in proto.review_rows if r["q0"] is not None]
+    pos = [r for r in reviews if r["degraded"]]
+    neg = [r for r in reviews if not r["degraded"]]
+    tau = proto.params.tau_to
+
+    def rate(rows: list, pred) -> Any:
+        return (sum(1 for r in rows if pred(r)) / len(rows)) if rows else None
+
+    fin_to = [r for r in proto.review_rows if r["takeover"] and r["action"] == "finalize"]
+    takeover = {
+        "count": sum(1 for r in proto.review_rows if r["takeover"]),
+        "finalize": len(fin_to),
+        "wrong_fixed": sum(1 for r in fin_to if not r["output_correct"] and r["takeover_correct"]),
+        "wrong_entering": sum(1 for r in fin_to if not r["output_correct"]),
+        "right_broken": sum(1 for r in fin_to if r["output_correct"] and not r["takeover_correct"]),
+        "right_entering": sum(1 for r in fin_to if r["output_correct"]),
+    }
+    audit = {
+        "initial_score_healthy": _mean([r["q0"] for r in neg]),
+        "initial_score_degraded": _mean([r["q0"] for r in pos]),
+        "outputs_healthy": len(neg),
+        "outputs_degraded": len(pos),
+        "initial_recall": rate(pos, lambda r: r["q0"] <= tau),
+        "initial_false_alarm": rate(neg, lambda r: r["q0"] <= tau),
+        "committee_rate_degraded": rate(pos, lambda r: r["committee"]),
+        "committee_rate_healthy": rate(neg, lambda r: r["committee"]),
+        "committee_recall": rate(pos, lambda r: r["q"] is not None and r["q"] <= tau),
+        "committee_false_alarm": rate(neg, lambda r: r["q"] is not None and r["q"] <= tau),
+        "takeover": takeover,
+    }
+    return {
+        "tasks": len(tasks),
+        "accuracy": acc,
+        "tokens_per_task": _mean([t["tokens"] for t in tasks]),
+        "calls_per_task": _mean([t["calls"] for t in tasks]),
+        "calls_per_task_by_phase": {k: _mean([t["calls"] for t in tasks if t["phase"] == k]) for k in by_phase},
+        "tokens_per_task_by_phase": {k: _mean([t["tokens"] for t in tasks if t["phase"] == k]) for k in by_phase},
+        "unanswered": sum(1 for t in tasks if t["unanswered"]),
+        "unreviewed_outputs": proto.unreviewed,
+        "agents": agents,
+        "false_isolations": len(false_iso),
+        "falsely_isolated": false_iso,
+        "missed": missed,
+        "isolated_at_end": sorted((a for a, s in isolated_end.items() if s == "isolated"),
+                                  key=lambda x: (len(x), x)),
+        "state_changes": len(states),
+        "audit": audit,
+        "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
+    }

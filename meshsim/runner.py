@@ -23,7 +23,8 @@ from .errors import InputError, MeshsimError, RunFolderError, SimulationError
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
 from .protocols import PROTOCOLS, ProtocolContext
-from .scenario import Scenario, build_graph, check_semantics
+from .backends import make_backend
+from .scenario import Scenario, agent_abilities, build_graph, check_semantics
 from .sim import Environment
 
 __all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic"]
@@ -82,6 +83,7 @@ class RunResult:
     records: list[dict[str, Any]]
     out: Optional[Path] = None
     resumed: bool = False
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.summary[key]
@@ -168,10 +170,12 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
         bw = ov.bandwidth if ov and ov.bandwidth is not None else d.get("bandwidth")
         net.add_link(u, v, latency=lat, loss=loss, bandwidth=bw)
 
-    ctx.abilities = {v: list(scenario.agents.abilities.get(v, [])) for v in G.nodes}
+    ctx.abilities, _targets = agent_abilities(scenario, G)
+    backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
+                           int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
     pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
                            trace=lambda type_, **data: tracer.emit(env, type_, **data),
-                           tasks=scenario.tasks, phases=scenario.phases)
+                           tasks=scenario.tasks, phases=scenario.phases, backend=backend)
     proto_cls = PROTOCOLS[scenario.protocol.name]
     protocol = proto_cls(scenario.protocol.params, pctx)
     ctx.protocol = protocol
@@ -248,7 +252,9 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     psum = protocol.summary()
     if psum:
         summary.update(psum)
-    return RunResult(seed=seed, summary=_clean(summary), records=tracer.records)
+    tables = protocol.output_tables()
+    backend.close()
+    return RunResult(seed=seed, summary=_clean(summary), records=tracer.records, tables=tables)
 
 
 def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
@@ -292,6 +298,8 @@ def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
     if out is not None:
         result.out = out
         _write_records(out / "events.jsonl", result.records)
+        for name, rows in result.tables.items():
+            _write_records(out / name, rows)
         write_atomic(out / "summary.json", dump_json(result.summary))
     return result
 

@@ -104,6 +104,11 @@ class NetworkSpec(Strict):
 
 
 class AgentsSpec(Strict):
+    #: A dataset profile whose six-agent ability assignment is replicated
+    #: ``replicas`` times (MeshHeal App. B.2, Sec. 6.3); defaults to tasks.dataset.
+    profile: Optional[str] = None
+    replicas: Annotated[int, Field(ge=1)] = 1
+    #: Explicit abilities (override the profile's for the agents named).
     abilities: dict[str, list[str]] = {}
 
 
@@ -120,7 +125,15 @@ class Phase(Strict):
 class TasksSpec(Strict):
     count: Annotated[int, Field(ge=1)]
     dataset: Optional[str] = None
-    arrival: str = "sequential"
+    block: Optional[Annotated[int, Field(ge=1)]] = None
+    arrival: Literal["sequential"] = "sequential"
+
+
+class BackendSpec(BaseModel):
+    """``kind`` (fake, ...) plus the backend's own fields (checked when it is built)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
 
 
 class OutputSpec(Strict):
@@ -152,6 +165,7 @@ class Scenario(Strict):
     agents: AgentsSpec = AgentsSpec()
     protocol: ProtocolSpec = ProtocolSpec()
     tasks: Optional[TasksSpec] = None
+    backend: Optional[BackendSpec] = None
     phases: list[Phase] = []
     events: list[SerializeAsAny[EventSpec]] = []
     output: OutputSpec = OutputSpec()
@@ -425,6 +439,11 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
     seed = sc.seed if seed is None else seed
     spec = sc.network.topology
     params = {k: v for k, v in (spec.model_extra or {}).items()}
+    if spec.kind == "ability_sparse" and "abilities" not in params:
+        prof = profile_of(sc)
+        if prof is not None:
+            params["abilities"] = {a: list(k) for a, k in prof.agents.items()}
+            params["targets"] = list(prof.targets)
     try:
         G = topology.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
     except InputError as exc:
@@ -442,6 +461,39 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
     return G
 
 
+def profile_of(sc: Scenario):
+    """The dataset profile the agents replicate (None when abilities are explicit)."""
+    name = sc.agents.profile or (sc.tasks.dataset if sc.tasks is not None and not sc.agents.abilities else None)
+    if name is None:
+        return None
+    from .tasks import load_profile
+
+    try:
+        return load_profile(name)
+    except InputError as exc:
+        raise ScenarioError(exc.message, file=exc.file or sc.source,
+                            field="agents.profile" if sc.agents.profile else "tasks.dataset", value=name) from None
+
+
+def agent_abilities(sc: Scenario, G: nx.Graph) -> tuple[dict[str, list[str]], list[str]]:
+    """Every agent's abilities and the profile's degradation targets."""
+    from .tasks import replicate
+
+    prof = profile_of(sc)
+    abilities: dict[str, list[str]] = {v: [] for v in G.nodes}
+    targets: list[str] = []
+    if prof is not None:
+        rep, targets = replicate(prof, sc.agents.replicas)
+        if set(rep) != set(G.nodes):
+            raise ScenarioError(f"profile '{prof.name}' x {sc.agents.replicas} replicas names {len(rep)} agents "
+                                f"but the topology has {G.number_of_nodes()}", file=sc.source,
+                                field="agents.replicas", value=sc.agents.replicas)
+        abilities.update(rep)
+    for a, ks in sc.agents.abilities.items():
+        abilities[a] = list(ks)
+    return abilities, targets
+
+
 def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     """Checks that need the graph: every named agent and link must exist.
 
@@ -451,6 +503,17 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     src = sc.source
     nodes = set(G.nodes)
     edges = {frozenset(e) for e in G.edges}
+    agent_abilities(sc, G)
+    if sc.backend is not None:
+        from .backends import check_backend
+
+        try:
+            check_backend(sc.backend.model_dump(), sc.base_dir)
+        except InputError as exc:
+            if exc.file:
+                raise  # it names the profile file and its field
+            raise ScenarioError(exc.message, file=src, field="backend" + (f".{exc.field}" if exc.field else ""),
+                                value=exc.value) from None
     for name in sc.agents.abilities:
         if name not in nodes:
             raise ScenarioError("unknown agent", file=src, field=f"agents.abilities.{name}", value=name)

@@ -230,3 +230,6 @@ def describe(G: nx.Graph) -> dict[str, Any]:
 def er_threshold_p(n: int, r: int) -> float:
     """p = (ln n + (r-1) ln ln n) / n (SAC App. A), clipped to [0, 1]."""
     return min(1.0, max(0.0, (math.log(n) + (r - 1) * math.log(math.log(n))) / n))
+
+
+from . import ability_topology as _ability_topology  # noqa: E402,F401  (registers 'ability_sparse')

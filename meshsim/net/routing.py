@@ -26,14 +26,16 @@ DV = "dv"
 
 class DistanceVector:
     def __init__(self, node: Node, held: Iterable[str] = (), infinity: int = 16,
-                 refresh: float = 30.0, timeout: float | None = None, jitter: float = 0.1,
+                 refresh: float | None = 30.0, timeout: float | None = None, jitter: float = 0.1,
                  on_change: Callable[[str, str, int], None] | None = None):
         if infinity < 2:
             raise ValueError("infinity must be >= 2")
         self.node = node
         self.infinity = int(infinity)
-        self.refresh = float(refresh)
-        self.timeout = float(timeout) if timeout is not None else 6.0 * self.refresh
+        # refresh None/0: triggered updates only (fine on loss-free links, and
+        # it keeps long task streams from paying for idle adverts).
+        self.refresh = float(refresh) if refresh else 0.0
+        self.timeout = float(timeout) if timeout is not None else (6.0 * self.refresh or float("inf"))
         self.jitter = jitter
         self.on_change = on_change
         self.held: set[str] = set(held)
@@ -51,7 +53,8 @@ class DistanceVector:
         node.link_listeners.append(self._on_link)
         # First full advertisement right away, then periodic refresh.
         node.call_later(0.0, self._advertise_all)
-        node.call_later(self._period(), self._tick)
+        if self.refresh:
+            node.call_later(self._period(), self._tick)
 
     # -- queries (what protocols use) -----------------------------------
     def distance(self, ability: str) -> int:

@@ -18,3 +18,7 @@ register_protocol(Protocol)
 from .routing_only import RoutingProtocol  # noqa: E402
 
 register_protocol(RoutingProtocol)
+
+from .meshheal import MeshHeal  # noqa: E402
+
+register_protocol(MeshHeal)

@@ -75,6 +75,10 @@ class Protocol:
     def summary(self) -> dict[str, Any]:
         return {}
 
+    def output_tables(self) -> dict[str, list[dict[str, Any]]]:
+        """Extra JSONL files for the run folder: ``{"tasks.jsonl": rows, ...}``."""
+        return {}
+
     def routing_tables(self) -> dict[str, "DistanceVector"]:
         """Per-agent routing tables, for convergence metrics (empty if none)."""
         return {}

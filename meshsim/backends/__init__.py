@@ -1,0 +1,67 @@
+"""LLM call backends: the interface, fakes, replay and real endpoints.
+
+``make_backend(spec, seed, base_dir)`` builds the backend a scenario's
+``backend:`` section names. A ``profile`` is looked up as a path relative to
+the scenario file, then as ``backends/<name>.yaml`` in the working folder,
+then in the ``backends/`` folder next to the installed package (a checkout).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import InputError
+from .base import Backend, CallKind, LatencyModel, NullBackend, Request, Response, TaskRef
+
+__all__ = ["Backend", "CallKind", "LatencyModel", "NullBackend", "Request", "Response", "TaskRef",
+           "make_backend", "check_backend", "find_profile"]
+
+KINDS = ("fake", "null")
+
+
+def find_profile(name: str, base_dir: Optional[Path]) -> Path:
+    cands = []
+    p = Path(name)
+    if base_dir is not None and not p.is_absolute():
+        cands.append(base_dir / p)
+    cands.append(p)
+    stem = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
+    cands.append(Path("backends") / stem)
+    cands.append(Path(__file__).resolve().parents[2] / "backends" / stem)
+    for c in cands:
+        if c.is_file():
+            return c
+    raise InputError("backend profile not found (looked beside the scenario, in ./backends and the "
+                     "checkout's backends/)", field="profile", value=name)
+
+
+def _fields(spec: dict[str, Any], allowed: set[str]) -> None:
+    for k in spec:
+        if k not in allowed:
+            raise InputError("unknown key", field=k)
+
+
+def check_backend(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise InputError(f"unknown backend kind; choose one of {list(KINDS)}", field="kind", value=kind)
+    if kind == "fake":
+        _fields(spec, {"kind", "profile"})
+        if not spec.get("profile"):
+            raise InputError("a fake backend needs 'profile'", field="profile")
+        from .fake import load_fake_profile
+
+        load_fake_profile(find_profile(spec["profile"], base_dir))
+    else:
+        _fields(spec, {"kind"})
+
+
+def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[Path]) -> Backend:
+    if spec is None:
+        return NullBackend()
+    check_backend(spec, base_dir)
+    if spec["kind"] == "fake":
+        from .fake import FakeBackend, load_fake_profile
+
+        return FakeBackend(load_fake_profile(find_profile(spec["profile"], base_dir)), seed=seed)
+    return NullBackend()

@@ -1,0 +1,126 @@
+"""The LLM backend interface (never imports simpy).
+
+A backend answers :class:`Request` with :class:`Response`. Real backends are
+async (``await backend.complete(req)``); fakes that never wait set
+``synchronous = True`` and implement ``complete_sync`` so the simulator calls
+them directly without paying for an event loop per call.
+
+Simulated latency of a call comes from the model's :class:`LatencyModel`
+(time to first token + completion tokens / decode rate), never from the wall
+clock, so results do not depend on how fast the real endpoint was.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+__all__ = ["CallKind", "TaskRef", "Request", "Response", "LatencyModel", "Backend", "NullBackend"]
+
+
+class CallKind:
+    """Names of the calls protocols make (strings, so new ones need no enum edit)."""
+
+    INFER = "infer_abilities"
+    CONTRIBUTE = "contribute"
+    FINALIZE = "finalize"
+    REVIEW = "review"
+    COMMITTEE = "committee_round"
+    TAKEOVER_CANDIDATE = "takeover_candidate"
+    SYNTHESIS = "synthesis"
+    SAC_ANSWER = "sac_answer"
+    SAC_SCORE = "sac_score"
+    SAC_REFINE = "sac_refine"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """What a backend may know about the task a call belongs to.
+
+    ``answer`` and ``required`` are ground truth: real backends never put
+    them in a prompt; fakes use them to decide latent correctness.
+    """
+
+    index: int
+    id: str
+    type: str
+    question: str = ""
+    answer: Any = None
+    required: tuple[str, ...] = ()
+    dataset: str = ""
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    kind: str
+    agent: str
+    model: str  # model role or name chosen by the caller ("strong" / "weak" / an id)
+    task: Optional[TaskRef] = None
+    abilities: tuple[str, ...] = ()  # abilities the call exercises (H, or the reviewed ability)
+    context: dict[str, Any] = field(default_factory=dict)  # call-specific inputs (see protocols)
+    sample: int = 0  # index among repeated independent calls (three initial reviews: 0, 1, 2)
+    seed: int = 0  # per-call seed drawn by the caller from its own stream
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    text: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)  # parsed outputs: score, correct, pair, ...
+    correct: Optional[bool] = None  # ground truth where the backend knows it
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency: Optional[float] = None  # simulated seconds; None -> caller's latency model
+    error: Optional[str] = None  # set when the call failed after retries (bad output)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyModel:
+    """Simulated seconds for one call: ttft + prompt/prefill_rate + completion/rate."""
+
+    ttft: float = 0.5
+    rate: float = 50.0  # completion tokens per second
+    prefill_rate: float = 0.0  # prompt tokens per second; 0 = included in ttft
+
+    def __call__(self, prompt_tokens: int, completion_tokens: int) -> float:
+        t = self.ttft + completion_tokens / self.rate
+        if self.prefill_rate:
+            t += prompt_tokens / self.prefill_rate
+        return t
+
+
+class Backend:
+    """Base backend. Subclasses implement ``complete`` (async) or ``complete_sync``."""
+
+    #: True when ``complete_sync`` never waits (fakes, replays): no event loop needed.
+    synchronous = False
+    name = "backend"
+
+    def latency_model(self, model: str) -> LatencyModel:
+        return LatencyModel()
+
+    def complete_sync(self, request: Request) -> Response:
+        raise NotImplementedError(f"{type(self).__name__} has no synchronous path")
+
+    async def complete(self, request: Request) -> Response:
+        return self.complete_sync(request)
+
+    def describe(self) -> dict[str, Any]:
+        """What goes into the run summary about this backend (never secrets)."""
+        return {"name": self.name}
+
+    def close(self) -> None:
+        """Release connections, flush recordings."""
+
+
+class NullBackend(Backend):
+    """Answers nothing: for protocols that make no LLM calls."""
+
+    synchronous = True
+    name = "null"
+
+    def complete_sync(self, request: Request) -> Response:
+        return Response(error="null backend")

@@ -1,0 +1,347 @@
+"""A MeshHeal agent's controller: task flow, routing, evidence, probes (Sec. 4, Alg. 1).
+
+The controller reads only its own state (abilities, detector, routing table)
+and what neighbours told it in messages: their original abilities
+(``hello``), routing states and probe timers (``state``), score/shortfall
+summaries (``summary``) and distance vectors (``dv``). Ground truth (is this
+agent degraded? was that output correct?) lives in the infrastructure — the
+model choice and the opaque output records that only backends interpret.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
+
+from simpy.events import Event
+
+from ...backends.base import CallKind, TaskRef
+from ...net.messages import HEADER_BYTES
+from ...net.node import Node
+from ...net.reliable import Reliable
+from ...net.routing import DistanceVector
+from ...types import RoutingState
+from .detector import PeerSummary, Update
+from .review import Assessment, assess, serve_review
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..llm import LLMClient
+    from . import MeshHealParams
+
+NORMAL, WATCHED, ISOLATED = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
+ANY = "*"  # pseudo-ability every eligible agent advertises: RawRelay heads for the nearest one
+
+__all__ = ["MeshHealAgent", "TaskState", "Output"]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One accepted output in Y_t. ``correct`` / ``final_correct`` are latent
+    ground truth: controllers never branch on them, backends read them."""
+
+    agent: str
+    abilities: tuple[str, ...]
+    action: str
+    correct: bool
+    final_correct: Optional[bool] = None
+    replaced_by: Optional[str] = None
+    latent: tuple = ()  # backend's opaque notes about the text (e.g. weak-model style)
+
+    def replaced(self, by: str, correct: bool, final_correct: Optional[bool]) -> "Output":
+        return replace(self, correct=correct, final_correct=final_correct, replaced_by=by, latent=())
+
+
+@dataclass
+class TaskState:
+    """X_t = (Q, T, R, C, Y, P) plus routing bookkeeping (Sec. 4.1)."""
+
+    task: TaskRef
+    R: Optional[tuple[str, ...]] = None
+    C: set = field(default_factory=set)
+    Y: list = field(default_factory=list)
+    P: list = field(default_factory=list)
+    probe: bool = False
+    leg_hops: int = 0  # hops since the last contribution (routing limit, App. B.7)
+    visits: list = field(default_factory=list)  # every agent the state passed through
+    actions: list = field(default_factory=list)
+
+    def size_bytes(self) -> int:
+        return 200 + 400 * len(self.Y) + 16 * len(self.visits)
+
+
+class MeshHealAgent:
+    def __init__(self, node: Node, abilities: list[str], params: "MeshHealParams", llm: "LLMClient",
+                 detector: Any, pairs: list[tuple[str, str]], sink: Callable[..., None]):
+        self.node = node
+        self.name = node.name
+        self.env = node.env
+        self.params = params
+        self.llm = llm
+        self.detector = detector
+        self.pairs = pairs  # the documented vocabulary of ability pairs (InferAbilities input)
+        self.sink = sink  # write-only: records for metrics, never read back
+        self.K_orig = frozenset(abilities)
+        self.rnd = node.env.pyrandom("meshheal", node.name)
+        self.probe_at: float = float("-inf")  # p_i^probe: task index of isolation / last probe
+        # L_i: what neighbours told us
+        self.peer_abilities: dict[str, frozenset] = {}
+        self.peer_state: dict[str, RoutingState] = {}
+        self.peer_probe_at: dict[str, float] = {}
+        self.peer_summ: dict[str, dict[tuple[str, str], PeerSummary]] = {}
+        self.reliable = Reliable(node, timeout=params.ack_timeout, retries=params.retries)
+        self.dv = DistanceVector(node, sorted(self.K_orig | {ANY}), infinity=params.infinity,
+                                 refresh=params.refresh, timeout=params.route_timeout,
+                                 jitter=0.1 if params.refresh else 0.0, on_change=None)
+        self._next_req = 0
+        self._waiting: dict[int, Event] = {}
+        node.on("hello", self._on_hello)
+        node.on("state", self._on_state)
+        node.on("summary", self._on_summary)
+        node.on("task", self._on_task)
+        node.on("probe", self._on_task)
+        node.on("review_req", self._on_review_req)
+        node.on("review_rep", self._on_review_rep)
+        node.link_listeners.append(self._on_link)
+        node.call_later(0.0, self._hello_all)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> RoutingState:
+        return self.detector.state
+
+    def _hello_all(self) -> None:
+        for peer in self.node.neighbors:
+            self._hello(peer)
+
+    def _hello(self, peer: str) -> None:
+        self.reliable.send(peer, "hello", {"abilities": sorted(self.K_orig), "state": self.state.value,
+                                           "probe_at": self.probe_at})
+
+    def _on_link(self, peer: str, up: bool) -> None:
+        if up:
+            self.node.call_later(0.0, lambda: self._hello(peer))
+
+    def _on_hello(self, msg) -> None:
+        self.peer_abilities[msg.src] = frozenset(msg.payload["abilities"])
+        self.peer_state[msg.src] = RoutingState(msg.payload["state"])
+        self.peer_probe_at[msg.src] = msg.payload["probe_at"]
+
+    def _on_state(self, msg) -> None:
+        self.peer_state[msg.src] = RoutingState(msg.payload["state"])
+        self.peer_probe_at[msg.src] = msg.payload["probe_at"]
+
+    def _on_summary(self, msg) -> None:
+        d = self.peer_summ.setdefault(msg.src, {})
+        p = msg.payload
+        d[(p["type"], p["ability"])] = PeerSummary(p["mu"], p["xbar"], p["n"])
+
+    def _advertise_state(self) -> None:
+        """Routing-state advertisement to direct neighbours (sent on change)."""
+        for peer in self.node.neighbors:
+            self.reliable.send(peer, "state", {"state": self.state.value, "probe_at": self.probe_at},
+                               size=HEADER_BYTES + 24)
+
+    def _apply_state(self, old: RoutingState, task_index: int) -> None:
+        new = self.state
+        if new is ISOLATED:
+            # K_i := ∅ for ordinary work: withdraw every ability (and ANY) from routing.
+            self.probe_at = task_index
+            self.dv.set_held(())
+        elif old is ISOLATED:
+            self.dv.set_held(sorted(self.K_orig | {ANY}))
+        self._advertise_state()
+        self.sink("state", agent=self.name, task=task_index, old=old.value, new=new.value)
+
+    # ------------------------------------------------------------- neighbours
+    def eligible_reviewers(self, H: frozenset) -> list[str]:
+        """Normal direct neighbours holding every ability in H (Sec. 4.2.1)."""
+        links = self.node.links
+        return sorted(j for j, ks in self.peer_abilities.items()
+                      if H <= ks and self.peer_state.get(j) is NORMAL and j in links and links[j].up)
+
+    def _probe_target(self, M: set, t: int) -> Optional[str]:
+        """A probe-eligible isolated neighbour whose original abilities meet M (Alg. 1, line 14)."""
+        every = self.params.probe_every
+        links = self.node.links
+        cands = sorted(j for j, st in self.peer_state.items()
+                       if st is ISOLATED and t - self.peer_probe_at.get(j, t) >= every
+                       and self.peer_abilities.get(j, frozenset()) & M and j in links and links[j].up)
+        if not cands:
+            return None
+        return cands[self.rnd.randrange(len(cands))]
+
+    # ------------------------------------------------------------ task flow
+    def start(self, task: TaskRef) -> None:
+        """The task enters the network here (entry agent, Alg. 1 line 4)."""
+        self.node.spawn(self._work(TaskState(task=task)))
+
+    def _on_task(self, msg) -> Generator:
+        X: TaskState = msg.payload
+        X.probe = msg.kind == "probe"
+        return self._work(X)
+
+    def _work(self, X: TaskState) -> Generator[Any, Any, None]:
+        t = X.task.index
+        X.visits.append(self.name)
+        p = self.params
+        if self.state is ISOLATED and not X.probe:
+            X.actions.append((self.name, "raw_relay"))
+            yield from self._forward(X, raw=True)
+            return
+        if X.R is None:
+            # InferAbilities: one LLM call choosing a documented pair (App. B.2).
+            r = yield from self.llm.call(self.llm.request(CallKind.INFER, X.task, (),
+                                                          {"pairs": self.pairs}))
+            pair = r.fields.get("pair")
+            X.R = tuple(pair) if (r.error is None and pair) else tuple(self.pairs[0])
+            X.actions.append((self.name, "infer"))
+        M = set(X.R) - X.C
+        if not X.probe:
+            j = self._probe_target(M, t)
+            if j is not None:
+                self.peer_probe_at[j] = t
+                X.actions.append((self.name, f"probe->{j}"))
+                ok = yield from self._send_state(j, X, "probe")
+                if ok:
+                    return
+        probe = X.probe
+        X.probe = False
+        H = frozenset(self.K_orig & M)
+        if probe:
+            self.probe_at = t
+            self._advertise_state()
+        if not H:
+            X.actions.append((self.name, "handoff"))
+            yield from self._forward(X)
+            return
+        action = "contribute" if H < M else "finalize"
+        y = yield from self._generate(action, H, X)
+        if p.review:
+            a: Assessment = yield from assess(self, y, H, X, probe)
+        else:
+            a = Assessment(q=None, output=y)
+        y_hat = a.output
+        if action == "finalize" and a.takeover:
+            drafts_ok = all(o.correct for o in X.Y)
+            y_hat = replace(y_hat, final_correct=bool(y_hat.correct and drafts_ok and self._route_ok(X)))
+        X.actions.append((self.name, action + ("+takeover" if a.takeover else "") + ("+probe" if probe else "")))
+        self.sink("review", agent=self.name, task=X.task, action=action, abilities=sorted(H), assessment=a,
+                  probe=probe, output_correct=y.correct)
+        if a.q is not None:
+            self._update_evidence(X.task, H, a.q, probe)
+        if action == "contribute":
+            X.Y.append(y_hat)
+            X.C |= H
+            X.P.append(self.name)
+            X.leg_hops = 0
+            yield from self._forward(X)
+        else:
+            X.Y.append(y_hat)
+            X.P.append(self.name)
+            self.sink("done", task=X.task, state=X, correct=bool(y_hat.final_correct))
+
+    def _route_ok(self, X: TaskState) -> bool:
+        return set(X.R or ()) == set(X.task.required)
+
+    def _generate(self, action: str, H: frozenset, X: TaskState) -> Generator[Any, Any, Output]:
+        kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
+        ctx = {"context_items": len(X.Y), "drafts_correct": all(o.correct for o in X.Y),
+               "route_ok": self._route_ok(X)}
+        r = yield from self.llm.call(self.llm.request(kind, X.task, sorted(H), ctx))
+        ok = r.error is None and bool(r.fields.get("half_correct", False))
+        final = (r.error is None and bool(r.fields.get("final_correct", False))) if action == "finalize" else None
+        latent = tuple(sorted((k, v) for k, v in r.fields.items() if k.startswith("latent_")))
+        return Output(agent=self.name, abilities=tuple(sorted(H)), action=action, correct=ok, final_correct=final,
+                      latent=latent)
+
+    # ---------------------------------------------------------------- routing
+    def _forward(self, X: TaskState, raw: bool = False) -> Generator[Any, Any, None]:
+        """NextHop / RawRelay: sample a missing ability uniformly, follow D_i(s) (Sec. 4.1)."""
+        p = self.params
+        X.leg_hops += 1
+        if X.leg_hops > p.route_limit:
+            self.sink("unanswered", task=X.task, state=X, reason="route_limit")
+            return
+        if X.R is None:
+            targets = [ANY]  # isolated entry agent: head for the nearest eligible agent
+        else:
+            missing = sorted(set(X.R) - X.C)
+            s = missing[self.rnd.randrange(len(missing))]
+            targets = [s] + [m for m in missing if m != s]
+        tried: set[str] = set()
+        for s in targets:
+            hops = self.dv.next_hops(s)
+            self.rnd.shuffle(hops)
+            for nxt in hops:
+                if nxt in tried:
+                    continue
+                tried.add(nxt)
+                ok = yield from self._send_state(nxt, X, "task")
+                if ok:
+                    return
+        self.sink("unanswered", task=X.task, state=X, reason="no_route")
+
+    def _send_state(self, dst: str, X: TaskState, kind: str) -> Generator[Any, Any, bool]:
+        ok = yield self.reliable.send(dst, kind, X, size=HEADER_BYTES + X.size_bytes())
+        return bool(ok)
+
+    # --------------------------------------------------------------- evidence
+    def _update_evidence(self, task: TaskRef, H: frozenset, q: float, probe: bool) -> None:
+        """UpdateEvidence + RelativeUpdate (App. B.1): one detector update per s in H."""
+        for s in sorted(H):
+            peers = {j: summ for j, summ in self.peer_summ.items()
+                     if self.peer_state.get(j) is NORMAL and j in self.node.links}
+            old = self.state
+            u: Update = self.detector.update(task.type, s, q, peers)
+            self.sink("evidence", agent=self.name, task=task, ability=s, q=q, update=u, probe=probe)
+            key = (task.type, s)
+            summ = self.detector.summary(key)
+            for peer in self.node.neighbors:
+                self.node.send(peer, "summary", {"type": task.type, "ability": s, "mu": summ.mu,
+                                                 "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
+            if u.changed:
+                self._apply_state(old, task.index)
+
+    # ------------------------------------------------------ review service
+    def ask(self, reviewer: str, req: dict, y: Output, H: frozenset, X: TaskState) -> Generator[Any, Any, Optional[dict]]:
+        (rep,) = yield from self.ask_all([reviewer], [req], y, H, X)
+        return rep
+
+    def ask_all(self, reviewers: list[str], reqs: list[dict], y: Output, H: frozenset,
+                X: TaskState) -> Generator[Any, Any, list[Optional[dict]]]:
+        """Send review requests (reliably) and wait for the replies or the deadline."""
+        events = []
+        for reviewer, req in zip(reviewers, reqs):
+            self._next_req += 1
+            rid = self._next_req
+            ev = Event(self.env)
+            self._waiting[rid] = ev
+            body = dict(req, id=rid, task=X.task, abilities=sorted(H), output_correct=y.correct,
+                        output_latent=dict(y.latent), action=y.action, context_items=len(X.Y))
+            self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
+            self.node.call_later(self.params.review_timeout, lambda rid=rid: self._expire(rid))
+            events.append(ev)
+        results = []
+        for ev in events:
+            res = yield ev
+            results.append(res)
+        return results
+
+    def _expire(self, rid: int) -> None:
+        ev = self._waiting.pop(rid, None)
+        if ev is not None and not ev.triggered:
+            ev.succeed(None)
+
+    def _on_review_rep(self, msg) -> None:
+        ev = self._waiting.pop(msg.payload["id"], None)
+        if ev is not None and not ev.triggered:
+            ev.succeed(msg.payload["result"])
+
+    def _on_review_req(self, msg) -> Generator:
+        return self._serve(msg.src, msg.payload)
+
+    def _serve(self, src: str, req: dict) -> Generator[Any, Any, None]:
+        result = yield from serve_review(self, req)
+        self.reliable.send(src, "review_rep", {"id": req["id"], "result": result}, size=HEADER_BYTES + 300)
+
+    def sink_record(self, kind: str, task_index: int, agent: str) -> None:
+        self.sink(kind, task_index=task_index, agent=agent)

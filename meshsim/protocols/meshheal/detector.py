@@ -1,0 +1,260 @@
+"""MeshHeal's slow timescale: the peer-relative degradation detector.
+
+Pure logic (no simpy, no messages): a controller feeds it its own final
+review scores and the summaries its direct neighbours sent, and gets back its
+new routing state. Equations are Sec. 4.2.2 / App. B.5:
+
+* reference   q̄_{-i,T,s} = mean_{j ∈ P_{i,T,s}} μ_{j,T,s}         (normal neighbours with
+  recent matched outputs)
+* shortfall   x_{i,t,s} = q̄_{-i,T,s} - q_{i,t}
+* mean        x̄_{i,T,s} = mean of the latest ``window`` (8) shortfalls
+* normal range: pool x̄_{j,T,s'} of normal neighbours over all s' of type T;
+  m = median, p25 = 25th percentile
+* z_{i,T,s} = (x̄_{i,T,s} - m) / max(m - p25, 0.10)
+* transitions (α = 1.2, β = 2.0): normal→watched at z ≥ α; watched→normal at
+  z < α; normal/watched→isolated after two consecutive updates with z ≥ β
+  (count resets when z < β); isolated→watched at one update with z < β;
+  fewer than 3 matched observations or an empty peer set → unchanged.
+
+``AbsoluteDetector`` and ``CusumDetector`` are the Sec. 6.4 comparison rules;
+``NoDetector`` never changes state (the no-healing control).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from ...types import RoutingState
+
+NORMAL, WATCHED, ISOLATED = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
+
+__all__ = ["DetectorParams", "PeerSummary", "Update", "RelativeDetector", "AbsoluteDetector",
+           "CusumDetector", "NoDetector", "percentile", "median", "make_detector"]
+
+
+@dataclass(frozen=True)
+class DetectorParams:
+    window: int = 8  # shortfalls (and scores) kept per (T, s)  (Tab. B11)
+    min_obs: int = 3  # matched observations before any transition
+    alpha: float = 1.2  # watch threshold on z
+    beta: float = 2.0  # isolation threshold on z
+    consecutive: int = 2  # updates with z >= beta needed to isolate
+    spread_floor: float = 0.10  # floor of m - p25
+    count_scope: str = "key"  # consecutive z >= beta counted per (T, s) detector or per agent
+    shortfall_scope: str = "key"  # x̄ over the (T, s) detector's shortfalls, or the agent's latest ones
+    # absolute / CUSUM comparison rules (Sec. 6.4)
+    abs_watch: float = 0.6  # mean recent score below this -> watched
+    abs_isolate: float = 0.5  # ... below this on `consecutive` updates -> isolated
+    cusum_k: float = 0.1  # allowance
+    cusum_h: float = 1.0  # decision threshold
+    cusum_target: float = 0.85  # expected healthy score
+
+
+@dataclass(frozen=True)
+class PeerSummary:
+    """What neighbour j last told us about (T, s): μ_{j,T,s}, x̄_{j,T,s}, its state."""
+
+    mu: Optional[float]
+    xbar: Optional[float]
+    n: int
+
+
+@dataclass(frozen=True)
+class Update:
+    """One detector update: what it saw and what it decided (for reviews.jsonl)."""
+
+    matched: bool
+    shortfall: Optional[float]
+    xbar: Optional[float]
+    m: Optional[float]
+    p25: Optional[float]
+    z: Optional[float]
+    state: RoutingState
+    changed: bool
+
+
+def median(values: list[float]) -> float:
+    return percentile(values, 50.0)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), without numpy's overhead."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of an empty list")
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+class _Base:
+    def __init__(self, params: DetectorParams | None = None):
+        self.p = params or DetectorParams()
+        self.state = NORMAL
+        self.scores: dict[tuple[str, str], deque] = {}
+        self.shortfalls: dict[tuple[str, str], deque] = {}
+        self.matched: dict[tuple[str, str], int] = {}
+        self.over_beta = 0
+        self.over_beta_key: dict[tuple[str, str], int] = {}
+
+    # what this agent advertises to neighbours about (T, s)
+    def mu(self, key: tuple[str, str]) -> Optional[float]:
+        d = self.scores.get(key)
+        return sum(d) / len(d) if d else None
+
+    def _skey(self, key: tuple[str, str]) -> tuple[str, str]:
+        return key if self.p.shortfall_scope == "key" else ("*", "*")
+
+    def xbar(self, key: tuple[str, str]) -> Optional[float]:
+        d = self.shortfalls.get(self._skey(key))
+        if not d or self.matched.get(key, 0) < self.p.min_obs:
+            return None
+        return sum(d) / len(d)
+
+    def summary(self, key: tuple[str, str]) -> PeerSummary:
+        return PeerSummary(self.mu(key), self.xbar(key), self.matched.get(key, 0))
+
+    def _record_score(self, key: tuple[str, str], q: float) -> None:
+        d = self.scores.get(key)
+        if d is None:
+            d = self.scores[key] = deque(maxlen=self.p.window)
+        d.append(q)
+
+    def _set(self, new: RoutingState) -> bool:
+        changed = new != self.state
+        self.state = new
+        return changed
+
+    def update(self, task_type: str, ability: str, q: float,
+               peers: dict[str, dict[tuple[str, str], PeerSummary]]) -> Update:
+        raise NotImplementedError
+
+
+class RelativeDetector(_Base):
+    """Peer-relative detector (Sec. 4.2.2, App. B.5)."""
+
+    def update(self, task_type: str, ability: str, q: float,
+               peers: dict[str, dict[tuple[str, str], PeerSummary]]) -> Update:
+        """Apply one final review score q_{i,t} for (T, s).
+
+        ``peers`` maps each *normal* direct neighbour to its latest summaries.
+        """
+        p = self.p
+        key = (task_type, ability)
+        # Reference from normal neighbours with recent matched outputs (P_{i,T,s}).
+        mus = [summ[key].mu for summ in peers.values() if key in summ and summ[key].mu is not None]
+        self._record_score(key, q)
+        if not mus:
+            return Update(False, None, None, None, None, None, self.state, False)
+        x = sum(mus) / len(mus) - q
+        skey = self._skey(key)
+        d = self.shortfalls.get(skey)
+        if d is None:
+            d = self.shortfalls[skey] = deque(maxlen=p.window)
+        d.append(x)
+        self.matched[key] = self.matched.get(key, 0) + 1
+        xbar = sum(d) / len(d)
+        # Normal range: pooled x̄_{j,T,s'} of normal neighbours over all abilities of T (C_{i,T}).
+        pool = [s.xbar for summ in peers.values() for (t, _s), s in summ.items()
+                if t == task_type and s.xbar is not None]
+        if self.matched[key] < p.min_obs or not pool:
+            return Update(True, x, xbar, None, None, None, self.state, False)
+        m = median(pool)
+        p25 = percentile(pool, 25.0)
+        z = (xbar - m) / max(m - p25, p.spread_floor)
+        changed = self._transition(z, key)
+        return Update(True, x, xbar, m, p25, z, self.state, changed)
+
+    def _transition(self, z: float, key: tuple[str, str]) -> bool:
+        p = self.p
+        s = self.state
+        # Consecutive crossings of beta: per (T, s) detector by default (each
+        # (T, s) keeps "a separate detector", App. B.5), or per agent.
+        if p.count_scope == "key":
+            count = self.over_beta_key[key] = self.over_beta_key.get(key, 0) + 1 if z >= p.beta else 0
+        else:
+            count = self.over_beta = self.over_beta + 1 if z >= p.beta else 0
+        if s is ISOLATED:
+            if z < p.beta:
+                return self._set(WATCHED)  # recovery probe passed
+            return False
+        if count >= p.consecutive:
+            self.over_beta = 0
+            self.over_beta_key.clear()
+            return self._set(ISOLATED)
+        if s is NORMAL and z >= p.alpha:
+            return self._set(WATCHED)
+        if s is WATCHED and z < p.alpha:
+            return self._set(NORMAL)
+        return False
+
+
+class AbsoluteDetector(_Base):
+    """Fixed thresholds on the agent's own recent mean score (Sec. 6.4 comparison)."""
+
+    def update(self, task_type, ability, q, peers):
+        p = self.p
+        key = (task_type, ability)
+        self._record_score(key, q)
+        self.matched[key] = self.matched.get(key, 0) + 1
+        mu = self.mu(key)
+        if self.matched[key] < p.min_obs:
+            return Update(True, None, None, None, None, None, self.state, False)
+        bad = mu < p.abs_isolate
+        self.over_beta = self.over_beta + 1 if bad else 0
+        s = self.state
+        if s is ISOLATED:
+            changed = self._set(WATCHED) if not bad else False
+        elif self.over_beta >= p.consecutive:
+            self.over_beta = 0
+            changed = self._set(ISOLATED)
+        elif s is NORMAL and mu < p.abs_watch:
+            changed = self._set(WATCHED)
+        elif s is WATCHED and mu >= p.abs_watch:
+            changed = self._set(NORMAL)
+        else:
+            changed = False
+        return Update(True, None, None, None, None, None, self.state, changed)
+
+
+class CusumDetector(_Base):
+    """One-sided CUSUM on the score deficit (Page 1954; Sec. 6.4 comparison)."""
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.cusum = 0.0
+
+    def update(self, task_type, ability, q, peers):
+        p = self.p
+        key = (task_type, ability)
+        self._record_score(key, q)
+        self.matched[key] = self.matched.get(key, 0) + 1
+        self.cusum = max(0.0, self.cusum + (p.cusum_target - q) - p.cusum_k)
+        s = self.state
+        if s is ISOLATED:
+            changed = self._set(WATCHED) if self.cusum < p.cusum_h else False
+        elif self.cusum >= 2 * p.cusum_h:
+            changed = self._set(ISOLATED)
+        elif s is NORMAL and self.cusum >= p.cusum_h:
+            changed = self._set(WATCHED)
+        elif s is WATCHED and self.cusum < p.cusum_h:
+            changed = self._set(NORMAL)
+        else:
+            changed = False
+        return Update(True, None, None, None, None, self.cusum, self.state, changed)
+
+
+class NoDetector(_Base):
+    """Never changes state: the no-healing control."""
+
+    def update(self, task_type, ability, q, peers):
+        self._record_score((task_type, ability), q)
+        return Update(False, None, None, None, None, None, self.state, False)
+
+
+def make_detector(kind: str, params: DetectorParams) -> _Base:
+    return {"relative": RelativeDetector, "absolute": AbsoluteDetector, "cusum": CusumDetector,
+            "none": NoDetector}[kind](params)
