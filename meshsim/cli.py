@@ -75,8 +75,9 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 @click.option("--force", is_flag=True, help="Re-run even if the folder holds a completed run.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stdout.")
 @click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides: a small, quick run.")
+@click.option("--plot", "make_report", is_flag=True, help="Write OUT/report.html (tables and figures) after the run.")
 def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...], force: bool,
-        quiet: bool, smoke: bool) -> None:
+        quiet: bool, smoke: bool, make_report: bool = False) -> None:
     """Run SCENARIO and write its run folder."""
     from .runner import run as run_api
 
@@ -99,6 +100,12 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
         result = run_api(sc, seed=seed, out=out_dir, force=force)
     if not quiet:
         _print_result(result, out_dir)
+    if make_report:
+        from .report import write_report
+
+        path = write_report(out_dir)
+        if not quiet:
+            click.echo(f"report -> {path}")
 
 
 def _safe(name: str) -> str:
@@ -173,6 +180,40 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
         width = max(len(k) for k in info)
         for k, v in info.items():
             click.echo(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) else f"{k:<{width}}  {v}")
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(), metavar="RUN_DIR...")
+@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology"]),
+              default=None, help="Figure (default: timeline for MeshHeal runs, sac for SAC runs).")
+@click.option("--agents", default=None, metavar="A3,A5", help="Agents to show (timeline, heatmap, detector).")
+@click.option("--seed", type=int, default=None, help="Seed of a multi-seed folder (default: its first).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="PNG file (default: RUN_DIR/<kind>.png).")
+def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: int | None,
+         out: str | None) -> None:
+    """Draw a figure of RUN_DIR (several RUN_DIRs for --kind sac); see docs/plots.md."""
+    from . import plots
+
+    path = plots.render(list(run_dirs), kind=kind, agents=plots.parse_agents(agents), seed=seed, out=out)
+    click.echo(f"wrote {path}")
+    if kind == "phases":
+        from .report import healing_table, phase_table, print_tables, write_tables
+
+        tabs = [t for t in (phase_table(run_dirs[0]), healing_table(run_dirs[0])) if t is not None]
+        print_tables(tabs)
+        for p in write_tables(tabs, path.parent, md_name=f"{path.stem}.md", prefix=f"{path.stem}-"):
+            click.echo(f"wrote {p}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path())
+@click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
+def report(run_dir: str, seed: int | None) -> None:
+    """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file."""
+    from .report import write_report
+
+    click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from .errors import InputError
 from .scenario import AgentPair, EventSpec, Latency, Probability
+from .scenario import Role  # set_role (consensus protocols)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runner import RunContext
@@ -246,3 +247,24 @@ class Recover(_HealthEvent):
     def apply(self, run: "RunContext") -> None:
         for a in self.names(run.scenario):
             run.protocol.set_degraded(a, False)
+
+
+@register_event("set_role")
+class SetRole(EventSpec):
+    """Consensus protocols (SAC, CP-WBFT): the agents take ``role`` from their next
+    round on (a reliable agent turns faulty or adversarial, or is restored)."""
+
+    agents: Annotated[list[str], Field(min_length=1)]
+    role: Role
+
+    def check(self, nodes: set, edges: set, sc) -> None:
+        from .protocols import PROTOCOLS
+
+        if not getattr(PROTOCOLS[sc.protocol.name], "supports_roles", False):
+            raise InputError(f"protocol '{sc.protocol.name}' has no agent roles", field="type", value=self.type)
+        for i, a in enumerate(self.agents):
+            _need_agent(nodes, a, f"agents[{i}]")
+
+    def apply(self, run: "RunContext") -> None:
+        for a in self.agents:
+            run.protocol.set_role(a, self.role)

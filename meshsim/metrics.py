@@ -288,3 +288,157 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
         "audit": audit,
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
     }
+
+
+# ---------------------------------------------------------------------------
+# SAC and CP-WBFT (SAC paper Sec. 5.1): IAA, FAA, BFTI, RA, group accuracy, H-Majority
+
+
+def _plurality_hit(answers: list, truth: Any) -> float:
+    """1 if the most common answer is the truth; 1/k when k answers tie for most
+    common and the truth is one of them (a fair tie-break); 0 otherwise."""
+    votes: dict[Any, int] = {}
+    for a in answers:
+        if a is not None:
+            votes[a] = votes.get(a, 0) + 1
+    if not votes:
+        return 0.0
+    top = max(votes.values())
+    best = [a for a, c in votes.items() if c == top]
+    return 1.0 / len(best) if truth in best else 0.0
+
+
+def _consensus_group(role: str) -> str:
+    return "strong" if role == "strong" else "weak" if role in ("weak", "faulty") else "adversarial"
+
+
+def _answers_by_round(row: dict, T: int) -> dict[str, list]:
+    """Each agent's answer at rounds 0..T; an agent that stopped early keeps its last answer."""
+    out = {}
+    for a, seq in row["answers"].items():
+        if not seq:
+            continue  # joined after the query started
+        out[a] = list(seq[:T + 1]) + [seq[-1]] * max(0, T + 1 - len(seq))
+    return out
+
+
+def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
+    """One line of ``queries.jsonl``: the query's answers per round and its metrics."""
+    truth = row["truth"]
+    answers = _answers_by_round(row, T)
+    roles = row["roles"]
+    acc: dict[str, list] = {}
+    for g in ("all", "honest", "strong", "weak", "adversarial"):
+        members = [a for a in answers if g == "all" or _consensus_group(roles.get(a, "strong")) == g
+                   or (g == "honest" and _consensus_group(roles.get(a, "strong")) != "adversarial")]
+        acc[g] = [(_mean([float(answers[a][t] == truth) for a in members]) if members else None)
+                  for t in range(T + 1)]
+    honest = [a for a in answers if _consensus_group(roles.get(a, "strong")) != "adversarial"]
+    out = {k: row[k] for k in ("query", "id", "truth", "roles")}
+    out.update(
+        iaa=acc["all"][0], faa=acc["all"][T],
+        ra=_plurality_hit([answers[a][T] for a in answers], truth),
+        h_majority=_plurality_hit([answers[a][T] for a in honest], truth),
+        ra_init=_plurality_hit([answers[a][0] for a in answers], truth),
+        h_majority_init=_plurality_hit([answers[a][0] for a in honest], truth),
+        accuracy_by_round=acc, answers=answers, scores=row["scores"],
+        calls=row["calls"], tokens=row["tokens"], honest_tokens=row["honest_tokens"],
+        sent=row["sent"], received=row["received"], late=row["late"], unfinished=row["unfinished"],
+        start=row["start"], end=row.get("end"))
+    return out
+
+
+def consensus_summary(proto: Any) -> dict[str, Any]:
+    """summary.json fields of a SAC / CP-WBFT run (docs/sac.md)."""
+    T = proto.params.rounds
+    raw = proto.query_rows
+    rows = [consensus_query_row(r, T) for r in raw]
+    # pooled over (query, agent): per-agent accuracy averaged over agents and queries
+    hits: dict[str, list[list[float]]] = {g: [[] for _ in range(T + 1)]
+                                         for g in ("all", "honest", "strong", "weak", "adversarial")}
+    for r, q in zip(raw, rows):
+        for a, seq in q["answers"].items():
+            g = _consensus_group(q["roles"].get(a, "strong"))
+            for t in range(T + 1):
+                ok = float(seq[t] == q["truth"])
+                hits["all"][t].append(ok)
+                hits[g][t].append(ok)
+                if g != "adversarial":
+                    hits["honest"][t].append(ok)
+
+    def acc(g: str, t: int) -> Any:
+        return _mean(hits[g][t])
+
+    def group(g: str) -> dict[str, Any]:
+        i, f = acc(g, 0), acc(g, T)
+        names = set()
+        for q in rows:
+            for a in q["answers"]:
+                ga = _consensus_group(q["roles"].get(a, "strong"))
+                if ga == g or (g == "honest" and ga != "adversarial"):
+                    names.add(a)
+        return {"iaa": i, "faa": f, "bfti": (f - i) if i is not None and f is not None else None,
+                "agents": len(names)}
+
+    iaa, faa = acc("all", 0), acc("all", T)
+    n = len(rows)
+    role_counts: dict[str, int] = {}
+    for a in proto.agents:
+        role = proto.role(a)
+        role_counts[role] = role_counts.get(role, 0) + 1
+    roles_by_query = {q["query"]: q["roles"] for q in rows}
+    # the filter, as an outside observer sees it (SAC only: CP-WBFT keeps everything)
+    decided = {"strong": [0, 0], "weak": [0, 0], "adversarial": [0, 0]}  # [retained, dropped]
+    kept, dropped_n, empty, received = [], [], 0, []
+    for rec in proto.round_rows:
+        if rec["round"] == 0 or _consensus_group(rec["role"]) == "adversarial":
+            continue
+        received.append(rec.get("received", 0))
+        if "retained" not in rec:
+            continue
+        kept.append(len(rec["retained"]))
+        dropped_n.append(len(rec["dropped"]))
+        empty += int(not rec["retained"] and rec.get("received", 0) > 0)
+        roles = roles_by_query.get(rec["query"], {})
+        for j in rec["retained"]:
+            decided[_consensus_group(roles.get(j, "strong"))][0] += 1
+        for j in rec["dropped"]:
+            decided[_consensus_group(roles.get(j, "strong"))][1] += 1
+    filt = None
+    if kept:
+        filt = {"retained_per_round": _mean(kept), "dropped_per_round": _mean(dropped_n),
+                "empty_retained": empty,
+                "retained_rate": {g: (k / (k + d)) if k + d else None for g, (k, d) in decided.items()}}
+    sent = sum(q["sent"] for q in rows)
+    got = sum(q["received"] for q in rows)
+    return {
+        "protocol": proto.name,
+        "dataset": proto.params.dataset,
+        "queries": n,
+        "rounds": T,
+        "F": proto.params.F,
+        "iaa": iaa, "faa": faa, "bfti": (faa - iaa) if iaa is not None and faa is not None else None,
+        "ra": _mean([q["ra"] for q in rows]),
+        "h_majority": _mean([q["h_majority"] for q in rows]),
+        "init": {"ra": _mean([q["ra_init"] for q in rows]), "h_majority": _mean([q["h_majority_init"] for q in rows])},
+        "honest": group("honest"), "strong": group("strong"), "weak": group("weak"),
+        "adversarial": group("adversarial"),
+        "per_round": {str(t): {"weak": acc("weak", t), "strong": acc("strong", t), "honest": acc("honest", t),
+                               "all": acc("all", t)} for t in range(T + 1)},
+        "tokens": {"total": sum(q["tokens"] for q in rows), "per_query": _mean([q["tokens"] for q in rows]),
+                   "honest_per_query": _mean([q["honest_tokens"] for q in rows])},
+        "calls": {"total": sum(q["calls"] for q in rows), "per_query": _mean([q["calls"] for q in rows]),
+                  "by_kind": dict(sorted(proto.calls_by_kind.items()))},
+        "traffic": {"answers_sent": sent, "answers_on_time": got, "answers_late": sum(q["late"] for q in rows),
+                    "on_time_rate": (got / sent) if sent else None,
+                    "received_per_agent_round": _mean(received),
+                    "messages_per_query": (sent / n) if n else None,
+                    "unfinished": sum(len(q["unfinished"]) for q in rows)},
+        "filter": filt,
+        "role_counts": dict(sorted(role_counts.items())),
+        "role_changes": proto.role_log,
+        "f_local": not any("-local" in w for w in proto.warnings),
+        "graph": proto.graph_info,
+        "warnings": list(proto.warnings),
+        "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
+    }

@@ -176,6 +176,7 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
                            trace=lambda type_, **data: tracer.emit(env, type_, **data),
                            tasks=scenario.tasks, phases=scenario.phases, backend=backend)
+    pctx.extra["roles"] = dict(scenario.agents.roles)  # consensus protocols (SAC, CP-WBFT)
     proto_cls = PROTOCOLS[scenario.protocol.name]
     protocol = proto_cls(scenario.protocol.params, pctx)
     ctx.protocol = protocol
@@ -241,9 +242,8 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
         "scenario": scenario.name,
         "seed": seed,
         "sim_time": env.now,
-        "agents": len(net.nodes),
-        "links": len(net.links),
-        "links_up": sum(1 for l in net.links.values() if l.up),
+        "network": {"agents": len(net.nodes), "links": len(net.links),
+                    "links_up": sum(1 for link in net.links.values() if link.up)},
         "messages": net.totals(),
         "unhandled_messages": net.unhandled_count,
     }

@@ -103,6 +103,10 @@ class NetworkSpec(Strict):
     overrides: list[LinkOverride] = []
 
 
+#: Agent roles of the consensus protocols (SAC, CP-WBFT; docs/sac.md).
+Role = Literal["strong", "weak", "faulty", "adversarial", "equivocating", "colluding"]
+
+
 class AgentsSpec(Strict):
     #: A dataset profile whose six-agent ability assignment is replicated
     #: ``replicas`` times (MeshHeal App. B.2, Sec. 6.3); defaults to tasks.dataset.
@@ -110,6 +114,9 @@ class AgentsSpec(Strict):
     replicas: Annotated[int, Field(ge=1)] = 1
     #: Explicit abilities (override the profile's for the agents named).
     abilities: dict[str, list[str]] = {}
+    #: Consensus protocols (SAC, CP-WBFT): each agent's role; unnamed agents are
+    #: strong. See docs/sac.md.
+    roles: dict[str, Role] = {}
 
 
 class ProtocolSpec(Strict):

@@ -55,8 +55,11 @@ class Environment(simpy.Environment):
         key = tuple(str(n) for n in names)
         gen = self._pyrngs.get(key)
         if gen is None:
-            state = self.seed_sequence(*key).generate_state(4, np.uint64)
-            gen = self._pyrngs[key] = random.Random(int.from_bytes(state.tobytes(), "little"))
+            # A keyed hash of (seed, names): as independent as SeedSequence for
+            # this purpose and ~50x cheaper (thousands of agents and links).
+            digest = hashlib.blake2b("\x1f".join(key).encode(), digest_size=32,
+                                     key=self.seed.to_bytes(16, "little", signed=True)).digest()
+            gen = self._pyrngs[key] = random.Random(int.from_bytes(digest, "little"))
         return gen
 
     def call_later(self, delay: float, callback: Callable[[Event], None], value: Any = None) -> Event:

@@ -233,3 +233,4 @@ def er_threshold_p(n: int, r: int) -> float:
 
 
 from . import ability_topology as _ability_topology  # noqa: E402,F401  (registers 'ability_sparse')
+from . import robust_topology as _robust_topology  # noqa: E402,F401  (merg, pa_robust, er_robust, k_circulant)

@@ -1,6 +1,8 @@
 """Topology generators, file readers (GraphML / edge list) and describe()."""
 from __future__ import annotations
 
+import functools
+
 import networkx as nx
 import pytest
 
@@ -22,10 +24,11 @@ PARAMS = {
 }
 # for generators registered later: the first of these that builds is used
 FALLBACK_PARAMS = [{"n": N}, {"n": N, "p": 0.4}, {"n": N, "m": 20}, {"n": N, "d": 4},
-                   {"n": N, "k": 4, "p": 0.3}, {"n": N, "m": 2}, {"n": N, "k": 4}]
+                   {"n": N, "r": 2}, {"n": N, "k": 4, "p": 0.3}, {"n": N, "m": 2}, {"n": N, "k": 4}]
 RANDOM_KINDS = ["gnp", "erdos_renyi", "gnm", "regular"]
 
 
+@functools.lru_cache(maxsize=None)
 def params_for(kind: str) -> dict:
     if kind in PARAMS:
         return PARAMS[kind]

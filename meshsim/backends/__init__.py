@@ -16,7 +16,7 @@ from .base import Backend, CallKind, LatencyModel, NullBackend, Request, Respons
 __all__ = ["Backend", "CallKind", "LatencyModel", "NullBackend", "Request", "Response", "TaskRef",
            "make_backend", "check_backend", "find_profile"]
 
-KINDS = ("fake", "null")
+KINDS = ("fake", "null", "fake_consensus", "openai", "replay")
 
 
 def find_profile(name: str, base_dir: Optional[Path]) -> Path:
@@ -41,7 +41,7 @@ def _fields(spec: dict[str, Any], allowed: set[str]) -> None:
             raise InputError("unknown key", field=k)
 
 
-def check_backend(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
+def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> None:
     kind = spec.get("kind")
     if kind not in KINDS:
         raise InputError(f"unknown backend kind; choose one of {list(KINDS)}", field="kind", value=kind)
@@ -52,16 +52,44 @@ def check_backend(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
         from .fake import load_fake_profile
 
         load_fake_profile(find_profile(spec["profile"], base_dir))
+    elif kind == "fake_consensus":  # SAC / CP-WBFT answer-space fake (docs/sac.md)
+        _fields(spec, {"kind", "profile"})
+        if not spec.get("profile"):
+            raise InputError("a fake_consensus backend needs 'profile'", field="profile")
+        from .fake_consensus import load_consensus_profile
+
+        load_consensus_profile(find_profile(spec["profile"], base_dir))
+    elif kind == "openai":  # real endpoints (docs/backends.md)
+        from .openai import check_openai_spec
+
+        check_openai_spec(spec, base_dir, need_key=need_key)
+    elif kind == "replay":  # record / replay wrapper (docs/backends.md)
+        from .replay import check_replay_spec
+
+        check_replay_spec(spec, base_dir)
     else:
         _fields(spec, {"kind"})
 
 
-def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[Path]) -> Backend:
+def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[Path],
+                 need_key: bool = True) -> Backend:
     if spec is None:
         return NullBackend()
-    check_backend(spec, base_dir)
+    check_backend(spec, base_dir, need_key=need_key)
+    if spec["kind"] == "openai":
+        from .openai import make_openai
+
+        return make_openai(spec, seed, base_dir, require_key=need_key)
+    if spec["kind"] == "replay":
+        from .replay import make_replay
+
+        return make_replay(spec, seed, base_dir)
     if spec["kind"] == "fake":
         from .fake import FakeBackend, load_fake_profile
 
         return FakeBackend(load_fake_profile(find_profile(spec["profile"], base_dir)), seed=seed)
+    if spec["kind"] == "fake_consensus":
+        from .fake_consensus import ConsensusFakeBackend, load_consensus_profile
+
+        return ConsensusFakeBackend(load_consensus_profile(find_profile(spec["profile"], base_dir)), seed=seed)
     return NullBackend()

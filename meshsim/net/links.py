@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 from functools import partial
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from simpy.events import NORMAL, Event
 
@@ -23,11 +23,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Link", "make_delay"]
 
 
-def make_delay(spec: LatencySpec, rnd: random.Random) -> Callable[[], float]:
-    """A zero-argument sampler of one link traversal delay (seconds)."""
+def make_delay(spec: LatencySpec, source: Any) -> Callable[[], float]:
+    """A zero-argument sampler of one link traversal delay (seconds).
+
+    ``source`` is a ``random.Random`` or an object whose ``_rnd`` is one.
+    """
     if spec.dist == "constant":
         value = float(spec.value)
         return lambda: value
+    rnd = source if isinstance(source, random.Random) else source._rnd
     if spec.dist == "uniform":
         return partial(rnd.uniform, spec.low, spec.high)
     if spec.dist == "lognormal":
@@ -43,26 +47,36 @@ class Link:
     """
 
     __slots__ = ("u", "v", "net", "env", "latency", "loss", "bandwidth", "up", "epoch",
-                 "_delay", "_rnd", "_busy", "_stats")
+                 "_delay", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
 
     def __init__(self, net: "Network", u: str, v: str, latency: LatencySpec, loss: float,
-                 bandwidth: float | None, rnd: random.Random):
+                 bandwidth: float | None, rnd: "random.Random | Callable[[], random.Random]"):
         self.net = net
         self.env = net.env
         self.u, self.v = u, v
-        self._rnd = rnd
+        # The link's random stream is made on first use: a 165k-link complete
+        # graph with constant latency and no loss never needs one.
+        self._rnd_obj = rnd if isinstance(rnd, random.Random) else None
+        self._rnd_factory = None if self._rnd_obj is not None else rnd
         self.up = True
         self.epoch = 0
         self._busy = {u: 0.0, v: 0.0}
         self._stats = net.stats
         self.latency = latency
-        self._delay = make_delay(latency, rnd)
+        self._delay = make_delay(latency, self) if latency.dist != "constant" else make_delay(latency, None)
         self.loss = float(loss)
         self.bandwidth = bandwidth
 
+    @property
+    def _rnd(self) -> random.Random:
+        r = self._rnd_obj
+        if r is None:
+            r = self._rnd_obj = self._rnd_factory()
+        return r
+
     def set_latency(self, spec: LatencySpec) -> None:
         self.latency = spec
-        self._delay = make_delay(spec, self._rnd)
+        self._delay = make_delay(spec, self if spec.dist != "constant" else None)
 
     def other(self, node: str) -> str:
         return self.v if node == self.u else self.u

@@ -89,7 +89,7 @@ class Network:
         link = Link(self, key[0], key[1], latency or self.default_latency,
                     self.default_loss if loss is None else loss,
                     self.default_bandwidth if bandwidth is None else bandwidth,
-                    self.env.pyrandom("link", key[0], key[1]))
+                    lambda: self.env.pyrandom("link", key[0], key[1]))
         self.links[key] = link
         a.links[v] = link
         b.links[u] = link

@@ -36,7 +36,7 @@ class Reliable:
         self.retransmissions = 0
         self.failures = 0
         node.reliable = self
-        node.on(ACK, self._on_ack)
+        node.on(ACK, self._on_ack, inline=True)
 
     def send(self, dst: str, kind: str, payload: Any = None, size: int | None = None,
              timeout: float | None = None, retries: int | None = None) -> Event:

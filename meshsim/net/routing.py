@@ -49,7 +49,7 @@ class DistanceVector:
         self._dirty: set[str] = set()
         self._flush_scheduled = False
         self._rnd = node.env.pyrandom("routing", node.name)
-        node.on(DV, self._on_dv)
+        node.on(DV, self._on_dv, inline=True)
         node.link_listeners.append(self._on_link)
         # First full advertisement right away, then periodic refresh.
         node.call_later(0.0, self._advertise_all)

@@ -22,3 +22,9 @@ register_protocol(RoutingProtocol)
 from .meshheal import MeshHeal  # noqa: E402
 
 register_protocol(MeshHeal)
+
+from .sac import SAC  # noqa: E402
+from .cpwbft import CPWBFT  # noqa: E402
+
+register_protocol(SAC)
+register_protocol(CPWBFT)

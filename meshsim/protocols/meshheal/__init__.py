@@ -99,6 +99,7 @@ class MeshHeal(Protocol):
                                                  getattr(spec, "block", None))
         self.pairs = sorted({tuple(p) for p in self.profile.types.values()})
         self.agents: dict[str, MeshHealAgent] = {}
+        self._names: Optional[list[str]] = None
         self.K: dict[str, frozenset] = {}
         self.degraded: set[str] = set()
         self.degraded_log: list[dict] = []
@@ -146,9 +147,16 @@ class MeshHeal(Protocol):
                         lambda ab, name=name: self.model_for(name, ab), self._llm_sink)
         det = make_detector(self.detector_kind, self.det_params)
         self.agents[name] = MeshHealAgent(node, abilities, self.params, llm, det, self.pairs, self._sink)
+        self._names = None
 
     def detach(self, name):
         self.agents.pop(name, None)
+        self._names = None
+
+    def _entry_names(self) -> list[str]:
+        if self._names is None:
+            self._names = sorted(self.agents, key=lambda a: (len(a), a))
+        return self._names
 
     def routing_tables(self):
         return {}  # MeshHeal's tables carry the ANY pseudo-ability; see summary instead
@@ -169,7 +177,7 @@ class MeshHeal(Protocol):
         for task in self.stream:
             self._task_index = task.index
             self.ctx.task_starting(task.index)
-            names = sorted(self.agents, key=lambda a: (len(a), a))
+            names = self._entry_names()
             entry = names[rnd.randrange(len(names))]
             row = {"index": task.index, "phase": self._phase_of.get(task.index), "type": task.type,
                    "id": task.id, "entry": entry, "true_pair": list(task.required), "calls": 0, "tokens": 0,
@@ -227,12 +235,12 @@ class MeshHeal(Protocol):
             a = kw["assessment"]
             task = kw["task"]
             row = self._cur.get(task.index)
-            rec = {"task": task.index, "type": task.type, "agent": kw["agent"], "action": kw["action"],
+            rec = {"task": task.index, "t": env.now, "type": task.type, "agent": kw["agent"], "action": kw["action"],
                    "abilities": kw["abilities"], "probe": kw["probe"], "degraded": kw["agent"] in self.degraded,
                    "output_correct": kw["output_correct"], "initial": a.initial, "q0": a.q0, "s_u": a.s_u,
                    "committee": a.committee, "trigger": a.trigger, "round1": a.round1, "round2": a.round2,
                    "q": a.q, "takeover": a.takeover, "reviewers": a.reviewers,
-                   "same_reviewer_twice": a.same_reviewer_twice,
+                   "same_reviewer_twice": a.same_reviewer_twice, "reviewer_views": a.reviewer_views,
                    "takeover_correct": a.output.correct if a.takeover else None,
                    "final_before": None, "final_after": None}
             if kw["action"] == "finalize" and a.takeover:

@@ -93,13 +93,14 @@ class MeshHealAgent:
                                  jitter=0.1 if params.refresh else 0.0, on_change=None)
         self._next_req = 0
         self._waiting: dict[int, Event] = {}
-        node.on("hello", self._on_hello)
-        node.on("state", self._on_state)
-        node.on("summary", self._on_summary)
+        # bookkeeping is handled on arrival; work goes through the inbox
+        node.on("hello", self._on_hello, inline=True)
+        node.on("state", self._on_state, inline=True)
+        node.on("summary", self._on_summary, inline=True)
+        node.on("review_rep", self._on_review_rep, inline=True)
         node.on("task", self._on_task)
         node.on("probe", self._on_task)
         node.on("review_req", self._on_review_req)
-        node.on("review_rep", self._on_review_rep)
         node.link_listeners.append(self._on_link)
         node.call_later(0.0, self._hello_all)
 

@@ -110,7 +110,10 @@ class _Base:
 
     def xbar(self, key: tuple[str, str]) -> Optional[float]:
         d = self.shortfalls.get(self._skey(key))
-        if not d or self.matched.get(key, 0) < self.p.min_obs:
+        # "enough matched evidence": per (T, s) for per-key means; for the
+        # agent-level mean, the agent's matched observations in total.
+        n = self.matched.get(key, 0) if self.p.shortfall_scope == "key" else sum(self.matched.values())
+        if not d or n < self.p.min_obs:
             return None
         return sum(d) / len(d)
 

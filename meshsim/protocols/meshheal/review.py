@@ -9,7 +9,7 @@ Takeover candidates and the synthesis.
 """
 from __future__ import annotations
 
-import statistics
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generator, Optional
 
@@ -26,12 +26,21 @@ __all__ = ["Assessment", "assess", "serve_review", "median3", "sample_sd"]
 
 def median3(scores: list[float]) -> float:
     """q0: median of the initial scores (Alg. 2, line 3)."""
-    return statistics.median(scores)
+    xs = sorted(scores)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
 
 
 def sample_sd(scores: list[float]) -> float:
-    """s_u: sample standard deviation of the initial scores (App. B.5)."""
-    return statistics.stdev(scores) if len(scores) > 1 else 0.0
+    """s_u: sample standard deviation of the initial scores (App. B.5).
+
+    Plain floats: ``statistics.stdev`` computes with exact fractions, ~50x slower.
+    """
+    n = len(scores)
+    if n < 2:
+        return 0.0
+    mean = sum(scores) / n
+    return math.sqrt(sum((x - mean) ** 2 for x in scores) / (n - 1))
 
 
 @dataclass
@@ -50,6 +59,7 @@ class Assessment:
     reviewers: list[str] = field(default_factory=list)
     takeover: bool = False
     same_reviewer_twice: bool = False
+    reviewer_views: dict = field(default_factory=dict)  # the producer's view of each reviewer's state
 
 
 def committee_triggers(q0: float, s_u: float, watched: bool, probe: bool, tau: float, sigma: float) -> list[str]:
@@ -75,6 +85,7 @@ def assess(agent: "MeshHealAgent", y: "Output", H: frozenset, X: "TaskState",
         agent.sink_record("unreviewed", X.task.index, agent.name)
         return Assessment(q=None, output=y)
     rnd = agent.rnd
+    views = {j: agent.peer_state[j].value for j in eligible}
     # Initial review: one eligible normal neighbour, three independent calls.
     initial: Optional[list[float]] = None
     reviewer = None
@@ -89,7 +100,8 @@ def assess(agent: "MeshHealAgent", y: "Output", H: frozenset, X: "TaskState",
         return Assessment(q=None, output=y)
     q0 = median3(initial)
     s_u = sample_sd(initial)
-    res = Assessment(q=q0, output=y, q0=q0, s_u=s_u, initial=list(initial), reviewers=[reviewer])
+    res = Assessment(q=q0, output=y, q0=q0, s_u=s_u, initial=list(initial), reviewers=[reviewer],
+                     reviewer_views=views)
     if not p.committee:
         # Single-reviewer ablation (Sec. 6.4): the initial peer judges and corrects alone.
         if q0 <= p.tau_to and p.takeover:

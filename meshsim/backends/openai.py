@@ -1,0 +1,526 @@
+"""OpenAI-compatible chat-completions backend (``kind: openai``).
+
+A profile (``backends/<name>.yaml``) names the endpoint and the model behind
+each role the protocols ask for (``strong``, ``weak``; any other model name
+is looked up as a role too, else sent as the model id)::
+
+    kind: openai
+    name: local-llama
+    base_url: http://127.0.0.1:8080/v1
+    api_key_env: null            # or the NAME of an environment variable
+    models:
+      strong: {id: smollm2-135m, ttft: 0.4, rate: 40}
+      weak:   {id: smollm2-135m, ttft: 0.4, rate: 40, temperature: 0.7}
+    temperature: 0.0
+    seed: 0                      # sampling seed (+ the call's sample index)
+    max_tokens: 512
+    timeout: 60                  # seconds per HTTP request
+    concurrency: 4               # calls in flight at once
+    retries: {max: 4, base: 0.5, cap: 30, jitter: 0.5}
+
+The API key is read from the environment variable the profile *names*; it
+is sent as a bearer token and never stored in a profile, a cassette, a log,
+an error message or ``describe()``. A scenario whose profile names an unset
+variable fails at start (``check_openai``), not mid-run.
+
+Calls run on the backend's own event loop in a background thread (one
+``httpx.AsyncClient`` with its connection pool and one
+``asyncio.Semaphore`` bounding concurrency), whatever loop the caller
+awaits from. 429, 5xx, timeouts, connection errors and unreadable bodies are
+retried with exponential backoff and jitter, waiting what ``Retry-After``
+asks when the server says. Other 4xx, empty ``choices`` and empty content
+are not retried. After the retries a failure is a :class:`Response` with
+``error`` set (counted in ``describe()['errors']``): a run never dies of one
+bad call. Missing ``usage`` is estimated from text length (``chars_per_token``)
+and flagged ``fields['usage_estimated']``.
+
+Simulated latency comes from the model's ``ttft`` / ``rate`` (not the wall
+clock); measured wall times are kept in ``describe()`` and in cassettes.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import os
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, Awaitable, Callable, Literal, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import InputError
+from .base import Backend, CallKind, LatencyModel, Request, Response
+
+__all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
+
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+
+
+class _S(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelEndpoint(_S):
+    id: str
+    base_url: Optional[str] = None  # default: the profile's
+    api_key_env: Optional[str] = None  # default: the profile's
+    ttft: NonNeg = 0.5
+    rate: Pos = 50.0
+    prefill_rate: NonNeg = 0.0
+    temperature: Optional[Annotated[float, Field(ge=0, le=2)]] = None
+    top_p: Optional[Annotated[float, Field(gt=0, le=1)]] = None
+    max_tokens: Optional[Annotated[int, Field(ge=1)]] = None
+
+
+class RetrySpec(_S):
+    max: Annotated[int, Field(ge=0, le=20)] = 4  # retries after the first attempt
+    base: NonNeg = 0.5  # seconds before the first retry
+    cap: NonNeg = 30.0  # longest backoff
+    jitter: Annotated[float, Field(ge=0, le=1)] = 0.5  # fraction of the delay drawn at random
+    retry_after_cap: NonNeg = 120.0  # longest Retry-After honoured
+
+
+class OpenAIProfile(_S):
+    kind: Literal["openai"] = "openai"
+    name: str
+    description: str = ""
+    base_url: str
+    api_key_env: Optional[str] = None
+    models: dict[str, ModelEndpoint]
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
+    top_p: Optional[Annotated[float, Field(gt=0, le=1)]] = None
+    seed: int = 0
+    #: fixed: the sampling seed is ``seed + sample`` (same prompt -> same reply
+    #: across simulation seeds); per_call: the call's own seed from the simulation.
+    seed_mode: Literal["fixed", "per_call"] = "fixed"
+    max_tokens: Annotated[int, Field(ge=1)] = 512
+    max_tokens_by_kind: dict[str, Annotated[int, Field(ge=1)]] = {}
+    timeout: Pos = 60.0
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    retries: RetrySpec = RetrySpec()
+    #: ask for ``response_format: json_object`` on calls whose reply is JSON
+    json_mode: bool = False
+    stop: list[str] = []
+    chars_per_token: Pos = 4.0
+    headers: dict[str, str] = {}  # extra non-secret headers (never put a key here)
+    prompts: Any = None  # {dir, templates} overrides (meshsim.prompts.PromptSet)
+
+
+_JSON_KINDS = {CallKind.INFER, CallKind.REVIEW, CallKind.COMMITTEE}
+_SECRET_HEADERS = {"authorization", "api-key", "x-api-key", "proxy-authorization"}
+
+
+def _validate(data: Any, where: Optional[str]) -> OpenAIProfile:
+    try:
+        prof = OpenAIProfile.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        loc = ".".join(str(x) for x in e["loc"])
+        raise InputError(e["msg"], file=where, field=loc or None) from None
+    if not prof.models:
+        raise InputError("profile needs at least one model (e.g. 'strong')", file=where, field="models")
+    for h in prof.headers:
+        if h.lower() in _SECRET_HEADERS:
+            raise InputError("put credentials in an environment variable named by 'api_key_env', not in headers",
+                             file=where, field=f"headers.{h}")
+    for name, url in [("base_url", prof.base_url)] + [(f"models.{k}.base_url", m.base_url)
+                                                      for k, m in prof.models.items() if m.base_url]:
+        if not str(url).startswith(("http://", "https://")):
+            raise InputError("must be an http(s) URL", file=where, field=name, value=url)
+    return prof
+
+
+def load_openai_profile(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> OpenAIProfile:
+    """A profile file (optional) with ``overrides`` (the scenario's own keys) applied on top."""
+    data: dict[str, Any] = {}
+    where = None
+    if path is not None:
+        path = Path(path)
+        where = str(path)
+        if not path.is_file():
+            raise InputError("backend profile not found", file=where)
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=where) from None
+        if not isinstance(data, dict):
+            raise InputError("a backend profile is a mapping", file=where)
+    data = dict(data, **(overrides or {}))
+    data.setdefault("name", Path(where).stem if where else "openai")
+    return _validate(data, where)
+
+
+def _key_vars(prof: OpenAIProfile) -> list[str]:
+    names = {m.api_key_env or prof.api_key_env for m in prof.models.values()}
+    return sorted(n for n in names if n)
+
+
+def check_openai(prof: OpenAIProfile, need_key: bool = True, environ: Optional[dict[str, str]] = None) -> None:
+    """Fail at start (one line) when a key variable the profile names is unset."""
+    if not need_key:
+        return
+    env = os.environ if environ is None else environ
+    for var in _key_vars(prof):
+        if not env.get(var):
+            raise InputError(f"environment variable {var} is not set (the profile's api_key_env names it; "
+                             "export it, or replay from a cassette)", field="api_key_env", value=var)
+
+
+def estimate_tokens(text: str, chars_per_token: float = 4.0) -> int:
+    return int(math.ceil(len(text or "") / chars_per_token)) if text else 0
+
+
+def _public_url(url: str) -> str:
+    """A URL without userinfo or query (what describe() may show)."""
+    p = urlsplit(url)
+    host = p.hostname or ""
+    if p.port:
+        host = f"{host}:{p.port}"
+    return urlunsplit((p.scheme, host, p.path, "", ""))
+
+
+def _retry_after(value: Optional[str], cap: float) -> Optional[float]:
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        secs = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        secs = when.timestamp() - time.time()
+    if secs != secs:  # NaN
+        return None
+    return min(cap, max(0.0, secs))
+
+
+class _Failure(Exception):
+    def __init__(self, category: str, message: str, retryable: bool, retry_after: Optional[float] = None):
+        super().__init__(message)
+        self.category = category
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class OpenAIBackend(Backend):
+    """Chat completions over HTTP (see module doc). ``transport`` and ``sleep``
+    are injectable for tests (``httpx.MockTransport``, a recording sleep)."""
+
+    synchronous = False
+
+    def __init__(self, profile: OpenAIProfile, *, seed: int = 0, transport: Any = None,
+                 sleep: Optional[Callable[[float], Awaitable[None]]] = None,
+                 environ: Optional[dict[str, str]] = None, base_dir: Optional[Path] = None,
+                 require_key: bool = True):
+        from ..prompts import PromptSet
+
+        self.profile = profile
+        self.name = f"openai:{profile.name}"
+        self._transport = transport
+        self._sleep = sleep or asyncio.sleep
+        self._rnd = random.Random(seed)
+        env = os.environ if environ is None else environ
+        if require_key:
+            check_openai(profile, True, env)
+        # secrets live only here, keyed by variable name
+        self.__keys = {v: env.get(v, "") for v in _key_vars(profile)}
+        self.prompts = PromptSet.from_spec(profile.prompts, base_dir)
+        self._lat = {role: LatencyModel(m.ttft, m.rate, m.prefill_rate) for role, m in profile.models.items()}
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._client: Any = None
+        self._sem: Optional[asyncio.Semaphore] = None
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.errors: Counter = Counter()
+        self.retries = 0
+        self.retry_causes: Counter = Counter()
+        self.usage_estimated = 0
+        self.unparsed = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.wall_seconds = 0.0
+
+    # ------------------------------------------------------------------ interface
+    def latency_model(self, model: str) -> LatencyModel:
+        return self._lat.get(model) or self._lat.get("strong") or next(iter(self._lat.values()))
+
+    def describe(self) -> dict[str, Any]:
+        p = self.profile
+        return {"name": self.name, "kind": "openai", "base_url": _public_url(p.base_url),
+                "models": {k: v.id for k, v in p.models.items()}, "temperature": p.temperature,
+                "seed": p.seed, "seed_mode": p.seed_mode, "calls": self.calls, "errors": dict(sorted(self.errors.items())),
+                "retries": self.retries, "retry_causes": dict(sorted(self.retry_causes.items())),
+                "usage_estimated": self.usage_estimated, "unparsed_replies": self.unparsed,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "wall_seconds": round(self.wall_seconds, 3), "prompts_overridden": self.prompts.overridden}
+
+    async def complete(self, request: Request) -> Response:
+        resp, _meta = await self.complete_with_meta(request)
+        return resp
+
+    async def complete_with_meta(self, request: Request) -> tuple[Response, dict[str, Any]]:
+        """The Response plus what a cassette keeps about the call (wall time, attempts)."""
+        loop = self._ensure_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - always called from a coroutine
+            running = None
+        if running is loop:
+            return await self._call(request)
+        fut = asyncio.run_coroutine_threadsafe(self._call(request), loop)
+        return await asyncio.wrap_future(fut)
+
+    def complete_sync(self, request: Request) -> Response:
+        """Blocking call (scripts, the CLI): runs on the backend's loop thread."""
+        fut = asyncio.run_coroutine_threadsafe(self._call(request), self._ensure_loop())
+        return fut.result()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread, client = self._loop, self._thread, self._client
+            self._loop = self._thread = self._client = None
+            self._sem = None
+        if loop is None:
+            return
+        if client is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=10)
+            except Exception:  # pragma: no cover - closing is best effort
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=10)
+        loop.close()
+
+    # ------------------------------------------------------------------ request building
+    def endpoint(self, model: str) -> tuple[str, ModelEndpoint]:
+        """(role, endpoint) for a Request.model: a role name, else a model id."""
+        m = self.profile.models.get(model)
+        if m is not None:
+            return model, m
+        for role, ep in self.profile.models.items():
+            if ep.id == model:
+                return role, ep
+        role = "strong" if "strong" in self.profile.models else next(iter(self.profile.models))
+        return role, self.profile.models[role]
+
+    def sampling(self, req: Request) -> dict[str, Any]:
+        p = self.profile
+        _, ep = self.endpoint(req.model)
+        params: dict[str, Any] = {
+            "temperature": ep.temperature if ep.temperature is not None else p.temperature,
+            "max_tokens": p.max_tokens_by_kind.get(req.kind) or ep.max_tokens or p.max_tokens,
+        }
+        top_p = ep.top_p if ep.top_p is not None else p.top_p
+        if top_p is not None:
+            params["top_p"] = top_p
+        if p.stop:
+            params["stop"] = list(p.stop)
+        if p.json_mode and req.kind in _JSON_KINDS:
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    def call_seed(self, req: Request) -> int:
+        if self.profile.seed_mode == "per_call":
+            return int(req.seed) % (2 ** 31)
+        return self.profile.seed + int(req.sample)
+
+    def payload(self, req: Request) -> tuple[str, dict[str, Any]]:
+        """(URL, JSON body) of the chat-completions request: no secrets in either."""
+        from ..prompts import build_messages
+
+        _, ep = self.endpoint(req.model)
+        body = {"model": ep.id, "messages": build_messages(req, self.prompts), **self.sampling(req),
+                "seed": self.call_seed(req)}
+        base = (ep.base_url or self.profile.base_url).rstrip("/")
+        return f"{base}/chat/completions", body
+
+    def key_material(self, req: Request) -> dict[str, Any]:
+        """What identifies a call's reply (record/replay key): endpoint model,
+        messages, sampling parameters, seed and sample index."""
+        _, body = self.payload(req)
+        params = {k: v for k, v in body.items() if k not in ("model", "messages", "seed")}
+        return {"model": body["model"], "messages": body["messages"], "params": params, "seed": body["seed"],
+                "sample": int(req.sample)}
+
+    def _headers(self, ep: ModelEndpoint) -> dict[str, str]:
+        h = {"Content-Type": "application/json", **self.profile.headers}
+        var = ep.api_key_env or self.profile.api_key_env
+        key = self.__keys.get(var or "", "")
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        return h
+
+    def _scrub(self, text: str) -> str:
+        for key in self.__keys.values():
+            if key:
+                text = text.replace(key, "***")
+        return text
+
+    # ------------------------------------------------------------------ the loop thread
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                t = threading.Thread(target=loop.run_forever, name=f"meshsim-{self.name}", daemon=True)
+                t.start()
+                self._loop, self._thread = loop, t
+            return self._loop
+
+    def _client_sem(self) -> tuple[Any, asyncio.Semaphore]:
+        import httpx
+
+        if self._client is None:
+            limits = httpx.Limits(max_connections=self.profile.concurrency,
+                                  max_keepalive_connections=self.profile.concurrency)
+            kw: dict[str, Any] = {"timeout": httpx.Timeout(self.profile.timeout), "limits": limits}
+            if self._transport is not None:
+                kw["transport"] = self._transport
+            self._client = httpx.AsyncClient(**kw)
+            self._sem = asyncio.Semaphore(self.profile.concurrency)
+        return self._client, self._sem  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ one call
+    def _delay(self, attempt: int, retry_after: Optional[float]) -> float:
+        r = self.profile.retries
+        if retry_after is not None:
+            return retry_after
+        d = min(r.cap, r.base * (2 ** attempt))
+        return d * (1.0 - r.jitter * self._rnd.random())
+
+    async def _attempt(self, client: Any, url: str, body: dict, headers: dict) -> dict:
+        import httpx
+
+        try:
+            r = await client.post(url, json=body, headers=headers, timeout=self.profile.timeout)
+        except httpx.TimeoutException as exc:
+            raise _Failure("timeout", f"timed out after {self.profile.timeout:g}s ({type(exc).__name__})", True)
+        except httpx.TransportError as exc:
+            raise _Failure("connection", f"{type(exc).__name__}: {exc}", True)
+        code = r.status_code
+        if code == 429 or code >= 500:
+            ra = _retry_after(r.headers.get("retry-after"), self.profile.retries.retry_after_cap)
+            raise _Failure(f"http_{code}", f"HTTP {code}: {r.text[:200]!r}", True, ra)
+        if code >= 400:
+            raise _Failure(f"http_{code}", f"HTTP {code}: {r.text[:300]!r}", False)
+        try:
+            data = r.json()
+        except ValueError:
+            raise _Failure("malformed_json", f"reply is not JSON: {r.text[:120]!r}", True)
+        if not isinstance(data, dict):
+            raise _Failure("malformed_json", "reply is not a JSON object", True)
+        return data
+
+    async def _call(self, req: Request) -> tuple[Response, dict[str, Any]]:
+        client, sem = self._client_sem()
+        url, body = self.payload(req)
+        _, ep = self.endpoint(req.model)
+        headers = self._headers(ep)
+        r = self.profile.retries
+        t0 = time.monotonic()
+        attempt = 0
+        failure: Optional[_Failure] = None
+        data = None
+        while True:
+            async with sem:
+                try:
+                    data = await self._attempt(client, url, body, headers)
+                    failure = None
+                except _Failure as f:
+                    failure = f
+            if failure is None or not failure.retryable or attempt >= r.max:
+                break
+            self.retries += 1
+            self.retry_causes[failure.category] += 1
+            await self._sleep(self._delay(attempt, failure.retry_after))
+            attempt += 1
+        wall = time.monotonic() - t0
+        self.calls += 1
+        self.wall_seconds += wall
+        meta = {"wall": round(wall, 4), "attempts": attempt + 1}
+        if failure is not None:
+            return self._fail(failure.category, f"{failure}" + (f" after {attempt + 1} attempts" if attempt else ""),
+                              body), meta
+        resp = self._response(req, data, body)
+        return resp, meta
+
+    def _fail(self, category: str, message: str, body: dict) -> Response:
+        self.errors[category] += 1
+        return Response(error=self._scrub(f"{category}: {message}"),
+                        prompt_tokens=self._prompt_estimate(body), completion_tokens=0,
+                        fields={"usage_estimated": True})
+
+    def _prompt_estimate(self, body: dict) -> int:
+        cpt = self.profile.chars_per_token
+        return sum(estimate_tokens(m.get("content", ""), cpt) + 4 for m in body.get("messages", []))
+
+    def _response(self, req: Request, data: dict, body: dict) -> Response:
+        from ..prompts import parse_reply
+
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return self._fail("empty_choices", "reply has no choices", body)
+        ch = choices[0] if isinstance(choices[0], dict) else {}
+        msg = ch.get("message") if isinstance(ch.get("message"), dict) else {}
+        text = msg.get("content")
+        if text is None:
+            text = ch.get("text")  # legacy completions shape
+        if not isinstance(text, str) or not text.strip():
+            return self._fail("empty_content", f"reply has no content (finish_reason={ch.get('finish_reason')!r})",
+                              body)
+        fields, correct = parse_reply(req, text)
+        if fields.get("parsed") is False:
+            self.unparsed += 1
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(pt, int) and isinstance(ct, int) and not isinstance(pt, bool) and pt >= 0 and ct >= 0:
+            fields = dict(fields, usage_estimated=False)
+        else:
+            pt = self._prompt_estimate(body)
+            ct = estimate_tokens(text, self.profile.chars_per_token)
+            self.usage_estimated += 1
+            fields = dict(fields, usage_estimated=True)
+        fin = ch.get("finish_reason")
+        if fin == "length":
+            fields["truncated"] = True
+        self.prompt_tokens += pt
+        self.completion_tokens += ct
+        return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+
+
+def make_openai(spec: dict[str, Any], seed: int, base_dir: Optional[Path], *, require_key: bool = True,
+                **kw: Any) -> OpenAIBackend:
+    """An OpenAIBackend from a scenario's ``backend:`` spec (``profile`` + overrides)."""
+    from . import find_profile
+
+    overrides = {k: v for k, v in spec.items() if k not in ("kind", "profile")}
+    path = find_profile(spec["profile"], base_dir) if spec.get("profile") else None
+    prof = load_openai_profile(path, overrides)
+    pdir = path.parent if path is not None else base_dir
+    return OpenAIBackend(prof, seed=seed, base_dir=pdir, require_key=require_key, **kw)
+
+
+def check_openai_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> OpenAIProfile:
+    from . import find_profile
+    from ..prompts import PromptSet
+
+    overrides = {k: v for k, v in spec.items() if k not in ("kind", "profile")}
+    path = find_profile(spec["profile"], base_dir) if spec.get("profile") else None
+    if path is None and "base_url" not in overrides:
+        raise InputError("an openai backend needs 'profile' (or an inline base_url and models)", field="profile")
+    prof = load_openai_profile(path, overrides)
+    PromptSet.from_spec(prof.prompts, path.parent if path is not None else base_dir)
+    check_openai(prof, need_key)
+    return prof

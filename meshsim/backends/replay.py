@@ -1,0 +1,304 @@
+"""Record / replay wrapper around another backend (``kind: replay``).
+
+::
+
+    backend:
+      kind: replay
+      mode: record-missing          # record | replay | record-missing | off
+      cassette: cassettes/bbh-local.jsonl   # relative to the scenario file
+      backend: {kind: openai, profile: local-llama}
+
+The cassette is JSONL, one call per line, keyed by a SHA-256 of the call's
+identity: for an OpenAI-compatible backend the endpoint model, the chat
+messages, the sampling parameters, the seed and the sample index (for other
+backends, the request's kind, model, task, abilities, context, sample and
+seed). Modes:
+
+* ``record``: every call goes to the wrapped backend and is appended.
+* ``replay``: every call is answered from the cassette, with no network and no
+  API key; a call that is not in it stops the run with one line naming it.
+* ``record-missing``: answered from the cassette when present (a recorded
+  failure counts as missing), else called and appended.
+* ``off``: the wrapped backend alone.
+
+Each append is one ``write`` of one line to a file opened in append mode,
+flushed and fsynced, so a crash leaves every earlier line intact; a
+truncated last line (a crash mid-write) is ignored on reading and cut off
+before the next append. When a key appears more than once, the last line
+wins. Only the request identity, the chat messages and the reply go into a
+line: never headers, never the API key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import InputError
+from .base import Backend, LatencyModel, Request, Response
+
+__all__ = ["ReplayBackend", "MODES", "call_key", "read_cassette", "request_record", "response_from", "response_to"]
+
+MODES = ("record", "replay", "record-missing", "off")
+VERSION = 1
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _generic_material(req: Request) -> dict[str, Any]:
+    t = req.task
+    return {"kind": req.kind, "model": req.model, "task": t.id if t else None, "abilities": list(req.abilities),
+            "context": json.loads(_canon(req.context)), "sample": req.sample, "seed": req.seed}
+
+
+def key_material(inner: Backend, req: Request) -> dict[str, Any]:
+    fn = getattr(inner, "key_material", None)
+    return fn(req) if callable(fn) else _generic_material(req)
+
+
+def call_key(material: dict[str, Any]) -> str:
+    return hashlib.sha256(_canon(material).encode("utf-8")).hexdigest()
+
+
+def _scalar_ctx(ctx: dict[str, Any]) -> dict[str, Any]:
+    """The small, non-text part of a call's context (what `backends fit` reads)."""
+    out = {}
+    for k, v in ctx.items():
+        if isinstance(v, (bool, int, float)) or v is None or (isinstance(v, str) and len(v) <= 200):
+            out[k] = v
+    return out
+
+
+def request_record(req: Request) -> dict[str, Any]:
+    t = req.task
+    return {"kind": req.kind, "agent": req.agent, "model": req.model,
+            "task": ({"index": t.index, "id": t.id, "type": t.type, "dataset": t.dataset} if t else None),
+            "abilities": list(req.abilities), "sample": req.sample, "context": _scalar_ctx(req.context)}
+
+
+def response_to(resp: Response) -> dict[str, Any]:
+    return {"text": resp.text, "fields": json.loads(_canon(resp.fields)), "correct": resp.correct,
+            "prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
+            "latency": resp.latency, "error": resp.error}
+
+
+def response_from(d: dict[str, Any]) -> Response:
+    return Response(text=d.get("text", ""), fields=dict(d.get("fields") or {}), correct=d.get("correct"),
+                    prompt_tokens=int(d.get("prompt_tokens", 0)), completion_tokens=int(d.get("completion_tokens", 0)),
+                    latency=d.get("latency"), error=d.get("error"))
+
+
+def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """(entries, length of the readable prefix in bytes). A partial last line
+    (a crash mid-append) is skipped; a corrupt line before it is an error
+    naming the line."""
+    path = Path(path)
+    if not path.exists():
+        return [], 0
+    raw = path.read_bytes()
+    entries: list[dict[str, Any]] = []
+    good = pos = 0
+    n = 0
+    while pos < len(raw):
+        n += 1
+        nl = raw.find(b"\n", pos)
+        end = len(raw) if nl < 0 else nl + 1
+        line = raw[pos:end].strip()
+        if line:
+            try:
+                d = json.loads(line.decode("utf-8"))
+                if not isinstance(d, dict) or "key" not in d or "response" not in d:
+                    raise ValueError("not a cassette entry")
+            except (ValueError, UnicodeDecodeError):
+                if not raw[end:].strip():
+                    break  # the last line is partial: ignore it
+                raise InputError("corrupt cassette line (not a JSON call record)", file=str(path),
+                                 field=f"line {n}") from None
+            entries.append(d)
+        good = end
+        pos = end
+    return entries, good
+
+
+class ReplayBackend(Backend):
+    def __init__(self, inner: Backend, mode: str, cassette: str | Path, fsync: bool = True):
+        if mode not in MODES:
+            raise InputError(f"unknown replay mode; choose one of {list(MODES)}", field="mode", value=mode)
+        self.inner = inner
+        self.mode = mode
+        self.path = Path(cassette)
+        self.fsync = fsync
+        self.name = f"replay:{inner.name}"
+        self._lock = threading.Lock()
+        self._index: dict[str, dict[str, Any]] = {}
+        self.hits = self.misses = self.recorded = 0
+        if mode == "off":
+            self.synchronous = inner.synchronous
+            return
+        if mode == "replay":
+            if not self.path.is_file():
+                raise InputError("cassette not found (record it first with mode record or record-missing)",
+                                 file=str(self.path))
+            self.synchronous = True
+        else:
+            self.synchronous = inner.synchronous
+        entries, good = read_cassette(self.path)
+        for e in entries:
+            self._index[e["key"]] = e
+        if mode != "replay":
+            self._repair(good)
+
+    def _repair(self, good: int) -> None:
+        """Cut a partial last line so the next append starts a fresh line."""
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return
+        size = self.path.stat().st_size
+        if good < size:
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+        if good and not self.path.read_bytes().endswith(b"\n"):
+            self._write(b"\n")
+
+    # ------------------------------------------------------------------ interface
+    def latency_model(self, model: str) -> LatencyModel:
+        return self.inner.latency_model(model)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "mode": self.mode, "cassette": str(self.path), "hits": self.hits,
+                "misses": self.misses, "recorded": self.recorded, "inner": self.inner.describe()}
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def key(self, req: Request) -> str:
+        return call_key(key_material(self.inner, req))
+
+    def _lookup(self, req: Request) -> tuple[str, Optional[Response]]:
+        k = self.key(req)
+        e = self._index.get(k)
+        if e is None:
+            return k, None
+        resp = response_from(e["response"])
+        if self.mode == "record-missing" and resp.error is not None:
+            return k, None  # retry recorded failures
+        return k, resp
+
+    def _missing(self, req: Request, k: str) -> InputError:
+        t = req.task
+        where = f"task {t.id}" if t else "no task"
+        return InputError(f"no recorded reply for call {req.kind} by {req.agent} (model {req.model}, {where}, "
+                          f"sample {req.sample}, key {k[:12]}); re-record with mode record-missing",
+                          file=str(self.path))
+
+    def complete_sync(self, req: Request) -> Response:
+        if self.mode == "off":
+            return self.inner.complete_sync(req)
+        if self.mode != "record":
+            k, resp = self._lookup(req)
+            if resp is not None:
+                self.hits += 1
+                return resp
+            if self.mode == "replay":
+                raise self._missing(req, k)
+        # a synchronous inner (a fake) can be recorded without an event loop
+        resp = self.inner.complete_sync(req)
+        self._append(req, resp, {})
+        return resp
+
+    async def complete(self, req: Request) -> Response:
+        if self.mode == "off":
+            return await self.inner.complete(req)
+        if self.mode != "record":
+            k, resp = self._lookup(req)
+            if resp is not None:
+                self.hits += 1
+                return resp
+            if self.mode == "replay":
+                raise self._missing(req, k)
+        with_meta = getattr(self.inner, "complete_with_meta", None)
+        if callable(with_meta):
+            resp, meta = await with_meta(req)
+        else:
+            resp, meta = await self.inner.complete(req), {}
+        self._append(req, resp, meta)
+        return resp
+
+    # ------------------------------------------------------------------ writing
+    def _append(self, req: Request, resp: Response, meta: dict[str, Any]) -> None:
+        self.misses += 1
+        material = key_material(self.inner, req)
+        k = call_key(material)
+        entry = {"v": VERSION, "key": k, "backend": self.inner.name, "request": request_record(req),
+                 "call": material, "response": response_to(resp), **{m: meta[m] for m in ("wall", "attempts")
+                                                                    if m in meta}}
+        line = (_canon(entry) + "\n").encode("utf-8")
+        self._write(line)
+        self._index[k] = json.loads(line)
+        self.recorded += 1
+
+    def _write(self, data: bytes) -> None:
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
+    from . import check_backend
+
+    allowed = {"kind", "mode", "cassette", "backend", "fsync"}
+    for k in spec:
+        if k not in allowed:
+            raise InputError("unknown key", field=k)
+    mode = spec.get("mode", "record-missing")
+    if mode not in MODES:
+        raise InputError(f"unknown replay mode; choose one of {list(MODES)}", field="mode", value=mode)
+    if mode != "off" and not spec.get("cassette"):
+        raise InputError("a replay backend needs 'cassette' (a JSONL file)", field="cassette")
+    inner = spec.get("backend")
+    if not isinstance(inner, dict) or "kind" not in inner:
+        raise InputError("a replay backend wraps another: backend: {kind: openai, profile: ...}", field="backend")
+    if inner["kind"] == "replay":
+        raise InputError("a replay backend cannot wrap another replay backend", field="backend.kind")
+    if mode == "replay":
+        path = cassette_path(spec["cassette"], base_dir)
+        if not path.is_file():
+            raise InputError("cassette not found (record it first with mode record or record-missing)",
+                             field="cassette", value=str(spec["cassette"]))
+        read_cassette(path)
+    try:
+        check_backend(inner, base_dir, need_key=(mode != "replay"))
+    except InputError as exc:
+        if exc.file:
+            raise
+        raise InputError(exc.message, field="backend" + (f".{exc.field}" if exc.field else ""),
+                         value=exc.value) from None
+
+
+def cassette_path(cassette: str, base_dir: Optional[Path]) -> Path:
+    p = Path(cassette)
+    if base_dir is not None and not p.is_absolute():
+        return base_dir / p
+    return p
+
+
+def make_replay(spec: dict[str, Any], seed: int, base_dir: Optional[Path]) -> ReplayBackend:
+    from . import make_backend
+
+    mode = spec.get("mode", "record-missing")
+    inner = make_backend(spec["backend"], seed, base_dir, need_key=(mode != "replay"))
+    return ReplayBackend(inner, mode, cassette_path(spec.get("cassette", ""), base_dir),
+                         fsync=bool(spec.get("fsync", True)))

@@ -1,0 +1,416 @@
+"""Tables (MeshHeal Tab. 2-3, App. C.5; SAC Tab. 1) and the one-file HTML report of a run folder.
+
+Like :mod:`meshsim.plots`, everything here reads the run folder's records
+only. ``meshsim report RUN_DIR`` writes ``RUN_DIR/report.html``: the scenario,
+every table and every figure that applies, PNGs embedded as base64 so the
+file can be mailed or attached as is. The tables are also written next to it
+as CSV and Markdown (``phases.csv``, ``self-healing.csv``, ``tables.md``).
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from . import plots
+from .plots import RunSet, Stat, open_run
+
+__all__ = ["Table", "phase_table", "healing_table", "audit_table", "sac_table", "tables", "write_tables",
+           "write_report", "print_tables"]
+
+
+@dataclass
+class Table:
+    """A small table with display strings (``rows``) and raw values (``data``)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    data_columns: list[str] = field(default_factory=list)
+    data: list[list[Any]] = field(default_factory=list)
+    note: str = ""
+    name: str = "table"
+
+    def to_markdown(self) -> str:
+        out = [f"### {self.title}", ""]
+        out.append("| " + " | ".join(self.columns) + " |")
+        out.append("| " + " | ".join("---" for _ in self.columns) + " |")
+        for r in self.rows:
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+        if self.note:
+            out += ["", self.note]
+        return "\n".join(out) + "\n"
+
+    def to_csv(self) -> str:
+        """Raw numbers (mean, std, min, max, n as separate columns), one row per table row."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(self.data_columns or self.columns)
+        for r in (self.data if self.data_columns else self.rows):
+            w.writerow(["" if v is None else (f"{v:.6g}" if isinstance(v, float) else v) for v in r])
+        return buf.getvalue()
+
+    def to_html(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.rows)
+        note = f'<p class="note">{html.escape(self.note)}</p>' if self.note else ""
+        return (f"<h3>{html.escape(self.title)}</h3><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table>{note}")
+
+    def to_rich(self):
+        from rich.table import Table as RichTable
+
+        t = RichTable(title=self.title, title_justify="left", caption=self.note or None, caption_justify="left")
+        for i, c in enumerate(self.columns):
+            t.add_column(c, justify="left" if i == 0 else "right")
+        for r in self.rows:
+            t.add_row(*r)
+        return t
+
+
+def _stat_cols(prefix: str, st: Stat, scale: float = 1.0) -> list[Any]:
+    f = (lambda v: None if v is None else v * scale)
+    return [f(st.mean), f(st.std), f(st.min), f(st.max), st.n]
+
+
+def _stat_names(prefix: str) -> list[str]:
+    return [f"{prefix}_mean", f"{prefix}_std", f"{prefix}_min", f"{prefix}_max", f"{prefix}_n"]
+
+
+def _seeds_note(rs: RunSet) -> str:
+    if rs.multi:
+        return f"mean ± sample std over {len(rs.runs)} seeds ({', '.join(map(str, rs.seeds))}), from aggregate.json"
+    return f"one seed ({rs.first.seed}), from summary.json"
+
+
+def phase_table(run: Any) -> Table:
+    """Accuracy, tokens and model calls per task for each phase (Tab. 2a / 3a)."""
+    rs = open_run(run)
+    rows, data = [], []
+    for r in plots.phase_stats(rs):
+        rows.append([r["phase"], r["tasks"], r["accuracy"].fmt(3), r["tokens"].fmt(1, 1e-3), r["calls"].fmt(1)])
+        data.append([r["phase"], r["tasks"].replace("–", "-"), *_stat_cols("accuracy", r["accuracy"]),
+                     *_stat_cols("tokens", r["tokens"]), *_stat_cols("calls", r["calls"])])
+    return Table("Accuracy and cost per phase", ["phase", "tasks", "accuracy", "tokens/task (k)", "calls/task"],
+                 rows, ["phase", "tasks", *_stat_names("accuracy"), *_stat_names("tokens_per_task"),
+                        *_stat_names("calls_per_task")], data, _seeds_note(rs), name="phases")
+
+
+def healing_table(run: Any) -> Optional[Table]:
+    """Detection delay, closure and reintegration delay per degraded agent (Tab. 3b)."""
+    rs = open_run(run)
+    stats = plots.healing_stats(rs)
+    if not stats:
+        return None
+    rows, data = [], []
+    multi_iv = any(s["interval"] > 1 for s in stats)
+    for s in stats:
+        det, rein = s["detection_delay"], s["reintegration_delay"]
+        b, r = s["degraded_at"], s["recovered_at"]
+        who = s["agent"] + (f" #{s['interval']}" if multi_iv else "")
+        det_txt = det.fmt(1, spread=True) if det.mean is not None else "∞ (never isolated)"
+        if det.missing and det.mean is not None:
+            det_txt += f", {det.missing} missed"
+        if r.mean is None:
+            rein_txt = "– (no recovery)"
+        elif rein.mean is None:
+            rein_txt = "undefined"
+        else:
+            rein_txt = rein.fmt(1, spread=True)
+            if rein.n < s["seeds"]:
+                rein_txt += f" [{rein.n}/{s['seeds']} seeds]"
+        rows.append([who, _int_fmt(b), _int_fmt(r), det_txt, f"{s['closure']}/{s['seeds']}", rein_txt])
+        data.append([s["agent"], s["interval"], b.mean, r.mean, *_stat_cols("det", det), s["missed"],
+                     s["closure"], s["seeds"], *_stat_cols("rein", rein)])
+    false_iso = Stat.of(rs.stat("false_isolations"))
+    note = _seeds_note(rs) + "; delays in tasks: mean ± std (min–max)"
+    if false_iso.mean is not None:
+        note += f"; falsely isolated healthy agents per seed: {false_iso.fmt(1)}"
+    return Table("Self-healing: detection, closure, reintegration",
+                 ["agent", "degraded at b", "recovered at r", "detection delay c−b", "closure",
+                  "reintegration delay u−r"], rows,
+                 ["agent", "interval", "degraded_at", "recovered_at", *_stat_names("detection_delay"), "missed",
+                  "closure_seeds", "seeds", *_stat_names("reintegration_delay")], data, note, name="self-healing")
+
+
+def _int_fmt(st: Stat) -> str:
+    if st.mean is None:
+        return "–"
+    if st.n <= 1 or (st.min == st.max):
+        return f"{st.mean:.0f}"
+    return st.fmt(1)
+
+
+def audit_table(run: Any) -> Optional[Table]:
+    """Review and Takeover audit (App. C.5)."""
+    rs = open_run(run)
+    fields = [("audit.initial_score_healthy", "mean initial score, healthy outputs", 2),
+              ("audit.initial_score_degraded", "mean initial score, degraded outputs", 2),
+              ("audit.initial_recall", "initial recall (q0 ≤ τ on degraded)", 3),
+              ("audit.initial_false_alarm", "initial false alarm (q0 ≤ τ on healthy)", 3),
+              ("audit.committee_recall", "committee recall", 3),
+              ("audit.committee_false_alarm", "committee false alarm", 3),
+              ("audit.takeover.wrong_fixed", "Takeover: wrong finals fixed", 1),
+              ("audit.takeover.wrong_entering", "Takeover: wrong finals entering", 1),
+              ("audit.takeover.right_broken", "Takeover: right finals broken", 1),
+              ("unanswered", "unanswered tasks", 1),
+              ("false_isolations", "falsely isolated healthy agents", 1),
+              ("missed", "missed degraded intervals", 1)]
+    rows, data = [], []
+    for path, label, digits in fields:
+        st = Stat.of(rs.stat(path))
+        if st.mean is None:
+            continue
+        rows.append([label, st.fmt(digits)])
+        data.append([path, *_stat_cols("", st)])
+    if not rows:
+        return None
+    return Table("Review audit and failures", ["metric", "value"], rows,
+                 ["field", "mean", "std", "min", "max", "n"], data, _seeds_note(rs), name="audit")
+
+
+def sac_table(runs: Any) -> Optional[Table]:
+    """IAA, FAA, BFTI, RA and H-Majority per method and topology (SAC Tab. 1)."""
+    data_runs = plots.sac_runs(runs)
+    cols = [f for f in plots.SAC_FIELDS if any(f in s.metrics for s in data_runs)]
+    labels = {"iaa": "IAA (%)", "faa": "FAA (%)", "bfti": "BFTI (pp)", "ra": "RA (%)", "h_majority": "H-Majority (%)"}
+    rows, data = [], []
+    for s in data_runs:
+        row = [s.method, s.topology]
+        raw: list[Any] = [s.method, s.topology, s.seeds]
+        for f in cols:
+            st = s.metrics.get(f)
+            if st is None or st.mean is None:
+                row.append("–")
+                raw += [None, None]
+                continue
+            scale = 100.0 if abs(st.mean) <= 1.0 else 1.0
+            txt = st.fmt(1, scale)
+            row.append(("+" + txt) if f == "bfti" and st.mean > 0 else txt)
+            raw += [st.mean * scale, (st.std or 0.0) * scale]
+        w0, w1 = _first_last(s.weak)
+        s0, s1 = _first_last(s.strong)
+        row.append(f"{w0:.0f}→{w1:.0f}" if w0 is not None else "–")
+        row.append(f"{s0:.0f}→{s1:.0f}" if s0 is not None else "–")
+        raw += [w0, w1, s0, s1]
+        rows.append(row)
+        data.append(raw)
+    data_cols = ["method", "topology", "seeds"] + [x for f in cols for x in (f"{f}_mean", f"{f}_std")] + \
+        ["weak_first", "weak_last", "strong_first", "strong_last"]
+    return Table("SAC vs CP-WBFT", ["method", "topology", *[labels[f] for f in cols], "W first→last (%)",
+                                    "S first→last (%)"], rows, data_cols, data,
+                 "mean ± sample std over seeds where a folder holds several", name="sac")
+
+
+def _first_last(vals: Sequence[Optional[float]]):
+    xs = [v for v in vals if v is not None]
+    return (xs[0], xs[-1]) if xs else (None, None)
+
+
+def tables(run: Any) -> list[Table]:
+    """Every table that applies to the run folder."""
+    rs = open_run(run)
+    rf = rs.first
+    out: list[Table] = []
+    if rf.is_sac:
+        t = sac_table([rs])
+        if t:
+            out.append(t)
+    if isinstance(rf.summary.get("accuracy"), dict):
+        out.append(phase_table(rs))
+    for fn in (healing_table, audit_table):
+        t = fn(rs)
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def write_tables(tabs: Sequence[Table], folder: Path, md_name: str = "tables.md",
+                 prefix: str = "") -> list[Path]:
+    """``<prefix><table>.csv`` per table and one Markdown file holding them all."""
+    from .runner import write_atomic
+
+    folder = Path(folder)
+    paths = []
+    for t in tabs:
+        p = folder / f"{prefix}{t.name}.csv"
+        write_atomic(p, t.to_csv())
+        paths.append(p)
+    md = folder / md_name
+    write_atomic(md, "\n".join(t.to_markdown() for t in tabs))
+    paths.append(md)
+    return paths
+
+
+def print_tables(tabs: Sequence[Table], file=None) -> None:
+    from rich.console import Console
+
+    console = Console(file=file, width=120)
+    for t in tabs:
+        console.print(t.to_rich())
+
+
+# ---------------------------------------------------------------------------
+# HTML report
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1060px;margin:24px auto;
+padding:0 16px;color:#212529;line-height:1.45}
+h1{font-size:1.5em;margin-bottom:0}h2{border-bottom:1px solid #dee2e6;padding-bottom:4px;margin-top:2em}
+h3{font-size:1.05em;margin-bottom:6px}
+table{border-collapse:collapse;font-size:0.9em;margin:6px 0}
+th,td{border:1px solid #dee2e6;padding:3px 9px;text-align:right}th{background:#f1f3f5}
+td:first-child,th:first-child{text-align:left}
+.note,.meta{color:#6c757d;font-size:0.85em}img{max-width:100%;border:1px solid #f1f3f5}
+pre{background:#f8f9fa;padding:10px;overflow-x:auto;font-size:0.8em}
+figure{margin:14px 0}figcaption{color:#495057;font-size:0.88em;margin-top:4px}
+"""
+
+
+def _img(fig) -> str:
+    data = base64.b64encode(plots._png_bytes(fig)).decode("ascii")
+    return f'<img alt="figure" src="data:image/png;base64,{data}">'
+
+
+def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[], Any]]]:
+    """(title, caption, builder) for every figure that applies."""
+    rf = rs.run(seed)
+    out: list[tuple[str, str, Callable[[], Any]]] = []
+    if isinstance(rf.summary.get("accuracy"), dict) and rf.phases():
+        out.append(("Accuracy and cost per phase",
+                    "Bars: mean over seeds, error bars: sample std; pink phases had a degraded agent.",
+                    lambda: plots.phase_bars(rs)))
+    if rf.is_meshheal:
+        n_agents = len(rf.agents())
+        chosen = plots.default_agents(rf)
+        if n_agents > 12:
+            out.append(("Inferred state of every agent",
+                        f"Seed {rf.seed}. Rows: agents (degraded first); colour: inferred routing state; "
+                        "black outline: injected degradation.",
+                        lambda: _heatmap(rf)))
+        if chosen:
+            out.append(("Detection and reintegration timeline (Fig. C1)",
+                        f"Seed {rf.seed}. Pink: injected degradation; markers: reviewed outputs coloured by the "
+                        "state after the update, hollow: recovery probes; black: rolling mean review score; "
+                        "blue: 10th–90th percentile of normal agents' mean score; bottom strip: inferred "
+                        "state; dashed: detection c and reintegration u with their delays.",
+                        lambda: plots.timeline(rf, agents=chosen)))
+            if str(rf.params.get("detector", "relative")) != "none" and rf.params.get("review", True):
+                out.append(("Detector statistic",
+                            f"Seed {rf.seed}. One point per matched detector update; dotted lines: watch and "
+                            "isolate thresholds from protocol.params.",
+                            lambda: plots.detector_figure(rf, agents=chosen)))
+    if rf.is_sac:
+        out.append(("SAC: per-round accuracy and BFTI", "Strong (solid) and weak (dashed) honest agents' "
+                    "accuracy per round; BFTI = FAA − IAA.", lambda: plots.sac_figure([rs])))
+    out.append(("Topology", "Initial graph rebuilt from scenario.resolved.yaml; colour: final inferred state "
+                "(or role); black ring: agents degraded at some point.", lambda: plots.topology(rf)))
+    return out
+
+
+def _heatmap(rf):
+    fig = plots._new_figure(plots._heatmap_height(len(rf.agents())))
+    plots.state_heatmap(rf, ax=fig.add_subplot(1, 1, 1))
+    return fig
+
+
+def _check_records(rs: RunSet) -> None:
+    """A MeshHeal run must hold its three tables, each readable: a partial folder is an error."""
+    for rf in rs.runs.values():
+        if rf.protocol == "meshheal":
+            rf.require("tasks.jsonl", "states.jsonl", "reviews.jsonl", why="partial MeshHeal run folder")
+            rf.tasks(), rf.states(), rf.reviews()
+
+
+def build_report(run: Any, seed: Optional[int] = None) -> str:
+    """The report's HTML text."""
+    from .errors import MeshsimError
+
+    rs = open_run(run)
+    rf = rs.run(seed)
+    _check_records(rs)
+    sc = rf.scenario
+    name = sc.get("name", rf.path.name)
+    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(name)} — meshsim report"
+             f"</title><style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(name)}</h1>"]
+    if sc.get("description"):
+        parts.append(f"<p>{html.escape(str(sc['description']))}</p>")
+    seeds = f"{len(rs.runs)} seeds ({', '.join(map(str, rs.seeds))}); per-seed figures: seed {rf.seed}" \
+        if rs.multi else f"seed {rf.seed}"
+    parts.append(f'<p class="meta">run folder <code>{html.escape(str(rs.path))}</code> · protocol '
+                 f'<b>{html.escape(rf.protocol)}</b> · {seeds}</p>')
+    parts.append("<h2>Summary</h2>" + _headline_html(rs))
+    tabs = tables(rs)
+    if tabs:
+        parts.append("<h2>Tables</h2>" + "".join(t.to_html() for t in tabs))
+    figs = _figures(rs, seed)
+    parts.append("<h2>Figures</h2>")
+    for title, caption, build in figs:
+        try:
+            fig = build()
+        except MeshsimError as exc:  # a figure that does not apply after all: say why, keep going
+            parts.append(f"<h3>{html.escape(title)}</h3><p class=\"note\">not drawn: {html.escape(str(exc))}</p>")
+            continue
+        parts.append(f"<figure><h3>{html.escape(title)}</h3>{_img(fig)}"
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    import yaml
+
+    parts.append("<h2>Scenario</h2><details><summary>scenario.resolved.yaml"
+                 f"{' (seed ' + str(rf.seed) + ')' if rs.multi else ''}</summary><pre>"
+                 + html.escape(yaml.safe_dump(sc, sort_keys=False, allow_unicode=True)) + "</pre></details>")
+    parts.append(f'<p class="meta">written by meshsim {_version()} from the run folder\'s records.</p>')
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _headline_html(rs: RunSet) -> str:
+    rf = rs.first
+    items = []
+    for path, label, digits, scale in (("accuracy.overall", "accuracy", 3, 1.0),
+                                       ("tokens_per_task", "tokens per task (k)", 1, 1e-3),
+                                       ("calls_per_task", "model calls per task", 1, 1.0),
+                                       ("tasks", "tasks", 0, 1.0), ("agents", "agents", 0, 1.0),
+                                       ("sim_time", "simulated time (s)", 0, 1.0),
+                                       ("messages.total.sent", "messages sent", 0, 1.0),
+                                       ("queries", "queries", 0, 1.0),
+                                       ("tokens.per_query", "tokens per query (k)", 1, 1e-3),
+                                       ("iaa", "IAA", 3, 1.0), ("faa", "FAA", 3, 1.0), ("bfti", "BFTI", 3, 1.0),
+                                       ("ra", "RA", 3, 1.0), ("h_majority", "H-Majority", 3, 1.0)):
+        st = Stat.of(rs.stat(path))
+        if st.mean is not None:
+            if st.min is not None and st.min == st.max:  # the same in every seed
+                st = Stat(st.mean, n=1)
+            items.append((label, st.fmt(digits, scale)))
+    if not rs.multi:
+        iso = rf.summary.get("isolated_at_end")
+        if isinstance(iso, list):
+            items.append(("isolated at end", ", ".join(iso) or "none"))
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in items)
+    return f"<table><tbody>{rows}</tbody></table><p class=\"note\">{html.escape(_seeds_note(rs))}</p>"
+
+
+def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str] = None,
+                 with_tables: bool = True) -> Path:
+    """Write ``RUN_DIR/report.html`` (and the tables as CSV + Markdown); returns its path."""
+    from .runner import write_atomic
+
+    rs = open_run(run)
+    text = build_report(rs, seed)
+    path = Path(out) if out is not None else rs.path / "report.html"
+    write_atomic(path, text)
+    if with_tables:
+        tabs = tables(rs)
+        if tabs:
+            write_tables(tabs, path.parent)
+    return path

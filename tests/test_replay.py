@@ -1,0 +1,283 @@
+"""Record / replay: cassettes reproduce replies exactly, offline, and never hold a secret."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+import meshsim
+from meshsim.backends import make_backend
+from meshsim.backends.base import CallKind, Request, TaskRef
+from meshsim.backends.fake import FakeBackend, load_fake_profile
+from meshsim.backends.openai import OpenAIBackend, load_openai_profile
+from meshsim.backends.replay import ReplayBackend, read_cassette
+from meshsim.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-live-DO-NOT-RECORD-987654321"
+TASK = TaskRef(index=3, id="bbh/navigate/3", type="navigate", question="Take 2 steps left. Take 2 steps right.",
+               answer="Yes", required=("arithmetic", "spatial_reasoning"), dataset="bbh")
+
+
+def prof(**over):
+    data = {"name": "t", "base_url": "http://llm.test/v1", "api_key_env": "MESHSIM_TEST_KEY",
+            "models": {"strong": {"id": "big"}, "weak": {"id": "small"}},
+            "retries": {"max": 0}}
+    data.update(over)
+    return load_openai_profile(None, data)
+
+
+def reply_for(body: dict) -> str:
+    sys_msg = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    if "You review" in sys_msg:
+        score = 0.25 + 0.25 * (len(body["messages"][-1]["content"]) % 3)
+        return json.dumps({"half_correct": score, "normal_working_score": score, "confidence": 0.8,
+                           "specific_failure_found": score <= 0.4, "failure_type": "other",
+                           "failure_evidence": "x" if score <= 0.4 else "", "one_sentence_reason": f"seed {body['seed']}"})
+    if "You route tasks" in sys_msg:
+        user = body["messages"][-1]["content"]
+        ttype = user.split("Task type: ")[1].split("\n")[0]
+        pair = user.split(f"- {ttype}: ")[1].split("\n")[0]
+        return json.dumps({"abilities": pair.split(", ")})
+    return f"COMPETENCE_MATCH:partial\nwork for seed {body['seed']}\nAnswer: Yes"
+
+
+def handler(counter):
+    def h(request: httpx.Request):
+        counter.append(request)
+        body = json.loads(request.content)
+        return httpx.Response(200, json={"choices": [{"message": {"content": reply_for(body)}, "finish_reason": "stop"}],
+                                         "usage": {"prompt_tokens": 50, "completion_tokens": len(counter)}})
+    return h
+
+
+def refuse(request):
+    raise AssertionError("replay must not touch the network")
+
+
+def openai(transport, key=True):
+    env = {"MESHSIM_TEST_KEY": SECRET} if key else {}
+    return OpenAIBackend(prof(), transport=httpx.MockTransport(transport), environ=env, require_key=key)
+
+
+def reqs():
+    out = []
+    for k in range(3):
+        out.append(Request(kind=CallKind.REVIEW, agent="A2", model="strong", task=TASK, abilities=("arithmetic",),
+                           context={"action": "contribute", "output_text": "left 2, right 2", "output_correct": True},
+                           sample=k, seed=k))
+    out.append(Request(kind=CallKind.FINALIZE, agent="A4", model="weak", task=TASK, abilities=("spatial_reasoning",),
+                       context={"drafts": ["net 0 steps"]}, seed=99))
+    out.append(Request(kind=CallKind.INFER, agent="A1", model="strong", task=TASK, context={}, seed=5))
+    return out
+
+
+def record(path, mode="record"):
+    seen = []
+    rb = ReplayBackend(openai(handler(seen)), mode, path)
+    try:
+        out = [asyncio.run(rb.complete(r)) for r in reqs()]
+    finally:
+        rb.close()
+    return out, seen, rb
+
+
+def test_record_then_replay_reproduces_exactly_offline(tmp_path):
+    cas = tmp_path / "c.jsonl"
+    recorded, seen, rb = record(cas)
+    assert len(seen) == 5 and rb.recorded == 5
+    assert recorded[3].correct is True and recorded[4].fields["pair"] == ["arithmetic", "spatial_reasoning"]
+    entries, _ = read_cassette(cas)
+    assert len(entries) == 5 and all(e["wall"] >= 0 and e["attempts"] == 1 for e in entries)
+    # replay: no key in the environment, a transport that fails the test if used, no event loop needed
+    rp = ReplayBackend(openai(refuse, key=False), "replay", cas)
+    assert rp.synchronous
+    again = [rp.complete_sync(r) for r in reqs()]
+    assert again == recorded
+    assert asyncio.run(rp.complete(reqs()[0])) == recorded[0]
+    assert rp.describe()["hits"] == 6 and rp.describe()["misses"] == 0
+
+
+def test_cassette_never_holds_the_key_or_auth_header(tmp_path):
+    cas = tmp_path / "c.jsonl"
+    _, seen, _ = record(cas)
+    assert seen[0].headers["authorization"] == f"Bearer {SECRET}"  # it was sent...
+    text = cas.read_text()
+    assert SECRET not in text  # ...and never written
+    assert "bearer" not in text.lower() and "authorization" not in text.lower()
+    assert "MESHSIM_TEST_KEY" not in text
+
+
+def test_replay_miss_is_one_line_naming_the_call(tmp_path):
+    cas = tmp_path / "c.jsonl"
+    record(cas)
+    rp = ReplayBackend(openai(refuse, key=False), "replay", cas)
+    other = Request(kind=CallKind.REVIEW, agent="A6", model="strong", task=TASK, abilities=("arithmetic",),
+                    context={"action": "finalize", "output_text": "something else"}, sample=1)
+    with pytest.raises(InputError) as ei:
+        rp.complete_sync(other)
+    msg = str(ei.value)
+    assert "\n" not in msg and "review by A6" in msg and "bbh/navigate/3" in msg and "sample 1" in msg
+    with pytest.raises(InputError):
+        ReplayBackend(openai(refuse, key=False), "replay", tmp_path / "absent.jsonl")
+
+
+def test_key_covers_model_messages_params_seed_sample(tmp_path):
+    b = openai(refuse)
+    rb = ReplayBackend(b, "record-missing", tmp_path / "k.jsonl")
+    base = reqs()[0]
+    k0 = rb.key(base)
+    assert rb.key(base) == k0
+    from dataclasses import replace
+    assert rb.key(replace(base, sample=1)) != k0
+    assert rb.key(replace(base, model="weak")) != k0
+    assert rb.key(replace(base, context=dict(base.context, output_text="other"))) != k0
+    assert rb.key(replace(base, agent="A5", seed=777)) == k0  # fixed seed mode: same prompt -> same reply
+    hot = ReplayBackend(OpenAIBackend(prof(temperature=0.9), transport=httpx.MockTransport(refuse),
+                                      environ={"MESHSIM_TEST_KEY": SECRET}), "record-missing", tmp_path / "k.jsonl")
+    assert hot.key(base) != k0
+
+
+def test_record_missing_serves_hits_and_retries_recorded_failures(tmp_path):
+    cas = tmp_path / "c.jsonl"
+    calls = []
+
+    def flaky(request):
+        calls.append(1)
+        if len(calls) == 1:
+            return httpx.Response(400, json={"error": "bad"})
+        return handler([])(request)
+
+    rb = ReplayBackend(openai(flaky), "record-missing", cas)
+    r0 = reqs()[0]
+    assert asyncio.run(rb.complete(r0)).error is not None  # recorded as a failure
+    ok = asyncio.run(rb.complete(r0))  # a recorded failure counts as missing
+    assert ok.error is None and len(calls) == 2
+    again = asyncio.run(rb.complete(r0))  # now a hit
+    assert again == ok and len(calls) == 2
+    rb.close()
+    # the last line for a key wins on reload
+    rp = ReplayBackend(openai(refuse, key=False), "replay", cas)
+    assert rp.complete_sync(r0) == ok
+
+
+def test_truncated_last_line_is_tolerated_and_repaired(tmp_path):
+    cas = tmp_path / "c.jsonl"
+    recorded, _, _ = record(cas)
+    good = cas.read_bytes()
+    cas.write_bytes(good + b'{"v": 1, "key": "abc", "respo')  # a crash mid-append
+    entries, n = read_cassette(cas)
+    assert len(entries) == 5 and n == len(good)
+    rp = ReplayBackend(openai(refuse, key=False), "replay", cas)
+    assert [rp.complete_sync(r) for r in reqs()] == recorded
+    # the next recording session cuts the partial line and appends cleanly
+    seen = []
+    rb = ReplayBackend(openai(handler(seen)), "record-missing", cas)
+    new = Request(kind=CallKind.SAC_SCORE, agent="A1", model="strong", task=TASK, context={"response": "Yes"})
+    asyncio.run(rb.complete(new))
+    rb.close()
+    lines = cas.read_text().splitlines()
+    assert len(lines) == 6 and all(json.loads(l)["key"] for l in lines)
+
+
+def test_complete_line_without_newline_and_corrupt_middle_line(tmp_path):
+    cas = tmp_path / "c.jsonl"
+    record(cas)
+    cas.write_bytes(cas.read_bytes().rstrip(b"\n"))
+    assert len(read_cassette(cas)[0]) == 5
+    rb = ReplayBackend(openai(refuse), "record-missing", cas)  # repairs the missing newline
+    assert cas.read_bytes().endswith(b"\n")
+    rb.close()
+    lines = cas.read_bytes().split(b"\n")
+    lines[1] = b"garbage"
+    cas.write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError) as ei:
+        read_cassette(cas)
+    assert "line 2" in str(ei.value)
+
+
+def test_replay_over_a_fake_backend_needs_no_event_loop(tmp_path):
+    fake = FakeBackend(load_fake_profile(ROOT / "backends" / "fake-default.yaml"), seed=3)
+    cas = tmp_path / "f.jsonl"
+    rb = ReplayBackend(fake, "record", cas)
+    assert rb.synchronous
+    out = [rb.complete_sync(r) for r in reqs()]
+    rp = ReplayBackend(FakeBackend(load_fake_profile(ROOT / "backends" / "fake-default.yaml"), seed=999), "replay", cas)
+    assert [rp.complete_sync(r) for r in reqs()] == out
+
+
+def test_off_mode_passes_through(tmp_path):
+    seen = []
+    rb = ReplayBackend(openai(handler(seen)), "off", tmp_path / "none.jsonl")
+    asyncio.run(rb.complete(reqs()[0]))
+    rb.close()
+    assert len(seen) == 1 and not (tmp_path / "none.jsonl").exists()
+
+
+# ------------------------------------------------------------------ a whole run over HTTP, then offline
+
+class _Chat(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.auth.append(self.headers.get("Authorization"))
+        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply_for(body)},
+                                       "finish_reason": "stop"}],
+                          "usage": {"prompt_tokens": 100, "completion_tokens": 20}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *a):
+        pass
+
+
+def _scenario(tmp_path, port, mode):
+    (tmp_path / "ep.yaml").write_text(yaml.safe_dump({
+        "kind": "openai", "name": "loopback", "base_url": f"http://127.0.0.1:{port}/v1",
+        "api_key_env": "MESHSIM_E2E_KEY", "models": {"strong": {"id": "s"}, "weak": {"id": "w"}},
+        "retries": {"max": 0}, "concurrency": 4}))
+    sc = {"name": "e2e-llm", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
+          "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
+          "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
+                      "backend": {"kind": "openai", "profile": "ep.yaml"}},
+          "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
+    path = tmp_path / f"{mode}.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return meshsim.load_scenario(path)
+
+
+def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
+    srv.auth = []
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    port = srv.server_address[1]
+    monkeypatch.setenv("MESHSIM_E2E_KEY", SECRET)
+    try:
+        rec = meshsim.run(_scenario(tmp_path, port, "record"), out=tmp_path / "rec")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert srv.auth and all(a == f"Bearer {SECRET}" for a in srv.auth)
+    n_calls = len(srv.auth)
+    assert SECRET not in (tmp_path / "cas.jsonl").read_text()
+    monkeypatch.delenv("MESHSIM_E2E_KEY")
+    rep = meshsim.run(_scenario(tmp_path, port, "replay"), out=tmp_path / "rep")  # server is gone, no key
+    for name in ("tasks.jsonl", "reviews.jsonl", "states.jsonl"):
+        assert (tmp_path / "rec" / name).read_text() == (tmp_path / "rep" / name).read_text(), name
+    s1, s2 = dict(rec.summary), dict(rep.summary)
+    b1, b2 = s1.pop("backend", None), s2.pop("backend", None)
+    s1.pop("scenario", None), s2.pop("scenario", None)
+    assert s1 == s2
+    if b2 is not None:
+        assert b2["hits"] >= n_calls and b2["misses"] == 0 and b1["recorded"] == n_calls
+    for d in (tmp_path / "rec", tmp_path / "rep"):
+        assert SECRET not in "".join(p.read_text() for p in d.iterdir())
