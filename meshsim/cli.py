@@ -216,5 +216,27 @@ def report(run_dir: str, seed: int | None) -> None:
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 
 
+@main.group()
+def backends() -> None:
+    """LLM backends: fit a fake profile from recorded calls (docs/backends.md)."""
+
+
+@backends.command("fit")
+@click.argument("source", type=click.Path(), metavar="CASSETTE_OR_RUN")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="Profile YAML to write.")
+@click.option("--name", default=None, help="Profile name (default: the output file's stem).")
+@click.option("--base", default=None, help="Profile supplying what the calls cannot (default: fake-default).")
+def backends_fit(source: str, out: str, name: str | None, base: str | None) -> None:
+    """Estimate a fake profile from a cassette or a recorded run folder."""
+    from .backends.fit import find_cassettes, fit_profile, load_entries, write_profile
+
+    entries = load_entries(find_cassettes(source))
+    prof, notes = fit_profile(entries, name=name or Path(out).stem, base=base)
+    path = write_profile(prof, notes, out)
+    for n in notes:
+        click.echo(f"  {n}")
+    click.echo(f"wrote {path}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

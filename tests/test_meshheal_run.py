@@ -242,4 +242,5 @@ def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp
         assert ag.node.name == ag.name
         # what an agent knows of its peers came from messages: only its neighbours appear
         assert set(ag.peer_state) <= set(ag.node.links)
-        assert set(ag.peer_summ) <= set(ag.node.links)
+        for key, mus in ag._mu_index.items():
+            assert set(mus) <= set(ag.node.links)

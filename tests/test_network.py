@@ -166,3 +166,18 @@ def test_named_streams_are_independent_of_creation_order():
     assert x1 == x2
     assert Environment(8).pyrandom("link", "A1", "A2").random() != x1
     assert e1.rng("a").integers(1 << 30) != e1.rng("b").integers(1 << 30)
+
+
+def test_broadcast_counts_and_drops_like_separate_sends():
+    env, net = build_net(nx.star_graph(4), latency=LatencySpec("constant", 0.5))
+    got = _collect(net)
+    net.links[("A1", "A5")].loss = 1.0  # lossy link: not batched, always lost
+    n = net.nodes["A1"].broadcast("x", "hi")
+    assert n == 4
+    env.run(until=0.2)
+    net.set_link_up("A1", "A3", False)  # goes down while the batch is in flight
+    env.run()
+    st = net.stats["x"]
+    assert (st.sent, st.delivered, st.dropped_loss, st.dropped_down) == (4, 2, 1, 1)
+    assert got["A2"] == [(0.5, "hi")] and got["A4"] == [(0.5, "hi")] and got["A3"] == []
+    assert st.bytes == 4 * (64 + 2)

@@ -117,6 +117,31 @@ def test_weak_role_uses_its_model_and_temperature_and_sample_seed(closing):
     assert bodies[0]["model"] == "small" and bodies[0]["temperature"] == 0.7 and bodies[0]["seed"] == 2
 
 
+@pytest.mark.parametrize("mode", [True, "schema"])
+def test_json_mode_asks_for_json_replies(closing, mode):
+    bodies = []
+
+    def handler(request):
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json=completion('{"abilities": ["instruction_parsing", "arithmetic"]}'))
+
+    b = backend(handler, json_mode=mode)
+    closing.append(b)
+    r = run(b, req(CallKind.INFER))
+    assert r.fields["pair"] == ["arithmetic", "instruction_parsing"] and r.correct is True
+    run(b, req(CallKind.REVIEW))
+    run(b, req(CallKind.FINALIZE))
+    fmt = [x.get("response_format") for x in bodies]
+    assert fmt[2] is None  # free text
+    if mode is True:
+        assert fmt[0] == fmt[1] == {"type": "json_object"}
+    else:
+        inf = fmt[0]["json_schema"]["schema"]["properties"]["abilities"]
+        assert "arithmetic" in inf["items"]["enum"] and inf["minItems"] == inf["maxItems"] == 2
+        rev = fmt[1]["json_schema"]["schema"]
+        assert list(rev["properties"])[0] == "normal_working_score"
+
+
 def test_429_then_success_honours_retry_after(closing):
     n = {"k": 0}
 
@@ -357,3 +382,58 @@ def test_bad_profiles_are_input_errors(bad, field):
     with pytest.raises(InputError) as ei:
         profile(**bad)
     assert ei.value.field == field
+
+
+# ---------------------------------------------------------------- the real local server (backends/local-llm.sh)
+
+def _local_up() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("http://127.0.0.1:18080/health", timeout=0.5).read()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not _local_up(), reason="local LLM server not running (backends/local-llm.sh start)")
+def test_local_server_answers_with_usage_and_is_deterministic_with_seed():
+    b = make_backend({"kind": "openai", "profile": "local-llama"}, 0, ROOT)
+    try:
+        r1 = b.complete_sync(req(CallKind.SAC_ANSWER))
+        r2 = b.complete_sync(req(CallKind.SAC_ANSWER))
+        s = b.complete_sync(req(CallKind.SAC_SCORE, response="Answer: 3"))
+        w = [b.complete_sync(req(CallKind.SAC_ANSWER, model="weak", sample=1)) for _ in range(2)]
+    finally:
+        b.close()
+    assert r1.error is None and r1.text.strip()
+    assert r1.fields["usage_estimated"] is False and r1.prompt_tokens > 20 and r1.completion_tokens > 0
+    assert r1.text == r2.text  # temperature 0, same seed
+    assert w[0].text == w[1].text  # temperature 0.8, same seed -> same sample
+    assert 0.0 <= s.fields["score"] <= 1.0
+    assert b.describe()["errors"] == {}
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not _local_up(), reason="local LLM server not running (backends/local-llm.sh start)")
+def test_local_server_meshheal_run_records_then_replays(tmp_path):
+    import yaml
+
+    import meshsim
+
+    def scenario(mode):
+        sc = {"name": "local-llm", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
+              "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
+              "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
+                          "backend": {"kind": "openai", "profile": "local-llama"}},
+              "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
+        p = tmp_path / f"{mode}.yaml"
+        p.write_text(yaml.safe_dump(sc))
+        return meshsim.load_scenario(p)
+
+    rec = meshsim.run(scenario("record"), out=tmp_path / "rec")
+    rep = meshsim.run(scenario("replay"), out=tmp_path / "rep")
+    assert (tmp_path / "rec" / "tasks.jsonl").read_text() == (tmp_path / "rep" / "tasks.jsonl").read_text()
+    assert rec.summary["backend"]["inner"]["errors"] == {}
+    assert rep.summary["backend"]["misses"] == 0

@@ -281,3 +281,76 @@ def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
         assert b2["hits"] >= n_calls and b2["misses"] == 0 and b1["recorded"] == n_calls
     for d in (tmp_path / "rec", tmp_path / "rep"):
         assert SECRET not in "".join(p.read_text() for p in d.iterdir())
+
+
+# ------------------------------------------------------------------ backends fit
+
+def _entry(i, kind, model, correct=None, fields=None, ctx=None, ct=20, wall=None, typ="navigate"):
+    e = {"v": 1, "key": f"k{i}", "backend": "openai:x",
+         "request": {"kind": kind, "agent": "A1", "model": model, "abilities": ["arithmetic"], "sample": 0,
+                     "task": {"index": i, "id": f"t{i}", "type": typ, "dataset": "bbh"}, "context": ctx or {}},
+         "call": {"model": f"{model}-id"},
+         "response": {"text": "", "fields": fields or {}, "correct": correct, "prompt_tokens": 300 + 100 * (ctx or {})
+                      .get("context_items", 0), "completion_tokens": ct, "latency": None, "error": None}}
+    if wall is not None:
+        e["wall"] = wall
+    return e
+
+
+def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
+    from click.testing import CliRunner
+
+    from meshsim.backends.fake import load_fake_profile
+    from meshsim.cli import main
+
+    rows = []
+    i = 0
+    for k in range(40):  # strong finalize: 30/40 correct; navigate worse than object_counting
+        i += 1
+        typ = "navigate" if k % 2 else "object_counting"
+        ok = k % 4 != 1
+        rows.append(_entry(i, "finalize", "strong", ok, {"final_correct": ok}, ct=10 + k, wall=0.5 + (10 + k) / 50,
+                           typ=typ))
+    for k in range(20):  # weak finalize: 2/20
+        i += 1
+        rows.append(_entry(i, "finalize", "weak", k < 2, ct=5 + k, wall=0.2 + (5 + k) / 100))
+    for k in range(30):  # strong reviews of finalize outputs
+        i += 1
+        oc = k % 3 != 0
+        rows.append(_entry(i, "review", "strong", fields={"score": 0.9 if oc else 0.25},
+                           ctx={"action": "finalize", "output_correct": oc, "context_items": k % 3}))
+    i += 1
+    rows.append(_entry(i, "review", "strong", fields={"score": 0.0}, ctx={"action": "contribute",
+                                                                          "output_correct": False}))  # ungraded half
+    bad = _entry(i + 1, "finalize", "strong", True)
+    bad["response"]["error"] = "http_500: x"
+    rows.append(bad)
+    cas = tmp_path / "c.jsonl"
+    cas.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "fitted.yaml"
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    res = runner.invoke(main, ["backends", "fit", str(cas), "-o", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    p = load_fake_profile(out)
+    assert p.accuracy["bbh"].strong == pytest.approx(31 / 42, abs=1e-3)
+    assert p.accuracy["bbh"].weak == pytest.approx(3 / 22, abs=1e-3)
+    assert p.accuracy["bbh"].types["navigate"] < p.accuracy["bbh"].types["object_counting"]
+    assert p.review.strong.correct == (0.9, 0.02) and p.review.strong.incorrect[0] == 0.25
+    assert p.review.granularity == 0.05
+    assert p.tokens["review"].prompt == 300 and p.tokens["review"].per_context == 100
+    assert p.models["strong"].ttft == pytest.approx(0.5, abs=1e-3) and p.models["strong"].rate == pytest.approx(50)
+    assert p.models["weak"].id == "weak-id" and p.models["weak"].rate == pytest.approx(100)
+    assert "1 recorded failures skipped" in out.read_text()
+    # a run folder that recorded through a replay backend finds its cassette
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scenario.resolved.yaml").write_text(yaml.safe_dump({"backend": {"kind": "replay", "cassette": str(cas)}}))
+    res = runner.invoke(main, ["backends", "fit", str(run), "-o", str(tmp_path / "f2.yaml")])
+    assert res.exit_code == 0 and load_fake_profile(tmp_path / "f2.yaml").accuracy["bbh"].strong == p.accuracy["bbh"].strong
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = runner.invoke(main, ["backends", "fit", str(empty), "-o", str(tmp_path / "f3.yaml")])
+    assert res.exit_code == 2 and "no cassette" in res.stderr

@@ -4,6 +4,8 @@ Like :mod:`.fake` it never waits and never talks to a network: each call's
 outcome follows from the profile's numbers, the call's own seed and a
 *difficulty* shared by every call on the same query (so a query that is hard
 for one agent is hard for all, and wrong answers cluster on hard queries).
+Difficulties are stratified over blocks of ``STRATA`` consecutive queries, so
+a run's initial accuracies sit close to the profile's numbers on every seed.
 
 Answer space (``TaskRef.choices`` empty: free-form numeric answers; else one
 of the choices). Every query has a fixed, ranked list of *distractors* — the
@@ -33,9 +35,12 @@ Call kinds (``Request.kind``; the caller's model role is ``Request.model``):
   with probability proportional to ``support(a) ** sharpness``; with
   probability ``parse_fail`` no answer can be extracted.
 * ``cpwbft_aggregate`` — the same with sender-reported confidences as
-  weights, except that with probability ``follow_max`` the model adopts the
-  single most confident response (the "select high-confidence responses"
-  behaviour the SAC paper attributes to CP-WBFT).
+  weights (responses visibly about another question count ``ood_weight``),
+  except that the model adopts the most confident answer (if at least as
+  confident as its own) with probability ``follow_max / k``, k being the
+  number of different answers sharing that top confidence (the "select
+  high-confidence responses" behaviour the SAC paper attributes to CP-WBFT;
+  conflicting 1.0 claims persuade less).
 * tokens: per-kind prompt base + per-context-item growth, completion drawn
   around the kind's mean.
 
@@ -98,6 +103,9 @@ class RefineSpec(_S):
 
 class AggregateSpec(RefineSpec):
     follow_max: P = 0.0
+    #: weight factor of a response that is visibly about another question
+    #: (an adversary's out-of-distribution replay) in the weighted part
+    ood_weight: P = 1.0
 
 
 class WrongSpec(_S):
@@ -333,17 +341,17 @@ class ConsensusFakeBackend(Backend):
         if rnd.random() < spec.parse_fail:
             return {"answer": None}, None
         own = ctx.get("own") or {}
-        peers = [(r.get("answer"), float(r.get("confidence", 0.0))) for r in ctx.get("peers", [])]
+        raw = ctx.get("peers", [])
+        peers = [(r.get("answer"), float(r.get("confidence", 0.0))) for r in raw]
         own_a, own_c = own.get("answer"), float(own.get("confidence", 0.5))
-        if peers and rnd.random() < spec.follow_max:
-            top = max(c for _, c in peers)
-            if top >= own_c:
-                best = sorted(a for a, c in peers if c == top and a is not None)
-                a = best[rnd.randrange(len(best))] if best else own_a
-            else:
-                a = own_a
-        else:
-            a = self._choose(own_a, own_c, peers, spec, rnd)
+        top = max((c for _, c in peers), default=0.0)
+        best = sorted({a for a, c in peers if c == top and a is not None})
+        if best and top >= own_c and rnd.random() < spec.follow_max / len(best):
+            a = best[rnd.randrange(len(best))]  # adopt the most confident answer (less often when they disagree)
+        else:  # not persuaded: weigh them all
+            weighed = [(a, c * (spec.ood_weight if (r.get("latent") or {}).get("ood") else 1.0))
+                       for (a, c), r in zip(peers, raw)]
+            a = self._choose(own_a, own_c, weighed, spec, rnd)
         weak = _role(req.model) == "weak"
         return {"answer": a, "latent": {"weak": weak, "ood": False}}, a == str(req.task.answer)
 

@@ -48,7 +48,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, Awaitable, Callable, Literal, Optional
+from typing import Annotated, Any, Awaitable, Callable, Literal, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
@@ -105,8 +105,11 @@ class OpenAIProfile(_S):
     timeout: Pos = 60.0
     concurrency: Annotated[int, Field(ge=1, le=256)] = 4
     retries: RetrySpec = RetrySpec()
-    #: ask for ``response_format: json_object`` on calls whose reply is JSON
-    json_mode: bool = False
+    #: on calls whose reply is JSON (reviews, committee rounds, ability
+    #: inference): ``true`` asks for ``response_format: json_object``;
+    #: ``schema`` sends a JSON schema of the expected reply (grammar-constrained
+    #: decoding on llama.cpp; ``json_schema`` on OpenAI), which small models need.
+    json_mode: Union[bool, Literal["schema"]] = False
     stop: list[str] = []
     chars_per_token: Pos = 4.0
     headers: dict[str, str] = {}  # extra non-secret headers (never put a key here)
@@ -203,6 +206,29 @@ def _retry_after(value: Optional[str], cap: float) -> Optional[float]:
     if secs != secs:  # NaN
         return None
     return min(cap, max(0.0, secs))
+
+
+def _reply_schema(req: Request) -> Optional[dict[str, Any]]:
+    """JSON schema of the reply a call kind expects (the score first, so a
+    truncated reply still carries it)."""
+    if req.kind in (CallKind.REVIEW, CallKind.COMMITTEE):
+        unit = {"type": "number", "minimum": 0, "maximum": 1}
+        props = {"normal_working_score": unit, "confidence": unit, "specific_failure_found": {"type": "boolean"},
+                 "failure_type": {"type": "string"}, "failure_evidence": {"type": "string", "maxLength": 200},
+                 "one_sentence_reason": {"type": "string", "maxLength": 300}}
+        return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+    if req.kind == CallKind.INFER:
+        from ..prompts import _profile
+
+        prof = _profile(req.task.dataset) if req.task and req.task.dataset else None
+        vocab = list(req.context.get("vocabulary") or (prof.abilities if prof else ()))
+        item: dict[str, Any] = {"type": "string"}
+        if vocab:
+            item["enum"] = vocab
+        return {"type": "object", "properties": {"abilities": {"type": "array", "items": item, "minItems": 2,
+                                                               "maxItems": 2}},
+                "required": ["abilities"], "additionalProperties": False}
+    return None
 
 
 class _Failure(Exception):
@@ -329,7 +355,9 @@ class OpenAIBackend(Backend):
         if p.stop:
             params["stop"] = list(p.stop)
         if p.json_mode and req.kind in _JSON_KINDS:
-            params["response_format"] = {"type": "json_object"}
+            schema = _reply_schema(req) if p.json_mode == "schema" else None
+            params["response_format"] = ({"type": "json_schema", "json_schema": {"name": req.kind, "schema": schema}}
+                                         if schema else {"type": "json_object"})
         return params
 
     def call_seed(self, req: Request) -> int:

@@ -46,7 +46,7 @@ class Link:
     direction; ``None`` means infinite.
     """
 
-    __slots__ = ("u", "v", "net", "env", "latency", "loss", "bandwidth", "up", "epoch",
+    __slots__ = ("u", "v", "net", "env", "latency", "_loss", "_bandwidth", "up", "epoch", "batchable",
                  "_delay", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
 
     def __init__(self, net: "Network", u: str, v: str, latency: LatencySpec, loss: float,
@@ -64,8 +64,31 @@ class Link:
         self._stats = net.stats
         self.latency = latency
         self._delay = make_delay(latency, self) if latency.dist != "constant" else make_delay(latency, None)
-        self.loss = float(loss)
-        self.bandwidth = bandwidth
+        self._loss = float(loss)
+        self._bandwidth = bandwidth
+        self._refresh()
+
+    def _refresh(self) -> None:
+        # constant delay, lossless, no queueing: deliveries can share one event
+        self.batchable = self.latency.dist == "constant" and not self._loss and not self._bandwidth
+
+    @property
+    def loss(self) -> float:
+        return self._loss
+
+    @loss.setter
+    def loss(self, value: float) -> None:
+        self._loss = float(value)
+        self._refresh()
+
+    @property
+    def bandwidth(self) -> float | None:
+        return self._bandwidth
+
+    @bandwidth.setter
+    def bandwidth(self, value: float | None) -> None:
+        self._bandwidth = value
+        self._refresh()
 
     @property
     def _rnd(self) -> random.Random:
@@ -77,6 +100,7 @@ class Link:
     def set_latency(self, spec: LatencySpec) -> None:
         self.latency = spec
         self._delay = make_delay(spec, self if spec.dist != "constant" else None)
+        self._refresh()
 
     def other(self, node: str) -> str:
         return self.v if node == self.u else self.u
@@ -100,18 +124,18 @@ class Link:
             st.dropped_down += 1
             self.net.on_drop(msg, "down")
             return False
-        if self.loss and self._rnd.random() < self.loss:
+        if self._loss and self._rnd.random() < self._loss:
             st.dropped_loss += 1
             self.net.on_drop(msg, "loss")
             return True  # sent, lost on the way: the sender cannot tell
         delay = self._delay()
-        if self.bandwidth:
+        if self._bandwidth:
             env = self.env
             now = env._now
             start = self._busy[msg.src]
             if start < now:
                 start = now
-            done = start + msg.size / self.bandwidth
+            done = start + msg.size / self._bandwidth
             self._busy[msg.src] = done
             delay += done - now
         ev = Event(self.env)

@@ -140,6 +140,29 @@ class Network:
         st.delivered += 1
         node.receive(msg)
 
+    def deliver_batch(self, ev) -> None:
+        """Deliver a multicast's messages that share one delay (see Node.multicast)."""
+        nodes = self.nodes
+        for link, dst, msg, epoch in ev._value:
+            st = self.stats[msg.kind]
+            if epoch != link.epoch or not link.up:
+                st.dropped_down += 1
+                self.on_drop(msg, "down")
+                continue
+            node = nodes.get(dst)
+            if node is None or not node.alive:
+                st.dropped_down += 1
+                continue
+            if self.trace_messages:
+                self.trace("deliver", kind=msg.kind, src=msg.src, dst=dst, size=msg.size, sent_at=msg.sent_at)
+            st.delivered += 1
+            if msg.kind in node.inline:
+                result = node.handlers[msg.kind](msg)  # unreliable, inline: straight to the handler
+                if result is not None:
+                    node.spawn(result)
+            else:
+                node.receive(msg)
+
     def _deliver_traced(self, msg: Message) -> None:
         self.trace("deliver", kind=msg.kind, src=msg.src, dst=msg.dst, size=msg.size,
                    sent_at=msg.sent_at)

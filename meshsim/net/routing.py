@@ -155,10 +155,17 @@ class DistanceVector:
 
     def _advertise(self, abilities: list[str]) -> None:
         node = self.node
-        for peer, link in node.links.items():
-            if link.up:
-                vec = self._vector_for(peer, abilities)
-                node.send(peer, DV, vec, size=HEADER_BYTES + 12 * len(vec))
+        # Neighbours that are a next hop for something get a poisoned vector of
+        # their own; everyone else gets the same one in a single multicast.
+        vias = {self.via.get(s) for s in abilities} - {None}
+        size = HEADER_BYTES + 12 * len(abilities)
+        plain = [p for p, link in node.links.items() if link.up and p not in vias]
+        if plain:
+            node.multicast(plain, DV, self._vector_for(None, abilities), size=size)
+        for peer in sorted(vias):
+            link = node.links.get(peer)
+            if link is not None and link.up:
+                node.send(peer, DV, self._vector_for(peer, abilities), size=size)
 
     def _advertise_all(self) -> None:
         # Full table, including withdrawn abilities, as infinity.
@@ -186,7 +193,6 @@ class DistanceVector:
         self.heard[peer] = self.node.env.now
         vec = self.nbr.setdefault(peer, {})
         inf = self.infinity
-        changed = []
         universe = self.universe
         for s, d in msg.payload.items():
             if s not in universe:
@@ -194,12 +200,29 @@ class DistanceVector:
             if d >= inf:
                 if s in vec:
                     del vec[s]
-                    changed.append(s)
+                    self._update_one(s, peer, inf)
             elif vec.get(s) != d:
                 vec[s] = d
-                changed.append(s)
-        if changed:
-            self._recompute(changed)
+                self._update_one(s, peer, d + 1)
+
+    def _update_one(self, s: str, peer: str, cand: int) -> None:
+        """Incremental Bellman-Ford step after ``peer`` changed its offer for ``s``.
+
+        O(1) unless the current next hop got worse (then O(degree)); a full
+        rescan per advert would make a dense graph's start-up quadratic.
+        """
+        if s in self.held:
+            return
+        inf = self.infinity
+        cur = self.dist.get(s, inf)
+        via = self.via.get(s)
+        if cand < cur or (cand == cur and cand < inf and via is not None and peer < via):
+            old = cur
+            self.dist[s] = cand
+            self.via[s] = peer
+            self._mark(s, old, cand, via_changed=True)
+        elif peer == via and cand > cur:
+            self._recompute((s,))
 
     def _on_link(self, peer: str, up: bool) -> None:
         if up:

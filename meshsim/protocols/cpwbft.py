@@ -53,7 +53,7 @@ class CPWBFTAgent(ConsensusAgent):
 
     def _update(self, task: TaskRef, t: int, got: dict[str, dict]):
         senders = sorted(got, key=node_order)
-        peers = [{"answer": got[j].get("answer"), "text": got[j].get("text", ""),
+        peers = [{"answer": got[j].get("answer"), "text": got[j].get("text", ""), "latent": got[j].get("latent") or {},
                   "confidence": _conf(got[j].get("conf"))} for j in senders]
         extra: dict[str, Any] = {"received": len(senders),
                                  "scores": {j: p["confidence"] for j, p in zip(senders, peers)}}

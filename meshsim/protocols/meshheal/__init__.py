@@ -52,6 +52,7 @@ class MeshHealParams(BaseModel):
     shortfall_scope: Literal["key", "agent"] = "agent"
     spread_floor: Annotated[float, Field(gt=0)] = 0.10
     probe_every: Annotated[int, Field(ge=1)] = 10
+    probe_clock: Literal["stream", "local"] = "stream"
     abs_watch: _Prob = 0.6
     abs_isolate: _Prob = 0.5
     cusum_k: float = 0.1

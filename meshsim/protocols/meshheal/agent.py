@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from . import MeshHealParams
 
 NORMAL, WATCHED, ISOLATED = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
+_STATES = {s.value: s for s in RoutingState}
 ANY = "*"  # pseudo-ability every eligible agent advertises: RawRelay heads for the nearest one
 
 __all__ = ["MeshHealAgent", "TaskState", "Output"]
@@ -86,7 +87,14 @@ class MeshHealAgent:
         self.peer_abilities: dict[str, frozenset] = {}
         self.peer_state: dict[str, RoutingState] = {}
         self.peer_probe_at: dict[str, float] = {}
-        self.peer_summ: dict[str, dict[tuple[str, str], PeerSummary]] = {}
+        # probe_clock "local": tasks this agent has handled, and the count at
+        # each neighbour's last probe/isolation advert
+        self.handled = 0
+        self.peer_probe_mark: dict[str, int] = {}
+        # latest summaries from neighbours, indexed so that one detector update
+        # costs O(holders of s), not O(neighbours x keys): μ by (T, s), x̄ by T
+        self._mu_index: dict[tuple[str, str], dict[str, float]] = {}
+        self._xbar_index: dict[str, dict[tuple[str, str], float]] = {}
         self.reliable = Reliable(node, timeout=params.ack_timeout, retries=params.retries)
         self.dv = DistanceVector(node, sorted(self.K_orig | {ANY}), infinity=params.infinity,
                                  refresh=params.refresh, timeout=params.route_timeout,
@@ -115,7 +123,7 @@ class MeshHealAgent:
 
     def _hello(self, peer: str) -> None:
         self.reliable.send(peer, "hello", {"abilities": sorted(self.K_orig), "state": self.state.value,
-                                           "probe_at": self.probe_at})
+                                           "probe_at": self.probe_at}, size=HEADER_BYTES + 24 + 24 * len(self.K_orig))
 
     def _on_link(self, peer: str, up: bool) -> None:
         if up:
@@ -123,17 +131,34 @@ class MeshHealAgent:
 
     def _on_hello(self, msg) -> None:
         self.peer_abilities[msg.src] = frozenset(msg.payload["abilities"])
-        self.peer_state[msg.src] = RoutingState(msg.payload["state"])
+        self.peer_state[msg.src] = _STATES[msg.payload["state"]]
         self.peer_probe_at[msg.src] = msg.payload["probe_at"]
 
     def _on_state(self, msg) -> None:
-        self.peer_state[msg.src] = RoutingState(msg.payload["state"])
+        self.peer_state[msg.src] = _STATES[msg.payload["state"]]
+        if msg.payload["probe_at"] != self.peer_probe_at.get(msg.src):
+            self.peer_probe_mark[msg.src] = self.handled
         self.peer_probe_at[msg.src] = msg.payload["probe_at"]
 
     def _on_summary(self, msg) -> None:
-        d = self.peer_summ.setdefault(msg.src, {})
+        src = msg.src
         p = msg.payload
-        d[(p["type"], p["ability"])] = PeerSummary(p["mu"], p["xbar"], p["n"])
+        T = p["type"]
+        key = (T, p["ability"])
+        mus = self._mu_index.get(key)
+        if mus is None:
+            mus = self._mu_index[key] = {}
+        if p["mu"] is None:
+            mus.pop(src, None)
+        else:
+            mus[src] = p["mu"]
+        xb = self._xbar_index.get(T)
+        if xb is None:
+            xb = self._xbar_index[T] = {}
+        if p["xbar"] is None:
+            xb.pop((src, key[1]), None)
+        else:
+            xb[(src, key[1])] = p["xbar"]
 
     def _advertise_state(self) -> None:
         """Routing-state advertisement to direct neighbours (sent on change)."""
@@ -160,11 +185,23 @@ class MeshHealAgent:
                       if H <= ks and self.peer_state.get(j) is NORMAL and j in links and links[j].up)
 
     def _probe_target(self, M: set, t: int) -> Optional[str]:
-        """A probe-eligible isolated neighbour whose original abilities meet M (Alg. 1, line 14)."""
+        """A probe-eligible isolated neighbour whose original abilities meet M (Alg. 1, line 14).
+
+        Eligible ``probe_every`` tasks after its isolation or last probe, counted
+        on the task stream (``probe_clock: stream``, the six-agent setting) or
+        as tasks this agent handled since it heard of them (``local``: at scale
+        the stream runs 96x faster than any one neighbourhood).
+        """
         every = self.params.probe_every
         links = self.node.links
+        if self.params.probe_clock == "local":
+            h = self.handled
+            mark = self.peer_probe_mark
+            ready = (lambda j: h - mark.get(j, h) >= every)
+        else:
+            ready = (lambda j: t - self.peer_probe_at.get(j, t) >= every)
         cands = sorted(j for j, st in self.peer_state.items()
-                       if st is ISOLATED and t - self.peer_probe_at.get(j, t) >= every
+                       if st is ISOLATED and ready(j)
                        and self.peer_abilities.get(j, frozenset()) & M and j in links and links[j].up)
         if not cands:
             return None
@@ -183,6 +220,7 @@ class MeshHealAgent:
     def _work(self, X: TaskState) -> Generator[Any, Any, None]:
         t = X.task.index
         X.visits.append(self.name)
+        self.handled += 1
         p = self.params
         if self.state is ISOLATED and not X.probe:
             X.actions.append((self.name, "raw_relay"))
@@ -200,6 +238,7 @@ class MeshHealAgent:
             j = self._probe_target(M, t)
             if j is not None:
                 self.peer_probe_at[j] = t
+                self.peer_probe_mark[j] = self.handled
                 X.actions.append((self.name, f"probe->{j}"))
                 ok = yield from self._send_state(j, X, "probe")
                 if ok:
@@ -288,17 +327,22 @@ class MeshHealAgent:
     # --------------------------------------------------------------- evidence
     def _update_evidence(self, task: TaskRef, H: frozenset, q: float, probe: bool) -> None:
         """UpdateEvidence + RelativeUpdate (App. B.1): one detector update per s in H."""
+        links = self.node.links
+        state = self.peer_state
         for s in sorted(H):
-            peers = {j: summ for j, summ in self.peer_summ.items()
-                     if self.peer_state.get(j) is NORMAL and j in self.node.links}
+            key = (task.type, s)
+            # P_{i,T,s} and C_{i,T}: only neighbours currently normal (and still linked)
+            mus = [mu for j, mu in self._mu_index.get(key, {}).items()
+                   if state.get(j) is NORMAL and j in links]
+            pool = [x for (j, _s), x in self._xbar_index.get(task.type, {}).items()
+                    if state.get(j) is NORMAL and j in links]
             old = self.state
-            u: Update = self.detector.update(task.type, s, q, peers)
+            u: Update = self.detector.update_lists(task.type, s, q, mus, pool)
             self.sink("evidence", agent=self.name, task=task, ability=s, q=q, update=u, probe=probe)
             key = (task.type, s)
             summ = self.detector.summary(key)
-            for peer in self.node.neighbors:
-                self.node.send(peer, "summary", {"type": task.type, "ability": s, "mu": summ.mu,
-                                                 "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
+            self.node.broadcast("summary", {"type": task.type, "ability": s, "mu": summ.mu,
+                                            "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
             if u.changed:
                 self._apply_state(old, task.index)
 

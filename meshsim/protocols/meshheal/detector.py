@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 from ...types import RoutingState
 
@@ -52,9 +52,8 @@ class DetectorParams:
     cusum_target: float = 0.85  # expected healthy score
 
 
-@dataclass(frozen=True)
-class PeerSummary:
-    """What neighbour j last told us about (T, s): μ_{j,T,s}, x̄_{j,T,s}, its state."""
+class PeerSummary(NamedTuple):
+    """What neighbour j last told us about (T, s): μ_{j,T,s}, x̄_{j,T,s}, matched count."""
 
     mu: Optional[float]
     xbar: Optional[float]
@@ -133,22 +132,32 @@ class _Base:
 
     def update(self, task_type: str, ability: str, q: float,
                peers: dict[str, dict[tuple[str, str], PeerSummary]]) -> Update:
+        """Apply one final review score q_{i,t} for (T, s).
+
+        ``peers`` maps each *normal* direct neighbour to its latest summaries;
+        controllers with many neighbours pass the two lists directly to
+        :meth:`update_lists` from their own indexes.
+        """
+        key = (task_type, ability)
+        mus = [summ[key].mu for summ in peers.values() if key in summ and summ[key].mu is not None]
+        pool = [sm.xbar for summ in peers.values() for (t, _s), sm in summ.items()
+                if t == task_type and sm.xbar is not None]
+        return self.update_lists(task_type, ability, q, mus, pool)
+
+    def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
+                     pool: list[float]) -> Update:
+        """``mus``: μ_{j,T,s} of P_{i,T,s}; ``pool``: x̄_{j,T,s'} of C_{i,T}."""
         raise NotImplementedError
 
 
 class RelativeDetector(_Base):
     """Peer-relative detector (Sec. 4.2.2, App. B.5)."""
 
-    def update(self, task_type: str, ability: str, q: float,
-               peers: dict[str, dict[tuple[str, str], PeerSummary]]) -> Update:
-        """Apply one final review score q_{i,t} for (T, s).
-
-        ``peers`` maps each *normal* direct neighbour to its latest summaries.
-        """
+    def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
+                     pool: list[float]) -> Update:
         p = self.p
         key = (task_type, ability)
         # Reference from normal neighbours with recent matched outputs (P_{i,T,s}).
-        mus = [summ[key].mu for summ in peers.values() if key in summ and summ[key].mu is not None]
         self._record_score(key, q)
         if not mus:
             return Update(False, None, None, None, None, None, self.state, False)
@@ -161,8 +170,6 @@ class RelativeDetector(_Base):
         self.matched[key] = self.matched.get(key, 0) + 1
         xbar = sum(d) / len(d)
         # Normal range: pooled x̄_{j,T,s'} of normal neighbours over all abilities of T (C_{i,T}).
-        pool = [s.xbar for summ in peers.values() for (t, _s), s in summ.items()
-                if t == task_type and s.xbar is not None]
         if self.matched[key] < p.min_obs or not pool:
             return Update(True, x, xbar, None, None, None, self.state, False)
         m = median(pool)
@@ -198,7 +205,7 @@ class RelativeDetector(_Base):
 class AbsoluteDetector(_Base):
     """Fixed thresholds on the agent's own recent mean score (Sec. 6.4 comparison)."""
 
-    def update(self, task_type, ability, q, peers):
+    def update_lists(self, task_type, ability, q, mus, pool):
         p = self.p
         key = (task_type, ability)
         self._record_score(key, q)
@@ -230,7 +237,7 @@ class CusumDetector(_Base):
         super().__init__(params)
         self.cusum = 0.0
 
-    def update(self, task_type, ability, q, peers):
+    def update_lists(self, task_type, ability, q, mus, pool):
         p = self.p
         key = (task_type, ability)
         self._record_score(key, q)
@@ -253,7 +260,7 @@ class CusumDetector(_Base):
 class NoDetector(_Base):
     """Never changes state: the no-healing control."""
 
-    def update(self, task_type, ability, q, peers):
+    def update_lists(self, task_type, ability, q, mus, pool):
         self._record_score((task_type, ability), q)
         return Update(False, None, None, None, None, None, self.state, False)
 
