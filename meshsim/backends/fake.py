@@ -96,6 +96,11 @@ class CommitteeSpec(_S):
     agree_pull: P = 0.4
     truth_pull: dict[str, P] = {"strong": 0.5, "weak": 0.1}
     sd: Annotated[float, Field(ge=0)] = 0.05
+    #: where round 2 settles for weak-model garbage after the exchange of
+    #: explanations (None: the initial review mean). Deliberation moderates the
+    #: harshest scores while keeping them below tau_to (App. C.5: the committee
+    #: still flags 0.95 of degraded outputs).
+    weak_incorrect_target: Optional[P] = None
 
 
 class TakeoverSpec(_S):
@@ -298,7 +303,10 @@ class FakeBackend(Backend):
         own, other = float(ctx["own"]), float(ctx["other"])
         c = self.profile.committee
         dist = getattr(self.profile.review, _role(req.model))
+        weak_garbage = not correct and bool(ctx.get("latent_weak"))
         target = dist.pick(correct, bool(ctx.get("latent_weak")))[0]
+        if weak_garbage and c.weak_incorrect_target is not None and _role(req.model) == "strong":
+            target = c.weak_incorrect_target
         v = own + c.agree_pull * (other - own) + c.truth_pull.get(_role(req.model), 0.0) * (target - own)
         return {"score": self._clip(v + rnd.gauss(0.0, c.sd))}, None
 
