@@ -132,6 +132,15 @@ def _headline(s: dict) -> str:
         parts.append(f"accuracy={acc['overall']:.3f}")
     if "routing" in s:
         parts.append(f"tables_correct_at_end={s['routing']['tables_correct_at_end']}")
+    agents = s.get("agents")
+    if isinstance(agents, dict) and 0 < len(agents) <= 4:
+        for name, a in agents.items():
+            if isinstance(a, dict) and "detection_delay" in a:
+                parts.append(f"{name}: detected+{a['detection_delay']} closure={a['closure']} "
+                             f"reintegrated+{a.get('reintegration_delay')}")
+    elif isinstance(agents, dict) and agents:
+        parts.append(f"isolated {sum(1 for a in agents.values() if a.get('isolated_at') is not None)}/{len(agents)}"
+                     f" degraded, false_isolations={s.get('false_isolations')}")
     return " ".join(parts)
 
 

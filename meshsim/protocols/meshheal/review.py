@@ -101,7 +101,7 @@ def assess(agent: "MeshHealAgent", y: "Output", H: frozenset, X: "TaskState",
     q0 = median3(initial)
     s_u = sample_sd(initial)
     res = Assessment(q=q0, output=y, q0=q0, s_u=s_u, initial=list(initial), reviewers=[reviewer],
-                     reviewer_views=views)
+                     reviewer_views={reviewer: views[reviewer]})
     if not p.committee:
         # Single-reviewer ablation (Sec. 6.4): the initial peer judges and corrects alone.
         if q0 <= p.tau_to and p.takeover:
@@ -139,6 +139,7 @@ def assess(agent: "MeshHealAgent", y: "Output", H: frozenset, X: "TaskState",
     res.q = q
     res.round1, res.round2 = v1, v2
     res.reviewers = [reviewer] + members
+    res.reviewer_views = {j: views[j] for j in res.reviewers}
     if q <= p.tau_to and p.takeover:  # Alg. 2, lines 8-10
         res.takeover = True
         res.output = yield from _takeover(agent, members, y, H, X)
