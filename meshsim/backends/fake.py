@@ -40,6 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
+from .profiles import hash_unit, load_validated
 from .base import Backend, CallKind, LatencyModel, Request, Response
 
 __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile"]
@@ -135,18 +136,7 @@ class FakeProfile(_S):
 
 def load_fake_profile(path: str | Path) -> FakeProfile:
     path = Path(path)
-    if not path.exists():
-        raise InputError("backend profile not found", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=str(path)) from None
-    try:
-        prof = FakeProfile.model_validate(data)
-    except ValidationError as exc:
-        e = exc.errors(include_url=False)[0]
-        loc = ".".join(str(x) for x in e["loc"])
-        raise InputError(e["msg"], file=str(path), field=loc or None) from None
+    prof = load_validated(path, FakeProfile)
     for role in ("strong", "weak"):
         if role not in prof.models:
             raise InputError(f"profile needs a '{role}' model", file=str(path), field="models")
@@ -181,9 +171,7 @@ class SplitMix64:
         return min(n - 1, int(self.random() * n))
 
 
-def _hash_unit(*parts: Any) -> float:
-    h = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
-    return (int.from_bytes(h, "little") + 0.5) / 2.0 ** 64
+_hash_unit = hash_unit
 
 
 def _role(model: str) -> str:

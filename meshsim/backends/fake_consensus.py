@@ -59,6 +59,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
+from .profiles import hash_unit, load_validated
 from .base import Backend, LatencyModel, Request, Response
 from .fake import ModelSpec, TokenSpec
 
@@ -130,18 +131,7 @@ class ConsensusProfile(_S):
 
 def load_consensus_profile(path: str | Path) -> ConsensusProfile:
     path = Path(path)
-    if not path.exists():
-        raise InputError("backend profile not found", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=str(path)) from None
-    try:
-        prof = ConsensusProfile.model_validate(data)
-    except ValidationError as exc:
-        e = exc.errors(include_url=False)[0]
-        loc = ".".join(str(x) for x in e["loc"])
-        raise InputError(e["msg"], file=str(path), field=loc or None) from None
+    prof = load_validated(path, ConsensusProfile)
     if prof.kind != "fake_consensus":
         raise InputError("not a fake_consensus profile", file=str(path), field="kind", value=prof.kind)
     for section in ("models", "score", "refine", "aggregate"):
@@ -153,9 +143,7 @@ def load_consensus_profile(path: str | Path) -> ConsensusProfile:
     return prof
 
 
-def _hash_unit(*parts: Any) -> float:
-    h = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
-    return (int.from_bytes(h, "little") + 0.5) / 2.0 ** 64
+_hash_unit = hash_unit
 
 
 def _role(model: str) -> str:
