@@ -337,7 +337,13 @@ def test_sac_score_first_number_clipped_default():
         got = [b.complete_sync(req(CallKind.SAC_SCORE, response="3")).fields["score"] for _ in range(4)]
     finally:
         b.close()
-    assert got == [0.85, 1.0, 0.5, 0.3]  # "-0.3": the regex takes the digits (SAC App. B.1)
+    # "-0.3": the regex takes the digits (SAC App. B.1); no number: None, and the
+    # protocol applies its default (0.5) and counts the unparsable reply
+    assert got == [0.85, 1.0, None, 0.3]
+
+    from meshsim.protocols.consensus import parse_score
+    from meshsim.backends.base import Response
+    assert parse_score(Response(fields={"score": None, "parsed": False})) is None
 
 
 def test_unset_key_variable_fails_at_start_in_one_line(tmp_path, monkeypatch):

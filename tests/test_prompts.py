@@ -104,6 +104,21 @@ def test_sac_prompts():
     assert r"\boxed" in build_messages(R(CallKind.SAC_ANSWER, task=MATH))[1]["content"]
 
 
+def test_sac_prompts_take_the_protocols_context_shapes():
+    own = {"answer": "A", "text": "", "score": 0.5}
+    retained = [{"answer": "B", "text": "Tomorrow is the 2nd.\nAnswer: B", "score": 0.8},
+                {"answer": "A", "text": "", "score": 0.3}]
+    u = build_messages(R(CallKind.SAC_REFINE, task=MC, own=own, retained=retained))[1]["content"]
+    assert "Your current answer:\n<<<\nAnswer: A\n>>>" in u
+    assert u.index("Tomorrow is the 2nd.") < u.index("reliability 0.30")
+    s = build_messages(R(CallKind.SAC_SCORE, task=MC, response={"answer": "B", "text": "", "latent": {}}))[1]["content"]
+    assert "<<<\nAnswer: B\n>>>" in s
+    ood = build_messages(R(CallKind.SAC_ANSWER, task=MC, attack="ood"))
+    assert MC.question not in json.dumps(ood)
+    wrong = build_messages(R(CallKind.SAC_ANSWER, task=MC, attack="plausible_wrong", rank=1))[1]["content"]
+    assert "WRONG" in wrong and "variant 2" in wrong and MC.question in wrong
+
+
 def test_infer_prompt_lists_vocabulary_and_documented_pairs():
     m = build_messages(R(CallKind.INFER, abilities=(), pairs=[["arithmetic", "instruction_parsing"]]))
     u = m[1]["content"]
@@ -234,4 +249,5 @@ def test_parse_reply_fields_match_the_fake_backend_names():
     f, ok = parse_reply(R(CallKind.SAC_ANSWER, task=MATH), r"\boxed{0.5}")
     assert f["correct"] is True and f["answer"] == "0.5"
     f, _ = parse_reply(R(CallKind.SAC_SCORE), "0.25")
-    assert f == {"score": 0.25}
+    assert f == {"score": 0.25, "parsed": True}
+    assert parse_reply(R(CallKind.SAC_SCORE), "no number")[0] == {"score": None, "parsed": False}

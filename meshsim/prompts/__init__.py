@@ -50,9 +50,9 @@ CONTEXT_KEYS: dict[str, tuple[str, ...]] = {
                          "own_explanation", "other_explanation", "explanations"),
     CallKind.TAKEOVER_CANDIDATE: ("action", "output_text", "drafts", "label"),
     CallKind.SYNTHESIS: ("action", "output_text", "drafts", "candidates"),
-    CallKind.SAC_ANSWER: (),
+    CallKind.SAC_ANSWER: ("attack", "rank"),
     CallKind.SAC_SCORE: ("response",),
-    CallKind.SAC_REFINE: ("own", "neighbors"),
+    CallKind.SAC_REFINE: ("own", "neighbors", "retained"),
 }
 
 _SECTION = re.compile(r"^=== (system|user) ===[ \t]*$", re.MULTILINE)
@@ -307,16 +307,21 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
             vals["candidates"] = _NOT_GIVEN
         name = "takeover_candidate" if kind == CallKind.TAKEOVER_CANDIDATE else "synthesis"
     elif kind == CallKind.SAC_ANSWER:
-        name = "sac_answer"
+        attack = ctx.get("attack")
+        vals["rank"] = int(ctx.get("rank", 0) or 0) + 1
+        name = {"ood": "sac_ood", "plausible_wrong": "sac_plausible_wrong"}.get(attack, "sac_answer")
     elif kind == CallKind.SAC_SCORE:
-        vals["response"] = ctx.get("response") or ""
+        vals["response"] = _resp_text(ctx.get("response"))
         name = "sac_score"
     elif kind == CallKind.SAC_REFINE:
-        vals["own"] = ctx.get("own") or ""
+        vals["own"] = _resp_text(ctx.get("own"))
         nb = []
-        for x in ctx.get("neighbors") or ():
-            text, score = (x.get("response", ""), x.get("score", 0.5)) if isinstance(x, Mapping) else x
-            nb.append((float(score), str(text)))
+        for x in ctx.get("neighbors") or ctx.get("retained") or ():
+            if isinstance(x, Mapping):
+                text, score = _resp_text(x.get("response", x)), x.get("score", 0.5)
+            else:
+                text, score = x
+            nb.append((float(score if score is not None else 0.5), _resp_text(text)))
         nb.sort(key=lambda p: -p[0])  # descending reliability (SAC App. B.2)
         vals["neighbors"] = "\n\n".join(f"Answer {k} (reliability {s:.2f}):\n<<<\n{t}\n>>>"
                                         for k, (s, t) in enumerate(nb, 1)) or "(none)"
@@ -329,6 +334,19 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
         msgs.append({"role": "system", "content": system})
     msgs.append({"role": "user", "content": user})
     return msgs
+
+
+def _resp_text(x: Any) -> str:
+    """A response as SAC prompts show it: a string, or ``{text, answer}`` from the protocols."""
+    if x is None:
+        return ""
+    if isinstance(x, Mapping):
+        text = str(x.get("text") or "").strip()
+        if text:
+            return text
+        ans = x.get("answer")
+        return f"Answer: {ans}" if ans is not None else "(no answer)"
+    return str(x)
 
 
 def _fmt_score(v: Any) -> str:
@@ -606,5 +624,7 @@ def parse_reply(request: Request, text: str) -> tuple[dict[str, Any], Optional[b
         ok = grade_task(task, text)
         return {"answer": ans, "correct": ok}, ok
     if kind == CallKind.SAC_SCORE:
-        return {"score": parse_sac_score(text)}, None
+        # no number: score None, so the protocol applies its own default (0.5) and counts it
+        parsed = SAC_NUMBER.search(text) is not None
+        return {"score": parse_sac_score(text) if parsed else None, "parsed": parsed}, None
     return {}, None
