@@ -46,9 +46,10 @@ class Output:
     final_correct: Optional[bool] = None
     replaced_by: Optional[str] = None
     latent: tuple = ()  # backend's opaque notes about the text (e.g. weak-model style)
+    text: str = ""  # what the model wrote (empty with fakes)
 
-    def replaced(self, by: str, correct: bool, final_correct: Optional[bool]) -> "Output":
-        return replace(self, correct=correct, final_correct=final_correct, replaced_by=by, latent=())
+    def replaced(self, by: str, correct: bool, final_correct: Optional[bool], text: str = "") -> "Output":
+        return replace(self, correct=correct, final_correct=final_correct, replaced_by=by, latent=(), text=text)
 
 
 @dataclass
@@ -285,13 +286,14 @@ class MeshHealAgent:
     def _generate(self, action: str, H: frozenset, X: TaskState) -> Generator[Any, Any, Output]:
         kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
         ctx = {"context_items": len(X.Y), "drafts_correct": all(o.correct for o in X.Y),
-               "route_ok": self._route_ok(X)}
+               "route_ok": self._route_ok(X), "required": list(X.R or ()),
+               "agent_abilities": sorted(self.K_orig), "drafts": [o.text for o in X.Y]}
         r = yield from self.llm.call(self.llm.request(kind, X.task, sorted(H), ctx))
         ok = r.error is None and bool(r.fields.get("half_correct", False))
         final = (r.error is None and bool(r.fields.get("final_correct", False))) if action == "finalize" else None
         latent = tuple(sorted((k, v) for k, v in r.fields.items() if k.startswith("latent_")))
         return Output(agent=self.name, abilities=tuple(sorted(H)), action=action, correct=ok, final_correct=final,
-                      latent=latent)
+                      latent=latent, text=r.text or "")
 
     # ---------------------------------------------------------------- routing
     def _forward(self, X: TaskState, raw: bool = False) -> Generator[Any, Any, None]:
@@ -361,7 +363,8 @@ class MeshHealAgent:
             ev = Event(self.env)
             self._waiting[rid] = ev
             body = dict(req, id=rid, task=X.task, abilities=sorted(H), output_correct=y.correct,
-                        output_latent=dict(y.latent), action=y.action, context_items=len(X.Y))
+                        output_latent=dict(y.latent), action=y.action, context_items=len(X.Y),
+                        output_text=y.text, drafts=[o.text for o in X.Y], producer=self.name)
             self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
             self.node.call_later(self.params.review_timeout, lambda rid=rid: self._expire(rid))
             events.append(ev)

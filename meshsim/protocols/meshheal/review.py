@@ -159,10 +159,12 @@ def _takeover(agent: "MeshHealAgent", members: list[str], y: "Output", H: frozen
     if not got:
         return y
     synth = yield from agent.ask(members[0], {"mode": "synthesis",
-                                               "candidates": [c["correct"] for c in got]}, y, H, X)
+                                               "candidates": [c["correct"] for c in got],
+                                               "candidate_texts": [c.get("text", "") for c in got]}, y, H, X)
     if synth is None:
         return y
-    return y.replaced(by=members[0], correct=synth["correct"], final_correct=synth.get("final_correct"))
+    return y.replaced(by=members[0], correct=synth["correct"], final_correct=synth.get("final_correct"),
+                      text=synth.get("text", ""))
 
 
 def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]:
@@ -171,7 +173,9 @@ def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]
     task = req["task"]
     H = tuple(sorted(req["abilities"]))
     ctx = {"output_correct": req["output_correct"], "action": req["action"],
-           "context_items": req["context_items"], **req.get("output_latent", {})}
+           "context_items": req["context_items"], "output_text": req.get("output_text", ""),
+           "drafts": req.get("drafts", []), "producer": req.get("producer"),
+           "reviewer_abilities": sorted(agent.K_orig), **req.get("output_latent", {})}
     llm = agent.llm
     if mode == "initial":
         reqs = [llm.request(CallKind.REVIEW, task, H, ctx, sample=k) for k in range(req["n"])]
@@ -181,18 +185,21 @@ def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]
         r = yield from llm.call(llm.request(CallKind.COMMITTEE, task, H, dict(ctx, round=1, label=req["ctx"])))
         return {"score": _score(r), "explanation": r.text}
     if mode == "r2":
+        expl = req.get("explanations") or ["", ""]
         r = yield from llm.call(llm.request(CallKind.COMMITTEE, task, H,
                                             dict(ctx, round=2, own=req["own"], other=req["other"],
-                                                 label=req["ctx"])))
+                                                 label=req["ctx"], explanations=expl,
+                                                 own_explanation=expl[0], other_explanation=expl[1])))
         return {"score": _score(r)}
     if mode == "candidate":
         r = yield from llm.call(llm.request(CallKind.TAKEOVER_CANDIDATE, task, H, dict(ctx, label=req["ctx"])))
-        return {"correct": bool(r.fields.get("candidate_correct", False)) and r.error is None}
+        return {"correct": bool(r.fields.get("candidate_correct", False)) and r.error is None, "text": r.text}
     if mode == "synthesis":
         r = yield from llm.call(llm.request(CallKind.SYNTHESIS, task, H,
-                                            dict(ctx, candidates_correct=req["candidates"])))
+                                            dict(ctx, candidates_correct=req["candidates"],
+                                                 candidates=req.get("candidate_texts", []))))
         ok = bool(r.fields.get("synthesis_correct", False)) and r.error is None
-        return {"correct": ok, "final_correct": ok if req["action"] == "finalize" else None}
+        return {"correct": ok, "final_correct": ok if req["action"] == "finalize" else None, "text": r.text}
     raise ValueError(f"unknown review mode {mode!r}")
 
 
