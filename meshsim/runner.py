@@ -177,6 +177,10 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
                            trace=lambda type_, **data: tracer.emit(env, type_, **data),
                            tasks=scenario.tasks, phases=scenario.phases, backend=backend)
     pctx.extra["roles"] = dict(scenario.agents.roles)  # consensus protocols (SAC, CP-WBFT)
+    if scenario.tasks is not None and scenario.tasks.file:
+        tf = Path(scenario.tasks.file)
+        base = scenario.base_dir
+        pctx.extra["tasks_file"] = tf if tf.is_absolute() or base is None else base / tf
     proto_cls = PROTOCOLS[scenario.protocol.name]
     protocol = proto_cls(scenario.protocol.params, pctx)
     ctx.protocol = protocol

@@ -132,6 +132,9 @@ class Phase(Strict):
 class TasksSpec(Strict):
     count: Annotated[int, Field(ge=1)]
     dataset: Optional[str] = None
+    #: JSONL task file (or BIG-bench task.json) with questions and gold answers,
+    #: relative to the scenario file; its types must be the profile's types.
+    file: Optional[str] = None
     block: Optional[Annotated[int, Field(ge=1)]] = None
     arrival: Literal["sequential"] = "sequential"
 

@@ -142,6 +142,40 @@ def make_stream(profile: DatasetProfile, count: int, rnd: random.Random,
     return out
 
 
+def stream_from_file(profile: DatasetProfile, path: Path, count: int, rnd: random.Random,
+                     block: int | None = None) -> list[TaskRef]:
+    """A balanced stream whose questions (and gold answers) come from a task file.
+
+    Items of types the profile does not know are ignored; within each type,
+    items are drawn in a seeded order without replacement, so the stream uses
+    distinct questions as long as the file has enough of each type.
+    """
+    from .datasets import load_items, to_taskref
+
+    items = [it for it in load_items(path) if it.type in profile.types]
+    by_type: dict[str, list] = {}
+    for it in items:
+        by_type.setdefault(it.type, []).append(it)
+    missing = [t for t in profile.types if t not in by_type]
+    if missing:
+        raise InputError(f"task file has no items of type {missing[0]!r} (profile {profile.name})",
+                         file=str(path), field="tasks.file")
+    for lst in by_type.values():
+        rnd.shuffle(lst)
+    shape = make_stream(profile, count, rnd, block)
+    used = {t: 0 for t in by_type}
+    out = []
+    for ref in shape:
+        pool = by_type[ref.type]
+        k = used[ref.type]
+        if k >= len(pool):
+            raise InputError(f"task file has only {len(pool)} items of type {ref.type!r} for a {count}-task stream",
+                             file=str(path), field="tasks.count", value=count)
+        used[ref.type] = k + 1
+        out.append(to_taskref(pool[k], ref.index, profile.types[ref.type]))
+    return out
+
+
 def profile_summary(profile: DatasetProfile) -> dict[str, Any]:
     return {"name": profile.name, "abilities": sorted(profile.abilities), "types": {t: list(p) for t, p in
                                                                                   profile.types.items()},

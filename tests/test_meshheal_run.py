@@ -244,3 +244,18 @@ def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp
         assert set(ag.peer_state) <= set(ag.node.links)
         for key, mus in ag._mu_index.items():
             assert set(mus) <= set(ag.node.links)
+
+
+def test_tasks_from_a_file_carry_questions_and_gold_answers(tmp_path):
+    data = ROOT / "scenarios" / "data" / "bbh-sample.jsonl"
+    sc = meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml",
+                               [f"tasks.file={data}", "tasks.count=42", "phases=[]", "events=[]", "seeds=1"])
+    meshsim.run(sc, seed=1, out=tmp_path)
+    rows = _rows(tmp_path / "tasks.jsonl")
+    ids = [r["id"] for r in rows]
+    assert len(set(ids)) == 42  # distinct questions
+    assert all(not i.startswith("bbh/") for i in ids)  # real items, not placeholders
+    too_long = meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml",
+                                     [f"tasks.file={data}", "seeds=1"])
+    with pytest.raises(meshsim.InputError, match="tasks.count"):
+        meshsim.run(too_long, seed=1)

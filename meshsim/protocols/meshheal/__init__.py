@@ -96,8 +96,14 @@ class MeshHeal(Protocol):
 
         spec = ctx.tasks
         self.profile = load_profile(spec.dataset or "math")
-        self.stream: list[TaskRef] = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
-                                                 getattr(spec, "block", None))
+        if getattr(spec, "file", None):
+            from ...tasks import stream_from_file
+
+            self.stream = stream_from_file(self.profile, ctx.extra["tasks_file"], spec.count,
+                                           ctx.env.pyrandom("tasks"), getattr(spec, "block", None))
+        else:
+            self.stream = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
+                                      getattr(spec, "block", None))
         self.pairs = sorted({tuple(p) for p in self.profile.types.values()})
         self.agents: dict[str, MeshHealAgent] = {}
         self._names: Optional[list[str]] = None
