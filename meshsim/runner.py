@@ -256,6 +256,12 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     psum = protocol.summary()
     if psum:
         summary.update(psum)
+    bridge = getattr(env, "_llm_bridge", None)
+    if bridge is not None and isinstance(summary.get("backend"), dict):
+        # async backend: how many calls were on the wire together (a property of
+        # the transport, not of the results: a replay of the run reports none)
+        summary["backend"]["max_in_flight"] = bridge.max_in_flight
+        summary["backend"]["batches"] = bridge.batches
     tables = protocol.output_tables()
     backend.close()
     return RunResult(seed=seed, summary=_clean(summary), records=tracer.records, tables=tables)

@@ -2,8 +2,11 @@
 
 A call takes simulated time from the model's latency model (or the backend's
 own ``latency``), never wall time. Synchronous backends (fakes, replays) are
-called directly; async ones are driven to completion in an event loop, with
-calls issued together (``call_many``) in flight concurrently.
+called directly. Calls to async backends (real endpoints) go through a
+:class:`Bridge`: every call issued at the same simulated instant, by any
+agent, joins one batch sent concurrently (``asyncio.gather``); the simulation
+resumes when the batch is answered, so results never depend on which reply
+came back first.
 """
 from __future__ import annotations
 
@@ -15,6 +18,53 @@ from ..backends.base import Backend, Request, Response, TaskRef
 __all__ = ["LLMClient"]
 
 Sink = Callable[[Request, Response, float], None]
+
+
+class Bridge:
+    """Batches the async calls of one simulated instant across all agents."""
+
+    def __init__(self, env: Any, backend: Backend):
+        self.env = env
+        self.backend = backend
+        self.pending: list = []
+        self.scheduled = False
+        self.max_in_flight = 0
+        self.batches = 0
+
+    @classmethod
+    def of(cls, env: Any, backend: Backend) -> "Bridge":
+        bridge = getattr(env, "_llm_bridge", None)
+        if bridge is None or bridge.backend is not backend:
+            bridge = cls(env, backend)
+            env._llm_bridge = bridge
+        return bridge
+
+    def submit(self, reqs: list[Request]) -> list[Any]:
+        from simpy.events import Event
+
+        events = []
+        for req in reqs:
+            ev = Event(self.env)
+            self.pending.append((req, ev))
+            events.append(ev)
+        if not self.scheduled:
+            self.scheduled = True
+            # runs after the processes already due at this instant had their turn
+            self.env.call_later(0.0, self._flush)
+        return events
+
+    def _flush(self, _ev: Any) -> None:
+        batch, self.pending, self.scheduled = self.pending, [], False
+        b = self.backend
+
+        async def gather() -> list[Response]:
+            return list(await asyncio.gather(*(b.complete(r) for r, _ in batch)))
+
+        resps = asyncio.run(gather())
+        self.max_in_flight = max(self.max_in_flight, len(batch))
+        self.batches += 1
+        for (_req, ev), resp in zip(batch, resps):
+            ev.succeed(resp)
 
 
 class LLMClient:
@@ -42,24 +92,23 @@ class LLMClient:
                        abilities=abilities, context=context or {}, sample=sample,
                        seed=self._rnd.getrandbits(62))
 
-    def _run(self, reqs: list[Request]) -> list[Response]:
-        b = self.backend
-        if b.synchronous:
-            return [b.complete_sync(r) for r in reqs]
-
-        async def gather() -> list[Response]:
-            return list(await asyncio.gather(*(b.complete(r) for r in reqs)))
-
-        return asyncio.run(gather())
-
     def _latency(self, req: Request, resp: Response) -> float:
         if resp.latency is not None:
             return resp.latency
         return self.backend.latency_model(req.model)(resp.prompt_tokens, resp.completion_tokens)
 
+    def _answers(self, reqs: list[Request]) -> Generator[Any, Any, list[Response]]:
+        if self.backend.synchronous:
+            return [self.backend.complete_sync(r) for r in reqs]
+        events = Bridge.of(self.env, self.backend).submit(reqs)
+        out = []
+        for ev in events:
+            out.append((yield ev))
+        return out
+
     def call(self, req: Request) -> Generator[Any, Any, Response]:
         """``resp = yield from llm.call(req)``: one call, its latency in sim time."""
-        (resp,) = self._run([req])
+        (resp,) = yield from self._answers([req])
         lat = self._latency(req, resp)
         if lat > 0:
             yield self.env.timeout(lat)
@@ -69,7 +118,7 @@ class LLMClient:
 
     def call_many(self, reqs: list[Request]) -> Generator[Any, Any, list[Response]]:
         """Independent calls issued together: they overlap, so the wait is the longest."""
-        resps = self._run(reqs)
+        resps = yield from self._answers(reqs)
         lats = [self._latency(q, r) for q, r in zip(reqs, resps)]
         longest = max(lats) if lats else 0.0
         if longest > 0:
