@@ -136,7 +136,25 @@ class TasksSpec(Strict):
     #: relative to the scenario file; its types must be the profile's types.
     file: Optional[str] = None
     block: Optional[Annotated[int, Field(ge=1)]] = None
-    arrival: Literal["sequential"] = "sequential"
+    #: ``sequential`` (next task when the previous one ends, as in the papers)
+    #: or open-loop ``poisson(RATE)`` arrivals, RATE tasks per simulated second,
+    #: so that many tasks overlap
+    arrival: str = "sequential"
+
+    @field_validator("arrival")
+    @classmethod
+    def _arrival(cls, v: str) -> str:
+        if v == "sequential":
+            return v
+        import re
+
+        m = re.fullmatch(r"poisson\(\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*\)", v.strip())
+        if not m or float(m.group(1)) <= 0:
+            raise ValueError("expected 'sequential' or 'poisson(RATE)' with RATE > 0 tasks per simulated second")
+        return v.strip()
+
+    def poisson_rate(self) -> Optional[float]:
+        return None if self.arrival == "sequential" else float(self.arrival[8:-1])
 
 
 class BackendSpec(BaseModel):

@@ -176,11 +176,15 @@ class MeshHeal(Protocol):
     def finished(self):
         return self._finished
 
-    # -- the task stream (sequential arrivals) -----------------------------------
+    # -- the task stream ----------------------------------------------------------
     def _driver(self):
+        """Sequential arrivals (the papers'), or open-loop Poisson arrivals."""
         env = self.ctx.env
         rnd = env.pyrandom("entry")
         total = len(self.stream)
+        rate = self.ctx.tasks.poisson_rate() if hasattr(self.ctx.tasks, "poisson_rate") else None
+        gaps = env.pyrandom("arrivals")
+        watchers = []
         for task in self.stream:
             self._task_index = task.index
             self.ctx.task_starting(task.index)
@@ -191,15 +195,25 @@ class MeshHeal(Protocol):
                    "prompt_tokens": 0, "completion_tokens": 0, "reviews": [], "takeovers": 0,
                    "start": env.now}
             self._cur[task.index] = row
-            done = self._done[task.index] = Event(env)
+            self._done[task.index] = Event(env)
             self.agents[entry].start(task)
-            timer = env.timeout(self.params.task_timeout)
-            yield done | timer
-            if not done.triggered:
-                self._finish(task, None, False, "timeout")
-            self._done.pop(task.index, None)
-            self.ctx.progress(task.index, total)
+            if rate is None:
+                yield from self._await(task)
+                self.ctx.progress(task.index, total)
+            else:
+                watchers.append(env.process(self._await(task)))
+                yield env.timeout(gaps.expovariate(rate))
+        if watchers:
+            yield env.all_of(watchers)
         self._finished.succeed()
+
+    def _await(self, task: TaskRef):
+        env = self.ctx.env
+        done = self._done[task.index]
+        yield done | env.timeout(self.params.task_timeout)
+        if not done.triggered:
+            self._finish(task, None, False, "timeout")
+        self._done.pop(task.index, None)
 
     def _finish(self, task: TaskRef, state, correct: bool, unanswered: Optional[str]) -> None:
         row = self._cur.pop(task.index, None)
