@@ -8,7 +8,7 @@ capabilities (degrade/recover, Byzantine roles) register more types here.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field
 
@@ -233,11 +233,25 @@ class _HealthEvent(EventSpec):
 
 @register_event("degrade")
 class Degrade(_HealthEvent):
-    """Gray failure: the agents use the weak model for every call, reviews included."""
+    """Gray failure. ``mode: swap`` (default, the paper's): the agents use the
+    weak model for every call, reviews included. Other modes keep the model and
+    hurt quality while the agent stays responsive: ``temperature``
+    (``temperature``), ``truncate`` (keep the first ``keep`` of context texts),
+    ``corrupt`` (replace a ``rate`` of their characters), ``stale`` (drop earlier
+    outputs: stale memory), ``latency`` (calls ``factor`` times slower),
+    ``errors`` (a ``rate`` of calls fail after retries)."""
+
+    mode: Literal["swap", "temperature", "truncate", "corrupt", "stale", "latency", "errors"] = "swap"
+    temperature: Annotated[float, Field(ge=0, le=2)] = 1.5
+    keep: Probability = 0.3
+    rate: Probability = 0.3
+    factor: Annotated[float, Field(gt=0)] = 4.0
 
     def apply(self, run: "RunContext") -> None:
+        fault = {"mode": self.mode, "temperature": self.temperature, "keep": self.keep, "rate": self.rate,
+                 "factor": self.factor}
         for a in self.names(run.scenario):
-            run.protocol.set_degraded(a, True)
+            run.protocol.set_degraded(a, True, fault)
 
 
 @register_event("recover")

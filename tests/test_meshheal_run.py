@@ -163,6 +163,7 @@ def test_sec5_model_backed_evaluation(staggered):
     class Dummy:
         K = {"A1": frozenset({"a", "b"})}
         degraded: set = set()
+        fault_of: dict = {}
 
     d = Dummy()
     assert MeshHeal.model_for(d, "A1", ("a",)) == "strong"
@@ -170,6 +171,8 @@ def test_sec5_model_backed_evaluation(staggered):
     assert MeshHeal.model_for(d, "A1", ()) == "strong"  # controller calls (InferAbilities)
     d.degraded = {"A1"}
     assert MeshHeal.model_for(d, "A1", ("a",)) == "weak"  # every call, reviews included
+    d.fault_of = {"A1": {"mode": "latency"}}  # other gray failures keep the model
+    assert MeshHeal.model_for(d, "A1", ("a",)) == "strong"
 
 
 def test_meshheal_same_seed_identical_folders(tmp_path):
@@ -304,3 +307,31 @@ def test_poisson_arrivals_overlap_tasks_and_stay_deterministic(tmp_path):
     assert (tmp_path / "a" / "tasks.jsonl").read_bytes() == (tmp_path / "b" / "tasks.jsonl").read_bytes()
     with pytest.raises(meshsim.ScenarioError, match="tasks.arrival"):
         meshsim.load_scenario(STAGGERED, ["tasks.arrival=poisson(-1)"])
+
+
+@pytest.mark.parametrize("mode,check", [
+    ("latency", lambda base, hurt: hurt["sim_time"] > base["sim_time"] * 1.05),
+    ("errors", lambda base, hurt: hurt["accuracy"]["by_phase"]["degraded"] < base["accuracy"]["by_phase"]["degraded"]),
+])
+def test_degrade_modes_keep_agents_responsive_but_hurt(mode, check, tmp_path):
+    sets = ["tasks.count=84", "phases=[{name: healthy, tasks: 42}, {name: degraded, tasks: 42}]", "seeds=1",
+            "network.topology={kind: complete, n: 6}"]
+    ev = "events=[{at_task: 43, type: degrade, agents: [A3, A5], mode: %s, rate: 0.9, factor: 6}]"
+    base = meshsim.run(meshsim.load_scenario(STAGGERED, sets + ["events=[]"]), seed=1).summary
+    hurt = meshsim.run(meshsim.load_scenario(STAGGERED, sets + [ev % mode]), seed=1, out=tmp_path).summary
+    assert check(base, hurt)
+    assert hurt["unanswered"] == 0  # responsive: every task still finishes
+
+
+def test_degrade_modes_rewrite_the_context_real_models_see():
+    import random
+
+    from meshsim.protocols.llm import _inject
+
+    ctx = {"output_text": "x" * 100, "drafts": ["abcdefghij"], "required": ["a", "b"]}
+    assert len(_inject({"mode": "truncate", "keep": 0.3}, dict(ctx), random.Random(1))["output_text"]) == 30
+    stale = _inject({"mode": "stale"}, dict(ctx), random.Random(1))
+    assert stale["drafts"] == [] and "required" not in stale
+    bad = _inject({"mode": "corrupt", "rate": 0.5}, dict(ctx), random.Random(1))["output_text"]
+    assert bad != ctx["output_text"] and len(bad) == 100
+    assert _inject({"mode": "temperature", "temperature": 1.7}, {}, random.Random(1))["temperature"] == 1.7

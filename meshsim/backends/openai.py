@@ -349,6 +349,8 @@ class OpenAIBackend(Backend):
             "temperature": ep.temperature if ep.temperature is not None else p.temperature,
             "max_tokens": p.max_tokens_by_kind.get(req.kind) or ep.max_tokens or p.max_tokens,
         }
+        if "temperature" in req.context:  # gray-failure injection (degrade mode: temperature)
+            params["temperature"] = float(req.context["temperature"])
         top_p = ep.top_p if ep.top_p is not None else p.top_p
         if top_p is not None:
             params["top_p"] = top_p

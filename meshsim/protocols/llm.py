@@ -77,33 +77,49 @@ class LLMClient:
     """
 
     def __init__(self, env: Any, backend: Backend, agent: str, model_for: Callable[[Iterable[str]], str],
-                 sink: Optional[Sink] = None):
+                 sink: Optional[Sink] = None, fault: Optional[Callable[[], Optional[dict]]] = None):
         self.env = env
         self.backend = backend
         self.agent = agent
         self.model_for = model_for
         self.sink = sink
+        self.fault = fault  # infrastructure: the agent's injected gray failure, if any
         self._rnd = env.pyrandom("llm", agent)
+        self._fault_rnd = env.pyrandom("fault", agent)
 
     def request(self, kind: str, task: Optional[TaskRef], abilities: Iterable[str],
                 context: Optional[dict] = None, sample: int = 0) -> Request:
         abilities = tuple(abilities)
+        context = context or {}
+        spec = self.fault() if self.fault is not None else None
+        if spec:
+            context = _inject(spec, dict(context), self._fault_rnd)
         return Request(kind=kind, agent=self.agent, model=self.model_for(abilities), task=task,
-                       abilities=abilities, context=context or {}, sample=sample,
+                       abilities=abilities, context=context, sample=sample,
                        seed=self._rnd.getrandbits(62))
 
     def _latency(self, req: Request, resp: Response) -> float:
         if resp.latency is not None:
-            return resp.latency
-        return self.backend.latency_model(req.model)(resp.prompt_tokens, resp.completion_tokens)
+            lat = resp.latency
+        else:
+            lat = self.backend.latency_model(req.model)(resp.prompt_tokens, resp.completion_tokens)
+        if "latency_factor" in req.context:
+            lat *= float(req.context["latency_factor"])
+        return lat
 
     def _answers(self, reqs: list[Request]) -> Generator[Any, Any, list[Response]]:
         if self.backend.synchronous:
-            return [self.backend.complete_sync(r) for r in reqs]
-        events = Bridge.of(self.env, self.backend).submit(reqs)
-        out = []
-        for ev in events:
-            out.append((yield ev))
+            out = [self.backend.complete_sync(r) for r in reqs]
+        else:
+            events = Bridge.of(self.env, self.backend).submit(reqs)
+            out = []
+            for ev in events:
+                out.append((yield ev))
+        spec = self.fault() if self.fault is not None else None
+        if spec and spec.get("mode") == "errors":
+            # the call fails after its retries: a protocol-level bad output
+            out = [Response(error="injected fault", prompt_tokens=r.prompt_tokens)
+                   if self._fault_rnd.random() < spec.get("rate", 0.3) else r for r in out]
         return out
 
     def call(self, req: Request) -> Generator[Any, Any, Response]:
@@ -127,3 +143,41 @@ class LLMClient:
             for q, r, lat in zip(reqs, resps, lats):
                 self.sink(q, r, lat)
         return resps
+
+
+_TEXT_KEYS = ("output_text", "drafts", "own_explanation", "other_explanation", "explanations", "candidates")
+
+
+def _inject(spec: dict, ctx: dict, rnd: Any) -> dict:
+    """Gray failures that keep the agent responsive but hurt quality (issue: degrade modes).
+
+    ``temperature``: sampling temperature raised; ``truncate``: only the first
+    ``keep`` fraction of every context text; ``corrupt``: a ``rate`` of the
+    characters of context texts replaced; ``stale``: earlier outputs and the
+    inferred requirement dropped (stale memory); ``latency``: every call
+    ``factor`` times slower. ``errors`` is applied to the replies.
+    """
+    mode = spec.get("mode")
+    if mode == "temperature":
+        ctx["temperature"] = spec.get("temperature", 1.5)
+    elif mode == "latency":
+        ctx["latency_factor"] = spec.get("factor", 4.0)
+    elif mode == "stale":
+        ctx["drafts"] = []
+        ctx.pop("required", None)
+        ctx["stale_context"] = True
+    elif mode in ("truncate", "corrupt"):
+        def hurt(text: Any) -> Any:
+            if isinstance(text, list):
+                return [hurt(t) for t in text]
+            if not isinstance(text, str) or not text:
+                return text
+            if mode == "truncate":
+                return text[: int(len(text) * spec.get("keep", 0.3))]
+            rate = spec.get("rate", 0.3)
+            return "".join(chr(rnd.randrange(33, 127)) if rnd.random() < rate else c for c in text)
+        for k in _TEXT_KEYS:
+            if k in ctx:
+                ctx[k] = hurt(ctx[k])
+        ctx[f"{mode}_context"] = True
+    return ctx

@@ -109,6 +109,7 @@ class MeshHeal(Protocol):
         self._names: Optional[list[str]] = None
         self.K: dict[str, frozenset] = {}
         self.degraded: set[str] = set()
+        self.fault_of: dict[str, dict] = {}
         self.degraded_log: list[dict] = []
         self.det_params = params.detector_params()
         self.detector_kind = params.detector if params.review else "none"
@@ -134,24 +135,36 @@ class MeshHeal(Protocol):
     def model_for(self, agent: str, abilities: tuple[str, ...]) -> str:
         """Strong model for a declared ability, weak otherwise; a degraded agent
         uses the weak model for every call, reviews included."""
-        if agent in self.degraded:
+        if agent in self.degraded and self.fault_of.get(agent, {}).get("mode", "swap") == "swap":
             return "weak"
         K = self.K.get(agent, frozenset())
         return "strong" if (abilities and set(abilities) <= K) or (not abilities and K) else "weak"
 
-    def set_degraded(self, agent: str, degraded: bool) -> None:
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict] = None) -> None:
+        """Inject (or lift) a gray failure: ``fault['mode']`` is ``swap`` (the
+        paper's model swap, default) or one of the quality-hurting wrappers of
+        :func:`meshsim.protocols.llm._inject`."""
         if agent not in self.K:
             raise InputError("unknown agent", field="agents", value=agent)
         (self.degraded.add if degraded else self.degraded.discard)(agent)
+        if degraded:
+            self.fault_of[agent] = dict(fault or {"mode": "swap"})
+        else:
+            self.fault_of.pop(agent, None)
         self.degraded_log.append({"agent": agent, "degraded": degraded, "task": self._task_index,
-                                  "t": self.ctx.env.now})
+                                  "t": self.ctx.env.now, "mode": (fault or {}).get("mode", "swap")})
+
+    def _fault(self, agent: str) -> Optional[dict]:
+        spec = self.fault_of.get(agent)
+        return spec if spec and spec.get("mode") != "swap" else None
 
     # -- setup ------------------------------------------------------------------
     def attach(self, node, abilities):
         name = node.name
         self.K[name] = frozenset(abilities)
         llm = LLMClient(self.ctx.env, self.ctx.backend, name,
-                        lambda ab, name=name: self.model_for(name, ab), self._llm_sink)
+                        lambda ab, name=name: self.model_for(name, ab), self._llm_sink,
+                        fault=lambda name=name: self._fault(name))
         det = make_detector(self.detector_kind, self.det_params)
         self.agents[name] = MeshHealAgent(node, abilities, self.params, llm, det, self.pairs, self._sink)
         self._names = None
