@@ -40,7 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
-from .profiles import hash_unit, load_validated
+from .profiles import hash_unit, load_validated, model_role
 from .base import Backend, CallKind, LatencyModel, Request, Response
 
 __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile"]
@@ -172,10 +172,7 @@ class SplitMix64:
 
 
 _hash_unit = hash_unit
-
-
-def _role(model: str) -> str:
-    return "weak" if model == "weak" else "strong"
+_role = model_role
 
 
 class FakeBackend(Backend):

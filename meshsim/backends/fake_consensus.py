@@ -59,7 +59,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
-from .profiles import hash_unit, load_validated
+from .profiles import hash_unit, load_validated, model_role
 from .base import Backend, LatencyModel, Request, Response
 from .fake import ModelSpec, TokenSpec
 
@@ -144,10 +144,7 @@ def load_consensus_profile(path: str | Path) -> ConsensusProfile:
 
 
 _hash_unit = hash_unit
-
-
-def _role(model: str) -> str:
-    return "weak" if model == "weak" else "strong"
+_role = model_role
 
 
 class ConsensusFakeBackend(Backend):

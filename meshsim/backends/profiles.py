@@ -34,3 +34,8 @@ def hash_unit(*parts: Any) -> float:
     """A uniform in (0, 1) from a stable hash of ``parts`` (no global state)."""
     h = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
     return (int.from_bytes(h, "little") + 0.5) / 2.0 ** 64
+
+
+def model_role(model: str) -> str:
+    """The fakes know two models: ``weak``, and ``strong`` for anything else."""
+    return "weak" if model == "weak" else "strong"
