@@ -196,16 +196,24 @@ class ReplayBackend(Backend):
                           f"sample {req.sample}, key {k[:12]}); re-record with mode record-missing",
                           file=str(self.path))
 
+    def _cached(self, req: Request) -> Optional[Response]:
+        """The recorded reply (modes replay / record-missing); a miss in replay is an error."""
+        if self.mode == "record":
+            return None
+        k, resp = self._lookup(req)
+        if resp is not None:
+            self.hits += 1
+            return resp
+        if self.mode == "replay":
+            raise self._missing(req, k)
+        return None
+
     def complete_sync(self, req: Request) -> Response:
         if self.mode == "off":
             return self.inner.complete_sync(req)
-        if self.mode != "record":
-            k, resp = self._lookup(req)
-            if resp is not None:
-                self.hits += 1
-                return resp
-            if self.mode == "replay":
-                raise self._missing(req, k)
+        resp = self._cached(req)
+        if resp is not None:
+            return resp
         # a synchronous inner (a fake) can be recorded without an event loop
         resp = self.inner.complete_sync(req)
         self._append(req, resp, {})
@@ -214,13 +222,9 @@ class ReplayBackend(Backend):
     async def complete(self, req: Request) -> Response:
         if self.mode == "off":
             return await self.inner.complete(req)
-        if self.mode != "record":
-            k, resp = self._lookup(req)
-            if resp is not None:
-                self.hits += 1
-                return resp
-            if self.mode == "replay":
-                raise self._missing(req, k)
+        cached = self._cached(req)
+        if cached is not None:
+            return cached
         with_meta = getattr(self.inner, "complete_with_meta", None)
         if callable(with_meta):
             resp, meta = await with_meta(req)
