@@ -119,9 +119,27 @@ def _print_result(result: Any, out_dir: Path) -> None:
         click.echo(f"{len(result.runs)} seeds -> {out_dir}/ (aggregate.json)")
         for r in result.runs:
             click.echo(f"  seed {r.seed}: {_headline(r.summary)}" + (" (resumed)" if r.resumed else ""))
+            if r.transport:
+                click.echo(f"    {_transport_line(r.transport)}")
     else:
         click.echo(f"seed {result.seed} -> {out_dir}/" + (" (resumed)" if result.resumed else ""))
         click.echo(f"  {_headline(result.summary)}")
+        if result.transport:
+            click.echo(f"  {_transport_line(result.transport)}")
+
+
+def _transport_line(t: dict) -> str:
+    """How the LLM calls were served (not part of the run folder when recorded)."""
+    parts = []
+    if "mode" in t:
+        parts.append(f"cassette {t['mode']}: {t.get('hits', 0)} replayed, {t.get('recorded', 0)} recorded")
+    wire = t.get("inner", t)
+    if wire.get("calls"):
+        parts.append(f"{wire['calls']} calls on the wire in {wire.get('wall_seconds', 0):.1f} s, "
+                     f"{wire.get('retries', 0)} retries")
+    if "max_in_flight" in t:
+        parts.append(f"up to {t['max_in_flight']} in flight")
+    return "backend: " + ("; ".join(parts) if parts else "no calls")
 
 
 def _headline(s: dict) -> str:
@@ -235,16 +253,58 @@ def backends() -> None:
 @click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="Profile YAML to write.")
 @click.option("--name", default=None, help="Profile name (default: the output file's stem).")
 @click.option("--base", default=None, help="Profile supplying what the calls cannot (default: fake-default).")
-def backends_fit(source: str, out: str, name: str | None, base: str | None) -> None:
+@click.option("--check/--no-check", default=True, show_default=True,
+              help="With a run folder: re-run its scenario with the fitted profile and compare "
+                   "accuracy per task type with the recorded run.")
+@click.option("--draws", default=20, show_default=True, type=click.IntRange(1, 10000),
+              help="Independent model-outcome draws (backend.draw) simulated for the check.")
+@click.option("--calibrate", "rounds", default=6, show_default=True, type=click.IntRange(0, 100),
+              help="Rounds tuning per-type accuracy by simulation until the check agrees (0: off).")
+@click.option("--tol", default=0.02, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="Calibration stops when every type is within this of the recorded accuracy.")
+@click.option("--fail-above", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Exit 1 when a type's simulated accuracy differs from the recorded one by more.")
+def backends_fit(source: str, out: str, name: str | None, base: str | None, check: bool, draws: int,
+                 rounds: int, tol: float, fail_above: float | None) -> None:
     """Estimate a fake profile from a cassette or a recorded run folder."""
+    import tempfile
+
     from .backends.fit import find_cassettes, fit_profile, load_entries, write_profile
 
     entries = load_entries(find_cassettes(source))
     prof, notes = fit_profile(entries, name=name or Path(out).stem, base=base)
-    path = write_profile(prof, notes, out)
     for n in notes:
         click.echo(f"  {n}")
+    rows = None
+    if check and Path(source).is_dir() and (Path(source) / "tasks.jsonl").is_file():
+        from . import fitcheck
+
+        with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as tmp:
+            prof, rows = fitcheck.calibrate(source, prof, Path(tmp), rounds=rounds, draws=draws, tol=tol,
+                                            progress=lambda m: click.echo(f"  calibrate {m}", err=True))
+        notes.append(f"check: the recorded scenario re-run with this profile, {draws} draws "
+                     f"({rounds} calibration rounds at most):")
+        for r in rows:
+            notes.append(_fit_row(r))
+    path = write_profile(prof, notes, out)
+    if rows is not None:
+        click.echo(f"  {'type':<40} {'tasks':>5} {'recorded':>9} {'simulated':>9} {'diff':>7}")
+        for r in rows:
+            click.echo(f"  {_fit_row(r)}")
     click.echo(f"wrote {path}")
+    if rows is not None and fail_above is not None:
+        bad = [r for r in rows if r["diff"] is not None and abs(r["diff"]) > fail_above]
+        if bad:
+            click.echo(f"error: {source}: simulated accuracy of {bad[0]['type']!r} differs from the recorded "
+                       f"one by {bad[0]['diff']:+.3f} (limit {fail_above})", err=True)
+            sys.exit(1)
+
+
+def _fit_row(r: dict) -> str:
+    def f(x: Any) -> str:
+        return "-" if x is None else f"{x:.3f}"
+    return f"{r['type']:<40} {r['tasks']:>5} {f(r['recorded']):>9} {f(r['simulated']):>9} " + \
+        ("-" if r["diff"] is None else f"{r['diff']:+.3f}").rjust(7)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,6 +84,9 @@ class RunResult:
     out: Optional[Path] = None
     resumed: bool = False
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: how LLM calls were served (not written to the run folder when the backend
+    #: records or replays: see Backend.transport)
+    transport: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.summary[key]
@@ -142,6 +145,20 @@ class _Trace:
 
 def _resolved_yaml(scenario: Scenario, seed: int) -> str:
     data = scenario.resolved()
+    # files named relative to the scenario: absolute, so the resolved scenario
+    # runs from its run folder (or `backends fit` re-runs it) as it ran here
+    base = scenario.base_dir
+    t = data.get("tasks")
+    if base is not None and isinstance(t, dict) and t.get("file") and not Path(t["file"]).is_absolute():
+        t["file"] = str((base / t["file"]).resolve())
+    b = data.get("backend")
+    if base is not None and isinstance(b, dict) and b.get("cassette") and not Path(b["cassette"]).is_absolute():
+        b["cassette"] = str((base / b["cassette"]).resolve())
+    if isinstance(b, dict) and b.get("kind") == "replay":
+        # where replies come from (cassette or endpoint) is not part of what was
+        # run: a recorded run and its replay resolve to the same scenario
+        b.pop("mode", None)
+        b.pop("fsync", None)
     data["seed"] = seed
     data["seeds"] = 1
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
@@ -256,15 +273,19 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     psum = protocol.summary()
     if psum:
         summary.update(psum)
+    # How calls were served (cassette hits, wall time, retries, calls on the wire
+    # together) is not a result: a replay serves the same replies from a file.
+    transport = dict(backend.transport())
     bridge = getattr(env, "_llm_bridge", None)
-    if bridge is not None and isinstance(summary.get("backend"), dict):
-        # async backend: how many calls were on the wire together (a property of
-        # the transport, not of the results: a replay of the run reports none)
-        summary["backend"]["max_in_flight"] = bridge.max_in_flight
-        summary["backend"]["batches"] = bridge.batches
+    if bridge is not None:
+        transport["max_in_flight"] = bridge.max_in_flight
+        transport["batches"] = bridge.batches
+    if transport and not getattr(backend, "replayable", False):
+        summary["transport"] = transport  # a live endpoint: no byte-identity to keep
     tables = protocol.output_tables()
     backend.close()
-    return RunResult(seed=seed, summary=_clean(summary), records=tracer.records, tables=tables)
+    return RunResult(seed=seed, summary=_clean(summary), records=tracer.records, tables=tables,
+                     transport=_clean(transport))
 
 
 def _write_records(path: Path, records: list[dict[str, Any]]) -> None:

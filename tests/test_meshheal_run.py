@@ -289,7 +289,7 @@ def test_async_backend_calls_of_one_instant_fly_together_and_results_match(tmp_p
     meshsim.run(sc, seed=2, out=tmp_path / "sync")
     monkeypatch.setattr(fake_mod, "FakeBackend", AsyncFake)
     res = meshsim.run(meshsim.load_scenario(STAGGERED, sets), seed=2, out=tmp_path / "async")
-    assert AsyncFake.peak >= 3 and res.summary["backend"]["max_in_flight"] >= 3
+    assert AsyncFake.peak >= 3 and res.transport["max_in_flight"] >= 3
     for name in ("tasks.jsonl", "reviews.jsonl", "states.jsonl"):
         assert (tmp_path / "sync" / name).read_bytes() == (tmp_path / "async" / name).read_bytes(), name
 

@@ -101,7 +101,9 @@ def test_record_then_replay_reproduces_exactly_offline(tmp_path):
     again = [rp.complete_sync(r) for r in reqs()]
     assert again == recorded
     assert asyncio.run(rp.complete(reqs()[0])) == recorded[0]
-    assert rp.describe()["hits"] == 6 and rp.describe()["misses"] == 0
+    assert rp.transport()["hits"] == 6 and rp.transport()["misses"] == 0
+    assert rp.describe()["calls"] == 6 and rp.describe()["completion_tokens"] == sum(
+        r.completion_tokens for r in recorded) + recorded[0].completion_tokens
 
 
 def test_cassette_never_holds_the_key_or_auth_header(tmp_path):
@@ -144,6 +146,35 @@ def test_key_covers_model_messages_params_seed_sample(tmp_path):
     assert hot.key(base) != k0
 
 
+def test_identical_calls_in_one_run_get_one_reply_even_from_a_nondeterministic_endpoint(tmp_path):
+    """Two agents sending the same request at the same instant (same prompt, fixed
+    seed) share one call; a later repeat is served from the cassette. So the
+    recorded run sees exactly what its replay will."""
+    counter = []
+
+    def varying(request):  # a server whose text changes from call to call
+        counter.append(1)
+        body = json.loads(request.content)
+        return httpx.Response(200, json={"choices": [{"message": {"content": f"Answer: {len(counter)}"},
+                                                      "finish_reason": "stop"}],
+                                         "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+                                         "model": body["model"]})
+
+    rb = ReplayBackend(openai(varying), "record", tmp_path / "c.jsonl")
+    r0 = reqs()[0]
+
+    async def together():
+        return await asyncio.gather(rb.complete(r0), rb.complete(r0), rb.complete(r0))
+
+    first = asyncio.run(together())
+    later = asyncio.run(rb.complete(r0))
+    rb.close()
+    assert len(counter) == 1 and first[0] == first[1] == first[2] == later
+    assert rb.transport()["recorded"] == 1 and rb.transport()["hits"] == 3 and rb.describe()["calls"] == 4
+    rp = ReplayBackend(openai(refuse, key=False), "replay", tmp_path / "c.jsonl")
+    assert rp.complete_sync(r0) == later
+
+
 def test_record_missing_serves_hits_and_retries_recorded_failures(tmp_path):
     cas = tmp_path / "c.jsonl"
     calls = []
@@ -156,8 +187,13 @@ def test_record_missing_serves_hits_and_retries_recorded_failures(tmp_path):
 
     rb = ReplayBackend(openai(flaky), "record-missing", cas)
     r0 = reqs()[0]
-    assert asyncio.run(rb.complete(r0)).error is not None  # recorded as a failure
-    ok = asyncio.run(rb.complete(r0))  # a recorded failure counts as missing
+    bad = asyncio.run(rb.complete(r0))
+    assert bad.error is not None  # recorded as a failure
+    # within the run that recorded it, a key keeps its reply (as its replay will)
+    assert asyncio.run(rb.complete(r0)) == bad and len(calls) == 1
+    rb.close()
+    rb = ReplayBackend(openai(flaky), "record-missing", cas)  # a later run
+    ok = asyncio.run(rb.complete(r0))  # a failure recorded by an earlier run counts as missing
     assert ok.error is None and len(calls) == 2
     again = asyncio.run(rb.complete(r0))  # now a hit
     assert again == ok and len(calls) == 2
@@ -271,14 +307,15 @@ def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
     assert SECRET not in (tmp_path / "cas.jsonl").read_text()
     monkeypatch.delenv("MESHSIM_E2E_KEY")
     rep = meshsim.run(_scenario(tmp_path, port, "replay"), out=tmp_path / "rep")  # server is gone, no key
-    for name in ("tasks.jsonl", "reviews.jsonl", "states.jsonl"):
-        assert (tmp_path / "rec" / name).read_text() == (tmp_path / "rep" / name).read_text(), name
-    s1, s2 = dict(rec.summary), dict(rep.summary)
-    b1, b2 = s1.pop("backend", None), s2.pop("backend", None)
-    s1.pop("scenario", None), s2.pop("scenario", None)
-    assert s1 == s2
-    if b2 is not None:
-        assert b2["hits"] >= n_calls and b2["misses"] == 0 and b1["recorded"] == n_calls
+    # the whole run folder, byte for byte
+    names = sorted(p.name for p in (tmp_path / "rec").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "rep").iterdir())
+    assert {"summary.json", "scenario.resolved.yaml", "tasks.jsonl"} <= set(names)
+    for name in names:
+        assert (tmp_path / "rec" / name).read_bytes() == (tmp_path / "rep" / name).read_bytes(), name
+    assert rec.summary["backend"]["calls"] == n_calls
+    assert rec.transport["recorded"] == n_calls and rec.transport["inner"]["calls"] == n_calls
+    assert rep.transport["hits"] == n_calls and rep.transport["misses"] == 0 and rep.transport["inner"]["calls"] == 0
     for d in (tmp_path / "rec", tmp_path / "rep"):
         assert SECRET not in "".join(p.read_text() for p in d.iterdir())
 
@@ -335,9 +372,13 @@ def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
     res = runner.invoke(main, ["backends", "fit", str(cas), "-o", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     p = load_fake_profile(out)
-    assert p.accuracy["bbh"].strong == pytest.approx(31 / 42, abs=1e-3)
-    assert p.accuracy["bbh"].weak == pytest.approx(3 / 22, abs=1e-3)
-    assert p.accuracy["bbh"].types["navigate"] < p.accuracy["bbh"].types["object_counting"]
+    assert p.graded and p.review.type_offset_sd == 0.0  # real recordings: graded final texts
+    assert p.accuracy["bbh"].strong == pytest.approx(30 / 40, abs=1e-3)
+    assert p.accuracy["bbh"].weak == pytest.approx(2 / 20, abs=1e-3)
+    # per type: shrunk toward the role's rate by two pseudo-tasks
+    assert p.accuracy["bbh"].by_type["navigate"]["strong"] == pytest.approx((10 + 1.5) / 22, abs=1e-4)
+    assert p.accuracy["bbh"].by_type["object_counting"]["strong"] == pytest.approx((20 + 1.5) / 22, abs=1e-4)
+    assert p.accuracy["bbh"].by_type["navigate"]["weak"] == pytest.approx((2 + 0.2) / 22, abs=1e-4)
     assert p.review.strong.correct == (0.9, 0.02) and p.review.strong.incorrect[0] == 0.25
     assert p.review.granularity == 0.05
     assert p.tokens["review"].prompt == 300 and p.tokens["review"].per_context == 100

@@ -354,3 +354,21 @@ def test_acceptance_five_seeds():
     for (proto, topo), m in sorted(table.items()):
         print(f"{proto:7s} {topo:9s} IAA {m['iaa']:.3f} FAA {m['faa']:.3f} BFTI {m['bfti']:+.3f} "
               f"H-Maj {m['h_majority']:.3f}")
+
+
+def test_queries_come_from_the_task_file_when_one_is_given(tmp_path):
+    """Real models need real questions: with ``tasks.file`` the queries are distinct
+    items of the file (seeded order) with their gold answers."""
+    items = {json.loads(l)["id"]: json.loads(l) for l in
+             (ROOT / "scenarios" / "data" / "bbh-sample.jsonl").read_text().splitlines()}
+    sets = ("tasks.file=../data/bbh-sample.jsonl", "tasks.count=6", "seeds=1")
+    meshsim.run(load("sac-complete-7", *sets), out=tmp_path / "a")
+    meshsim.run(load("sac-complete-7", *sets), out=tmp_path / "b")
+    rows = [json.loads(l) for l in (tmp_path / "a" / "queries.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and len({r["id"] for r in rows}) == 6
+    assert all(r["id"] in items and r["truth"] == items[r["id"]]["answer"] for r in rows)
+    assert (tmp_path / "a" / "queries.jsonl").read_bytes() == (tmp_path / "b" / "queries.jsonl").read_bytes()
+    with pytest.raises(InputError) as ei:
+        meshsim.run(load("sac-complete-7", "tasks.file=../data/bbh-sample.jsonl", "tasks.count=500",
+                         "seeds=1"), out=tmp_path / "c")
+    assert ei.value.field == "tasks.count" and "only 96 items" in ei.value.message

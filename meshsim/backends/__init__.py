@@ -46,7 +46,10 @@ def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool
     if kind not in KINDS:
         raise InputError(f"unknown backend kind; choose one of {list(KINDS)}", field="kind", value=kind)
     if kind == "fake":
-        _fields(spec, {"kind", "profile"})
+        _fields(spec, {"kind", "profile", "draw"})
+        if not isinstance(spec.get("draw", 0), int) or isinstance(spec.get("draw", 0), bool) \
+                or spec.get("draw", 0) < 0:
+            raise InputError("must be an integer >= 0", field="draw", value=spec.get("draw"))
         if not spec.get("profile"):
             raise InputError("a fake backend needs 'profile'", field="profile")
         from .fake import load_fake_profile
@@ -87,7 +90,8 @@ def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[P
     if spec["kind"] == "fake":
         from .fake import FakeBackend, load_fake_profile
 
-        return FakeBackend(load_fake_profile(find_profile(spec["profile"], base_dir)), seed=seed)
+        return FakeBackend(load_fake_profile(find_profile(spec["profile"], base_dir)), seed=seed,
+                           draw=int(spec.get("draw", 0)))
     if spec["kind"] == "fake_consensus":
         from .fake_consensus import ConsensusFakeBackend, load_consensus_profile
 

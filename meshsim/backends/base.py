@@ -112,6 +112,11 @@ class Backend:
         """What goes into the run summary about this backend (never secrets)."""
         return {"name": self.name}
 
+    def transport(self) -> dict[str, Any]:
+        """How calls were served (wall time, retries, cassette hits): facts about
+        the wire, not results, so never part of a replayable run folder."""
+        return {}
+
     def close(self) -> None:
         """Release connections, flush recordings."""
 

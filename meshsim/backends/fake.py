@@ -34,7 +34,7 @@ import math
 import random
 from pathlib import Path
 from statistics import NormalDist
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -63,6 +63,9 @@ class Acc(_S):
     strong: P
     weak: P
     types: dict[str, float] = {}  # additive offsets per task type
+    #: absolute accuracy per task type and model role (``backends fit`` writes
+    #: these); wins over ``strong``/``weak`` + ``types`` where given
+    by_type: dict[str, dict[Literal["strong", "weak"], P]] = {}
 
 
 class ScoreDist(_S):
@@ -128,6 +131,11 @@ class FakeProfile(_S):
     #: P(the finalizer's combination step goes wrong although its own half is
     #: right): an error the half-scoped Finalize review does not see (App. D.1).
     combine_error: dict[str, P] = {"strong": 0.0, "weak": 0.0}
+    #: False (the paper calibration): a finalize or synthesis outcome is composed
+    #: with the drafts and the route under it. True (profiles fitted from real
+    #: runs, where an observer grades the final text): the drawn outcome is the
+    #: task's outcome, with the per-type accuracy of graded final answers.
+    graded: bool = False
     review: ReviewSpec
     committee: CommitteeSpec = CommitteeSpec()
     takeover: TakeoverSpec = TakeoverSpec()
@@ -178,9 +186,13 @@ _role = model_role
 class FakeBackend(Backend):
     synchronous = True
 
-    def __init__(self, profile: FakeProfile, seed: int = 0):
+    def __init__(self, profile: FakeProfile, seed: int = 0, draw: int = 0):
         self.profile = profile
-        self.seed = seed
+        # draw k > 0: an independent realisation of the model's outcomes on the
+        # same run (same stream, same agents' choices); 0 keeps the run seed's own
+        self.seed = seed if not draw else int(hashlib.blake2b(f"{seed}/{draw}".encode(), digest_size=8)
+                                              .hexdigest(), 16)
+        self._mix = 0 if not draw else self.seed
         self.name = f"fake:{profile.name}"
         self._lat = {role: LatencyModel(m.ttft, m.rate) for role, m in profile.models.items()}
         self._offsets: dict[tuple[str, str], float] = {}
@@ -194,7 +206,7 @@ class FakeBackend(Backend):
         return {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
 
     def complete_sync(self, req: Request) -> Response:
-        rnd = SplitMix64(req.seed)
+        rnd = SplitMix64(req.seed ^ self._mix)
         kind = req.kind
         fn = getattr(self, "_" + kind, None)
         if fn is None:
@@ -206,7 +218,11 @@ class FakeBackend(Backend):
     # -- pieces ----------------------------------------------------------------
     def accuracy(self, model: str, dataset: str, task_type: str) -> float:
         acc = self.profile.accuracy.get(dataset) or self.profile.accuracy["default"]
-        base = acc.strong if _role(model) == "strong" else acc.weak
+        role = _role(model)
+        fixed = acc.by_type.get(task_type, {}).get(role)
+        if fixed is not None:
+            return min(0.999, max(0.001, fixed))
+        base = acc.strong if role == "strong" else acc.weak
         return min(0.999, max(0.001, base + acc.types.get(task_type, 0.0)))
 
     def _z_task(self, req: Request, ability: str) -> float:
@@ -267,6 +283,9 @@ class FakeBackend(Backend):
 
     def _finalize(self, req, rnd):
         fields, ok = self._contribute(req, rnd)
+        if self.profile.graded:
+            fields.update(final_correct=ok, graded=True)
+            return fields, ok
         drafts_ok = bool(req.context.get("drafts_correct", True))
         route_ok = bool(req.context.get("route_ok", True))
         final = ok and (drafts_ok or rnd.random() < self.profile.finalize_repair.get(_role(req.model), 0.0))
@@ -307,6 +326,8 @@ class FakeBackend(Backend):
         ok = rnd.random() < p
         if req.context.get("output_correct") and rnd.random() >= self.profile.takeover.break_:
             ok = True
+        if self.profile.graded and req.context.get("action") == "finalize":
+            return {"synthesis_correct": ok, "graded": True}, ok
         return {"synthesis_correct": ok}, ok
 
     def _tokens(self, kind: str, req: Request, rnd: random.Random) -> tuple[int, int]:

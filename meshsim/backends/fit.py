@@ -40,6 +40,7 @@ from .replay import read_cassette
 
 __all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile"]
 
+#: calls whose graded outcome is drawn with the model's accuracy in the fake
 _GRADED = {CallKind.FINALIZE, CallKind.SAC_ANSWER, CallKind.SAC_REFINE}
 
 
@@ -92,7 +93,9 @@ def load_entries(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 
 def _rate(k: int, n: int) -> float:
-    return round((k + 1) / (n + 2), 4)
+    """Maximum-likelihood rate, kept inside (0, 1): the fit describes the
+    recorded run itself, so no prior pulls small samples toward 1/2."""
+    return round(min(0.999, max(0.001, k / n)), 4) if n else 0.5
 
 
 def _sd(xs: list[float], floor: float) -> float:
@@ -127,7 +130,9 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     prof["name"] = name
     prof["description"] = f"fitted by 'meshsim backends fit' from {len(entries)} recorded calls"
     notes: list[str] = [f"{len(entries)} recorded calls"]
-    real = any(str(e.get("backend", "")).startswith("openai") for e in entries)
+    # graded outcomes: a real model (an observer grades its text), or a fake run in graded mode
+    real = any(str(e.get("backend", "")).startswith("openai") or (e.get("response") or {}).get("fields", {}).get("graded")
+               for e in entries)
 
     acc: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     acc_type: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
@@ -137,6 +142,8 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     tokens: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     lat: dict[str, list[tuple[float, float]]] = defaultdict(list)
     ids: dict[str, str] = {}
+    synth: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    synth_break = [0, 0]
     errors = 0
     for e in entries:
         rq, rs = e.get("request") or {}, e.get("response") or {}
@@ -151,8 +158,17 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
             continue
         correct = rs.get("correct")
         fields = rs.get("fields") or {}
-        graded = kind in _GRADED or (kind in (CallKind.TAKEOVER_CANDIDATE, CallKind.SYNTHESIS)
-                                     and ctx.get("action") == "finalize")
+        graded = kind in _GRADED or (kind == CallKind.TAKEOVER_CANDIDATE and ctx.get("action") == "finalize")
+        if kind == CallKind.SYNTHESIS and ctx.get("action") == "finalize" and isinstance(correct, bool):
+            cands = ctx.get("candidates_correct")
+            if isinstance(cands, list):
+                if ctx.get("output_correct") is True:
+                    synth_break[0] += int(not correct)
+                    synth_break[1] += 1
+                else:
+                    k = min(2, sum(1 for c in cands if c is True))
+                    synth[k][0] += int(correct)
+                    synth[k][1] += 1
         if graded and isinstance(correct, bool):
             ds = task.get("dataset") or "default"
             acc[ds][role][0] += int(correct)
@@ -179,21 +195,44 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     if errors:
         notes.append(f"{errors} recorded failures skipped")
 
-    # accuracy
+    # accuracy: per dataset and role, and per task type and role (what a
+    # simulation of the same stream needs to reproduce its per-type accuracy)
+    if real:
+        # an observer graded the final texts: outcomes are not composed from
+        # drafts (ungraded halves) and routes, the graded rate is the outcome
+        prof["graded"] = True
+        prof["review"]["type_offset_sd"] = 0.0
+        notes.append("graded: true (real model: final texts graded, halves unknown)")
     for ds, roles in sorted(acc.items()):
         a = dict(prof["accuracy"].get(ds) or prof["accuracy"]["default"])
         a.pop("types", None)
+        a.pop("by_type", None)
         for role, (k, n) in roles.items():
-            a[role] = min(0.999, max(0.001, _rate(k, n)))
+            a[role] = _rate(k, n)
             notes.append(f"accuracy {ds}/{role}: {k}/{n} correct -> {a[role]}")
-        offs = {}
-        for t in sorted({t for (d, t, _r) in acc_type if d == ds}):
-            diffs = [(_rate(*acc_type[(ds, t, r)]) - a[r]) for r in ("strong", "weak") if (ds, t, r) in acc_type]
-            if diffs and t:
-                offs[t] = round(statistics.fmean(diffs), 4)
-        if offs:
-            a["types"] = offs
+        by_type: dict[str, dict[str, float]] = {}
+        for (d, t, r), (k, n) in sorted(acc_type.items()):
+            if d == ds and t:
+                # shrunk toward the role's overall rate by two pseudo-tasks, so a
+                # type seen once or twice does not get 0 or 1
+                p0 = a.get(r, 0.5)
+                by_type.setdefault(t, {})[r] = round(min(0.999, max(0.001, (k + 2 * p0) / (n + 2))), 4)
+                notes.append(f"accuracy {ds}/{t}/{r}: {k}/{n} correct -> {by_type[t][r]}")
+        if by_type:
+            a["by_type"] = by_type
         prof["accuracy"][ds] = a
+    # Takeover synthesis: P(correct) by the number of correct candidates, and
+    # how often a correct original is broken
+    syn = list(prof.get("takeover", {}).get("synthesis", (0.1, 0.5, 0.85)))
+    for k, (c, n) in sorted(synth.items()):
+        syn[k] = _rate(c, n)
+        notes.append(f"takeover synthesis with {k} correct candidates: {c}/{n} correct -> {syn[k]}")
+    if synth or synth_break[1]:
+        prof.setdefault("takeover", {})["synthesis"] = syn
+    if synth_break[1]:
+        prof["takeover"]["break"] = _rate(*synth_break)
+        notes.append(f"takeover broke {synth_break[0]}/{synth_break[1]} correct outputs -> "
+                     f"{prof['takeover']['break']}")
     for (ab, role), (k, n) in sorted(acc_ability.items()):
         notes.append(f"ability {ab}/{role}: {k}/{n} correct")
     for role, (k, n) in sorted(infer.items()):

@@ -292,6 +292,10 @@ class OpenAIBackend(Backend):
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "wall_seconds": round(self.wall_seconds, 3), "prompts_overridden": self.prompts.overridden}
 
+    def transport(self) -> dict[str, Any]:
+        return {"calls": self.calls, "retries": self.retries, "retry_causes": dict(sorted(self.retry_causes.items())),
+                "wall_seconds": round(self.wall_seconds, 3)}
+
     async def complete(self, request: Request) -> Response:
         resp, _meta = await self.complete_with_meta(request)
         return resp

@@ -30,10 +30,12 @@ line: never headers, never the API key.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,6 +45,10 @@ from .base import Backend, LatencyModel, Request, Response
 __all__ = ["ReplayBackend", "MODES", "call_key", "read_cassette", "request_record", "response_from", "response_to"]
 
 MODES = ("record", "replay", "record-missing", "off")
+#: an inner backend's counters that depend on the wire (or on which calls it
+#: actually served), left out of the replay's deterministic describe()
+_WIRE_KEYS = frozenset({"calls", "errors", "retries", "retry_causes", "usage_estimated", "unparsed_replies",
+                        "prompt_tokens", "completion_tokens", "wall_seconds"})
 VERSION = 1
 
 
@@ -71,6 +77,8 @@ def _scalar_ctx(ctx: dict[str, Any]) -> dict[str, Any]:
     for k, v in ctx.items():
         if isinstance(v, (bool, int, float)) or v is None or (isinstance(v, str) and len(v) <= 200):
             out[k] = v
+        elif isinstance(v, (list, tuple)) and len(v) <= 16 and all(isinstance(x, (bool, int, float)) for x in v):
+            out[k] = list(v)  # e.g. which Takeover candidates were correct
     return out
 
 
@@ -126,6 +134,9 @@ def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
 
 
 class ReplayBackend(Backend):
+    #: a recorded run and its replay write the same run folder
+    replayable = True
+
     def __init__(self, inner: Backend, mode: str, cassette: str | Path, fsync: bool = True):
         if mode not in MODES:
             raise InputError(f"unknown replay mode; choose one of {list(MODES)}", field="mode", value=mode)
@@ -136,7 +147,13 @@ class ReplayBackend(Backend):
         self.name = f"replay:{inner.name}"
         self._lock = threading.Lock()
         self._index: dict[str, dict[str, Any]] = {}
+        self.cassette_name = self.path.name
         self.hits = self.misses = self.recorded = 0
+        self.served = self.prompt_tokens = self.completion_tokens = 0
+        self.usage_estimated = self.unparsed = self.truncated = 0
+        self.errors: Counter = Counter()
+        self._session: set[str] = set()  # keys recorded by this run
+        self._inflight: dict[str, Any] = {}  # key -> future of the call on the wire
         if mode == "off":
             self.synchronous = inner.synchronous
             return
@@ -170,8 +187,30 @@ class ReplayBackend(Backend):
         return self.inner.latency_model(model)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "mode": self.mode, "cassette": str(self.path), "hits": self.hits,
-                "misses": self.misses, "recorded": self.recorded, "inner": self.inner.describe()}
+        """Counted from the replies handed to the simulation, so a recorded run and
+        its replay describe the same thing (where replies came from is in
+        :meth:`transport`)."""
+        inner = {k: v for k, v in self.inner.describe().items() if k not in _WIRE_KEYS}
+        return {"name": self.name, "cassette": self.cassette_name, "calls": self.served,
+                "errors": dict(sorted(self.errors.items())), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "usage_estimated": self.usage_estimated,
+                "unparsed_replies": self.unparsed, "truncated": self.truncated, "inner": inner}
+
+    def transport(self) -> dict[str, Any]:
+        return {"mode": self.mode, "cassette": str(self.path), "hits": self.hits, "misses": self.misses,
+                "recorded": self.recorded, "inner": self.inner.transport()}
+
+    def _served(self, resp: Response) -> Response:
+        self.served += 1
+        if resp.error is not None:
+            self.errors[resp.error.split(":", 1)[0].strip() or "error"] += 1
+        self.prompt_tokens += resp.prompt_tokens
+        self.completion_tokens += resp.completion_tokens
+        f = resp.fields
+        self.usage_estimated += bool(f.get("usage_estimated"))
+        self.unparsed += f.get("parsed") is False
+        self.truncated += bool(f.get("truncated"))
+        return resp
 
     def close(self) -> None:
         self.inner.close()
@@ -179,15 +218,14 @@ class ReplayBackend(Backend):
     def key(self, req: Request) -> str:
         return call_key(key_material(self.inner, req))
 
-    def _lookup(self, req: Request) -> tuple[str, Optional[Response]]:
-        k = self.key(req)
+    def _lookup(self, k: str) -> Optional[Response]:
         e = self._index.get(k)
         if e is None:
-            return k, None
+            return None
         resp = response_from(e["response"])
-        if self.mode == "record-missing" and resp.error is not None:
-            return k, None  # retry recorded failures
-        return k, resp
+        if self.mode == "record-missing" and resp.error is not None and k not in self._session:
+            return None  # retry failures recorded by earlier runs
+        return resp
 
     def _missing(self, req: Request, k: str) -> InputError:
         t = req.task
@@ -196,11 +234,16 @@ class ReplayBackend(Backend):
                           f"sample {req.sample}, key {k[:12]}); re-record with mode record-missing",
                           file=str(self.path))
 
-    def _cached(self, req: Request) -> Optional[Response]:
-        """The recorded reply (modes replay / record-missing); a miss in replay is an error."""
-        if self.mode == "record":
+    def _cached(self, req: Request, k: str) -> Optional[Response]:
+        """The recorded reply, or None when the call must go to the wrapped backend.
+
+        A key recorded earlier in this run is always served from the cassette,
+        even in ``record`` mode: one key, one reply within a run, as its replay
+        will see it (a real endpoint need not answer the same request twice
+        alike, e.g. under batched decoding)."""
+        if self.mode == "record" and k not in self._session:
             return None
-        k, resp = self._lookup(req)
+        resp = self._lookup(k)
         if resp is not None:
             self.hits += 1
             return resp
@@ -210,41 +253,58 @@ class ReplayBackend(Backend):
 
     def complete_sync(self, req: Request) -> Response:
         if self.mode == "off":
-            return self.inner.complete_sync(req)
-        resp = self._cached(req)
-        if resp is not None:
-            return resp
-        # a synchronous inner (a fake) can be recorded without an event loop
-        resp = self.inner.complete_sync(req)
-        self._append(req, resp, {})
-        return resp
+            return self._served(self.inner.complete_sync(req))
+        k = self.key(req)
+        resp = self._cached(req, k)
+        if resp is None:
+            # a synchronous inner (a fake) can be recorded without an event loop
+            resp = self._append(k, req, self.inner.complete_sync(req), {})
+        return self._served(resp)
 
     async def complete(self, req: Request) -> Response:
         if self.mode == "off":
-            return await self.inner.complete(req)
-        cached = self._cached(req)
+            return self._served(await self.inner.complete(req))
+        k = self.key(req)
+        cached = self._cached(req, k)
         if cached is not None:
-            return cached
-        with_meta = getattr(self.inner, "complete_with_meta", None)
-        if callable(with_meta):
-            resp, meta = await with_meta(req)
-        else:
-            resp, meta = await self.inner.complete(req), {}
-        self._append(req, resp, meta)
-        return resp
+            return self._served(cached)
+        pending = self._inflight.get(k)
+        if pending is not None:
+            # the same request is already on the wire (e.g. two agents asking
+            # the same question at the same instant): share its reply
+            self.hits += 1
+            return self._served(response_from(response_to(await asyncio.shield(pending))))
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[k] = fut
+        try:
+            with_meta = getattr(self.inner, "complete_with_meta", None)
+            if callable(with_meta):
+                resp, meta = await with_meta(req)
+            else:
+                resp, meta = await self.inner.complete(req), {}
+            resp = self._append(k, req, resp, meta)
+            fut.set_result(resp)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: waiters re-raise it, nobody else must
+            raise
+        finally:
+            del self._inflight[k]
+        return self._served(resp)
 
     # ------------------------------------------------------------------ writing
-    def _append(self, req: Request, resp: Response, meta: dict[str, Any]) -> None:
+    def _append(self, k: str, req: Request, resp: Response, meta: dict[str, Any]) -> Response:
+        """Write the call; returns the reply as the cassette holds it (what a replay serves)."""
         self.misses += 1
-        material = key_material(self.inner, req)
-        k = call_key(material)
         entry = {"v": VERSION, "key": k, "backend": self.inner.name, "request": request_record(req),
-                 "call": material, "response": response_to(resp), **{m: meta[m] for m in ("wall", "attempts")
-                                                                    if m in meta}}
+                 "call": key_material(self.inner, req), "response": response_to(resp),
+                 **{m: meta[m] for m in ("wall", "attempts") if m in meta}}
         line = (_canon(entry) + "\n").encode("utf-8")
         self._write(line)
         self._index[k] = json.loads(line)
+        self._session.add(k)
         self.recorded += 1
+        return response_from(self._index[k]["response"])
 
     def _write(self, data: bytes) -> None:
         with self._lock:

@@ -609,6 +609,8 @@ def parse_reply(request: Request, text: str) -> tuple[dict[str, Any], Optional[b
         ok = grade_task(task, text)
         fields["final_correct"] = ok
         fields["half_correct"] = ok
+        if ok is not None:
+            fields["graded"] = True  # the observer graded this very text: it is the task's outcome
         return fields, ok
     if kind in (CallKind.REVIEW, CallKind.COMMITTEE):
         return parse_review(text), None
@@ -618,6 +620,8 @@ def parse_reply(request: Request, text: str) -> tuple[dict[str, Any], Optional[b
         fields = {key: ok, "answer": extract_answer(text, task)}
         if kind == CallKind.SYNTHESIS:
             fields["final_correct"] = ok
+        if ok is not None:
+            fields["graded"] = True
         return fields, ok
     if kind in (CallKind.SAC_ANSWER, CallKind.SAC_REFINE):
         ans = extract_answer(text, task)

@@ -118,6 +118,19 @@ def make_queries(dataset: ConsensusDataset, count: int, rnd) -> list[TaskRef]:
     return out
 
 
+def queries_from_file(path: Any, count: int, rnd) -> list[TaskRef]:
+    """``count`` distinct items of a task file (``tasks.file``) in a seeded order."""
+    from ..datasets import load_items, to_taskref
+
+    items = load_items(path)
+    if len(items) < count:
+        raise InputError(f"task file has only {len(items)} items for {count} queries", file=str(path),
+                         field="tasks.count", value=count)
+    order = list(range(len(items)))
+    rnd.shuffle(order)
+    return [to_taskref(items[k], i) for i, k in enumerate(order[:count], start=1)]
+
+
 # ---------------------------------------------------------------------------
 # the SAC filter (Eq. 2-3) and reply parsing (App. B.1-B.2)
 
@@ -277,7 +290,12 @@ class ConsensusProtocol(Protocol):
         super().__init__(params, ctx)
         self.dataset = DATASETS[params.dataset]
         count = params.query_count(ctx.tasks)
-        self.stream = make_queries(self.dataset, count, ctx.env.pyrandom("queries"))
+        tf = ctx.extra.get("tasks_file")
+        if tf is not None:
+            # real questions with gold answers (what a real model needs)
+            self.stream = queries_from_file(tf, count, ctx.env.pyrandom("queries"))
+        else:
+            self.stream = make_queries(self.dataset, count, ctx.env.pyrandom("queries"))
         self.roles: dict[str, str] = dict(ctx.extra.get("roles", {}))
         self.agents: dict[str, ConsensusAgent] = {}
         self.query_rows: list[dict] = []

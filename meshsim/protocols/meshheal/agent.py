@@ -47,9 +47,14 @@ class Output:
     replaced_by: Optional[str] = None
     latent: tuple = ()  # backend's opaque notes about the text (e.g. weak-model style)
     text: str = ""  # what the model wrote (empty with fakes)
+    #: ``correct`` is the observer's grade of this very text (real models), so it
+    #: already reflects the drafts and the route it was built on
+    graded: bool = False
 
-    def replaced(self, by: str, correct: bool, final_correct: Optional[bool], text: str = "") -> "Output":
-        return replace(self, correct=correct, final_correct=final_correct, replaced_by=by, latent=(), text=text)
+    def replaced(self, by: str, correct: bool, final_correct: Optional[bool], text: str = "",
+                 graded: bool = False) -> "Output":
+        return replace(self, correct=correct, final_correct=final_correct, replaced_by=by, latent=(), text=text,
+                       graded=graded)
 
 
 @dataclass
@@ -261,7 +266,9 @@ class MeshHealAgent:
         else:
             a = Assessment(q=None, output=y)
         y_hat = a.output
-        if action == "finalize" and a.takeover:
+        if action == "finalize" and a.takeover and not y_hat.graded:
+            # a latent outcome (fakes): the synthesis is only as good as the
+            # drafts and the route under it; a graded text needs no composing
             drafts_ok = all(o.correct for o in X.Y)
             y_hat = replace(y_hat, final_correct=bool(y_hat.correct and drafts_ok and self._route_ok(X)))
         X.actions.append((self.name, action + ("+takeover" if a.takeover else "") + ("+probe" if probe else "")))

@@ -164,6 +164,7 @@ def _takeover(agent: "MeshHealAgent", members: list[str], y: "Output", H: frozen
     if synth is None:
         return y
     return y.replaced(by=members[0], correct=synth["correct"], final_correct=synth.get("final_correct"),
+                      graded=bool(synth.get("graded")),
                       text=synth.get("text", ""))
 
 
@@ -199,7 +200,8 @@ def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]
                                             dict(ctx, candidates_correct=req["candidates"],
                                                  candidates=req.get("candidate_texts", []))))
         ok = bool(r.fields.get("synthesis_correct", False)) and r.error is None
-        return {"correct": ok, "final_correct": ok if req["action"] == "finalize" else None, "text": r.text}
+        return {"correct": ok, "final_correct": ok if req["action"] == "finalize" else None, "text": r.text,
+                "graded": bool(r.fields.get("graded")) and r.error is None}
     raise ValueError(f"unknown review mode {mode!r}")
 
 
