@@ -395,3 +395,27 @@ def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
     empty.mkdir()
     res = runner.invoke(main, ["backends", "fit", str(empty), "-o", str(tmp_path / "f3.yaml")])
     assert res.exit_code == 2 and "no cassette" in res.stderr
+
+
+def test_cli_prints_transport_and_record_replay_folders_match(tmp_path):
+    """`meshsim run` says how calls were served; the folders do not."""
+    from click.testing import CliRunner
+
+    from meshsim.cli import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "cli-replay", "seed": 2, "network": {"topology": {"kind": "complete", "n": 6}},
+        "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
+        "backend": {"kind": "replay", "mode": "record", "cassette": "c.jsonl",
+                    "backend": {"kind": "fake", "profile": "fake-default"}},
+        "tasks": {"dataset": "bbh", "count": 14, "block": 7}}))
+    r1 = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "a")])
+    r2 = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "b"), "--set", "backend.mode=replay"])
+    assert r1.exit_code == 0 and r2.exit_code == 0, r1.output + r2.output
+    n = len((tmp_path / "c.jsonl").read_text().splitlines())
+    assert f"backend: cassette record: 0 replayed, {n} recorded" in r1.output
+    assert "backend: cassette replay: " in r2.output and ", 0 recorded" in r2.output
+    for f in sorted(p.name for p in (tmp_path / "a").iterdir()):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    assert "mode" not in yaml.safe_load((tmp_path / "a" / "scenario.resolved.yaml").read_text())["backend"]
