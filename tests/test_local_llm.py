@@ -100,6 +100,9 @@ def test_record_meshheal_and_sac_then_replay_with_server_stopped(server, tmp_pat
         assert t["mode"] == "record" and t["recorded"] == t["inner"]["calls"] > 0
         assert t["recorded"] + t["hits"] == r.summary["backend"]["calls"]
         assert t["max_in_flight"] >= 3, t  # calls of one simulated instant were on the wire together
+        print(f"\n{r.summary['scenario']}: {r.summary['backend']['calls']} calls served, {t['recorded']} on the "
+              f"wire in {t['inner']['wall_seconds']:.0f} s, up to {t['max_in_flight']} in flight, "
+              f"errors {r.summary['backend']['errors']}")
 
     # network off: stop the server this script started (CI's); a server run by
     # hand elsewhere is left alone (replay mode never calls it anyway)
@@ -129,6 +132,9 @@ def test_record_meshheal_and_sac_then_replay_with_server_stopped(server, tmp_pat
                                         str(tmp_path / "fitted.yaml"), "--draws", "40", "--fail-above", "0.05"])
         assert res.exit_code == 0, res.output
         assert "recorded simulated" in res.output
+        out = res.output.splitlines()
+        head = next(i for i, line in enumerate(out) if "recorded simulated" in line)
+        print("\nbackends fit, per task type:\n" + "\n".join(out[head:]))
     finally:
         if stopped:
             _script("start")
