@@ -14,6 +14,7 @@ accuracy, then simulates again (a damped fixed-point iteration).
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import tempfile
@@ -109,8 +110,7 @@ def compare(recorded: Counts, simulated: Counts) -> list[dict[str, Any]]:
 
 
 def calibrate(run_dir: str | Path, prof: dict[str, Any], work: Path, rounds: int = 6, draws: int = 20,
-              tol: float = 0.02, write: Optional[Callable[[dict[str, Any], Path], Any]] = None,
-              progress: Optional[Callable[[str], None]] = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+              tol: float = 0.02, progress: Optional[Callable[[str], None]] = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Tune ``accuracy.<dataset>.by_type`` until every type's simulated accuracy is
     within ``tol`` of the recorded one (or ``rounds`` are spent); returns the
     best profile seen and its comparison.
@@ -123,12 +123,7 @@ def calibrate(run_dir: str | Path, prof: dict[str, Any], work: Path, rounds: int
     of its last two points, falling back to bisection when the secant leaves
     the bracket.
     """
-    import copy
-
     recorded = recorded_accuracy(run_dir)
-    if write is None:
-        def write(p: dict[str, Any], path: Path) -> Any:
-            path.write_text(yaml.safe_dump(p, sort_keys=False))
     path = work / "calibrating.yaml"
     named = [a for name, a in prof["accuracy"].items() if name != "default"] or [prof["accuracy"]["default"]]
     base: dict[str, list[tuple[dict, str, float]]] = {}  # type -> (by_type entry, role, fitted value)
@@ -147,7 +142,7 @@ def calibrate(run_dir: str | Path, prof: dict[str, Any], work: Path, rounds: int
         for t, entries in base.items():
             for bt, role, v in entries:
                 bt[role] = round(min(0.999, max(0.001, v + shift[t])), 4)
-        write(prof, path)
+        path.write_text(yaml.safe_dump(prof, sort_keys=False))
         rows = compare(recorded, simulated_accuracy(run_dir, path, draws))
         worst = max((abs(r["diff"]) for r in rows if r["diff"] is not None), default=0.0)
         if worst < best[0]:

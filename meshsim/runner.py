@@ -280,7 +280,7 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     if bridge is not None:
         transport["max_in_flight"] = bridge.max_in_flight
         transport["batches"] = bridge.batches
-    if transport and not getattr(backend, "replayable", False):
+    if transport and not backend.replayable:
         summary["transport"] = transport  # a live endpoint: no byte-identity to keep
     tables = protocol.output_tables()
     backend.close()

@@ -97,6 +97,9 @@ class Backend:
 
     #: True when ``complete_sync`` never waits (fakes, replays): no event loop needed.
     synchronous = False
+    #: True when a run through this backend and its replay write the same run
+    #: folder (how calls were served then stays out of summary.json)
+    replayable = False
     name = "backend"
 
     def latency_model(self, model: str) -> LatencyModel:

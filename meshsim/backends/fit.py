@@ -131,8 +131,8 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     prof["description"] = f"fitted by 'meshsim backends fit' from {len(entries)} recorded calls"
     notes: list[str] = [f"{len(entries)} recorded calls"]
     # graded outcomes: a real model (an observer grades its text), or a fake run in graded mode
-    real = any(str(e.get("backend", "")).startswith("openai") or (e.get("response") or {}).get("fields", {}).get("graded")
-               for e in entries)
+    real = any(str(e.get("backend", "")).startswith("openai")
+               or ((e.get("response") or {}).get("fields") or {}).get("graded") for e in entries)
 
     acc: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     acc_type: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
