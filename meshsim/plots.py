@@ -1232,6 +1232,9 @@ def sac_rounds(runs: Any, ax=None, method: Optional[str] = None):
               Line2D([], [], color="#495057", ls="--", label="weak")]
         ax.legend(handles=h, fontsize=7, loc="best", frameon=True, framealpha=0.85)
         ax.set_xlabel("round")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
         lo, hi = ax.get_ylim()
         ax.set_ylim(max(0.0, lo - 2), min(102.0, hi + 2))
     ax.set_ylabel("honest-agent accuracy (%)")
