@@ -322,12 +322,12 @@ def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ backends fit
 
-def _entry(i, kind, model, correct=None, fields=None, ctx=None, ct=20, wall=None, typ="navigate"):
+def _entry(i, kind, model, correct=None, fields=None, ctx=None, ct=20, wall=None, typ="navigate", text=""):
     e = {"v": 1, "key": f"k{i}", "backend": "openai:x",
          "request": {"kind": kind, "agent": "A1", "model": model, "abilities": ["arithmetic"], "sample": 0,
                      "task": {"index": i, "id": f"t{i}", "type": typ, "dataset": "bbh"}, "context": ctx or {}},
          "call": {"model": f"{model}-id"},
-         "response": {"text": "", "fields": fields or {}, "correct": correct, "prompt_tokens": 300 + 100 * (ctx or {})
+         "response": {"text": text, "fields": fields or {}, "correct": correct, "prompt_tokens": 300 + 100 * (ctx or {})
                       .get("context_items", 0), "completion_tokens": ct, "latency": None, "error": None}}
     if wall is not None:
         e["wall"] = wall
@@ -347,18 +347,21 @@ def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
         typ = "navigate" if k % 2 else "object_counting"
         ok = k % 4 != 1
         rows.append(_entry(i, "finalize", "strong", ok, {"final_correct": ok}, ct=10 + k, wall=0.5 + (10 + k) / 50,
-                           typ=typ))
+                           typ=typ, text=f"final answer {k}"))
     for k in range(20):  # weak finalize: 2/20
         i += 1
         rows.append(_entry(i, "finalize", "weak", k < 2, ct=5 + k, wall=0.2 + (5 + k) / 100))
-    for k in range(30):  # strong reviews of finalize outputs
+    from meshsim.backends.replay import text_digest
+
+    for k in range(30):  # strong reviews of those finalize outputs, which they name by digest
         i += 1
-        oc = k % 3 != 0
+        oc = k % 4 != 1
         rows.append(_entry(i, "review", "strong", fields={"score": 0.9 if oc else 0.25},
-                           ctx={"action": "finalize", "output_correct": oc, "context_items": k % 3}))
+                           ctx={"action": "finalize", "output_text#": text_digest(f"final answer {k}"),
+                                "context_items": k % 3}))
     i += 1
-    rows.append(_entry(i, "review", "strong", fields={"score": 0.0}, ctx={"action": "contribute",
-                                                                          "output_correct": False}))  # ungraded half
+    rows.append(_entry(i, "review", "strong", fields={"score": 0.0},
+                       ctx={"action": "contribute", "output_text#": text_digest("half")}))  # ungraded half
     bad = _entry(i + 1, "finalize", "strong", True)
     bad["response"]["error"] = "http_500: x"
     rows.append(bad)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-__all__ = ["CallKind", "TaskRef", "Request", "Response", "LatencyModel", "Backend", "NullBackend"]
+__all__ = ["CallKind", "TaskRef", "TaskInfo", "Request", "Response", "LatencyModel", "Backend", "NullBackend"]
 
 
 class CallKind:
@@ -33,11 +33,26 @@ class CallKind:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """What a message may carry about a task: the question and its benchmark
+    label, never its gold answer or required abilities (Sec. 3.1: Q_t and T_t
+    are given to agents, R_t must be inferred)."""
+
+    index: int
+    id: str
+    type: str
+    question: str = ""
+    dataset: str = ""
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TaskRef:
     """What a backend may know about the task a call belongs to.
 
     ``answer`` and ``required`` are ground truth: real backends never put
-    them in a prompt; fakes use them to decide latent correctness.
+    them in a prompt; fakes use them to decide latent correctness. A TaskRef
+    never crosses a simulated link: controllers hold its :meth:`info`.
     """
 
     index: int
@@ -48,6 +63,10 @@ class TaskRef:
     required: tuple[str, ...] = ()
     dataset: str = ""
     choices: tuple[str, ...] = ()
+
+    def info(self) -> TaskInfo:
+        return TaskInfo(index=self.index, id=self.id, type=self.type, question=self.question,
+                        dataset=self.dataset, choices=self.choices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +141,20 @@ class Backend:
 
     def close(self) -> None:
         """Release connections, flush recordings."""
+
+    def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
+        """The observer's grade of a text this backend produced for ``task``
+        (metrics only; no agent ever calls it). A real model's text is graded
+        against the gold answer; an intermediate half (``action`` contribute)
+        has no gold answer of its own: None."""
+        if action == "contribute" or not text:
+            return None
+        from ..datasets import grade_task
+
+        return grade_task(task, text)
+
+    def forget(self, task_id: str) -> None:
+        """The observer is done with ``task_id``: drop whatever was kept for it."""
 
 
 class NullBackend(Backend):

@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
 from .profiles import hash_unit, load_validated, model_role
-from .base import Backend, CallKind, LatencyModel, Request, Response
+from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
+from .texts import Latent, TextStore
 
 __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile"]
 
@@ -197,6 +198,7 @@ class FakeBackend(Backend):
         self._lat = {role: LatencyModel(m.ttft, m.rate) for role, m in profile.models.items()}
         self._offsets: dict[tuple[str, str], float] = {}
         self._difficulty: dict[tuple[str, str], float] = {}
+        self.texts = TextStore("fake")
 
     # -- interface -----------------------------------------------------------
     def latency_model(self, model: str) -> LatencyModel:
@@ -212,8 +214,25 @@ class FakeBackend(Backend):
         if fn is None:
             return Response(error=f"fake backend has no model of call kind {kind!r}")
         fields, correct = fn(req, rnd)
+        text = ""
+        latent = fields.pop("_latent", None)
+        if latent is not None:
+            text = self.texts.put(req.task.id if req.task else "", req.seed, latent)
         pt, ct = self._tokens(kind, req, rnd)
-        return Response(text="", fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+        return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+
+    def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
+        got = self.texts.get(task.id, text)
+        if got is None:
+            return None if action == "contribute" else False
+        return got.final if got.final is not None else got.correct
+
+    def forget(self, task_id: str) -> None:
+        self.texts.forget(task_id)
+
+    def _read(self, req: Request, text: Any) -> Latent:
+        """Reading a text given in the prompt (an output under review, a draft, a candidate)."""
+        return self.texts.read(req.task.id if req.task else "", text)
 
     # -- pieces ----------------------------------------------------------------
     def accuracy(self, model: str, dataset: str, task_type: str) -> float:
@@ -248,9 +267,9 @@ class FakeBackend(Backend):
             off = self._offsets[key] = _N.inv_cdf(u) * sd if sd else 0.0
         return off
 
-    def _score(self, req: Request, rnd: random.Random, output_correct: bool) -> float:
+    def _score(self, req: Request, rnd: random.Random, out: Latent) -> float:
         dist = getattr(self.profile.review, _role(req.model))
-        mean, sd = dist.pick(output_correct, bool(req.context.get("latent_weak")))
+        mean, sd = dist.pick(out.correct, "incoherent" in out.features)
         mean += self._offset(req.model, req.task.type if req.task else "")
         x = rnd.gauss(mean, sd)
         if mean >= 0.5 and rnd.random() < self.profile.review.outlier.get(_role(req.model), 0.0):
@@ -274,41 +293,59 @@ class FakeBackend(Backend):
             pair = others[rnd.randrange(len(others))] if others else truth
         return {"pair": list(pair)}, set(pair) == set(truth)
 
+    def _features(self, req: Request, ok: bool) -> frozenset:
+        # a weak model's wrong output reads as garbage; a strong model's slip does not
+        return frozenset({"incoherent"}) if (not ok and _role(req.model) == "weak") else frozenset()
+
+    def _route_ok(self, req: Request) -> bool:
+        """Did the route cover the true pair? The finalizer's prompt names the
+        inferred requirement (``context['required']``); the task's truth is the fake's."""
+        req_ab = req.context.get("required")
+        if req_ab is None or req.task is None or not req.task.required:
+            return True
+        return set(req_ab) == set(req.task.required)
+
+    def _drafts_ok(self, req: Request) -> bool:
+        return all(self._read(req, d).correct for d in req.context.get("drafts") or ())
+
     def _contribute(self, req, rnd):
         ability = req.abilities[0] if req.abilities else ""
         # The half is judged against what was asked of it; a wrong inferred
         # pair hurts the final answer (route_ok), not this half.
         ok = self._solves(req, rnd, ability)
-        return {"half_correct": ok, "latent_weak": _role(req.model) == "weak"}, ok
+        return {"_latent": Latent(correct=ok, features=self._features(req, ok))}, ok
 
     def _finalize(self, req, rnd):
-        fields, ok = self._contribute(req, rnd)
+        ability = req.abilities[0] if req.abilities else ""
+        ok = self._solves(req, rnd, ability)
+        feats = self._features(req, ok)
         if self.profile.graded:
-            fields.update(final_correct=ok, graded=True)
-            return fields, ok
-        drafts_ok = bool(req.context.get("drafts_correct", True))
-        route_ok = bool(req.context.get("route_ok", True))
+            # the drawn outcome is the task's (how `backends fit` tells a graded recording)
+            return {"_latent": Latent(correct=ok, final=ok, features=feats), "graded": True}, ok
+        drafts_ok = self._drafts_ok(req)
+        route_ok = self._route_ok(req)
         final = ok and (drafts_ok or rnd.random() < self.profile.finalize_repair.get(_role(req.model), 0.0))
         if final and rnd.random() < self.profile.combine_error.get(_role(req.model), 0.0):
             final = False
         if not route_ok:
             final = final and rnd.random() < self.accuracy("weak", req.task.dataset, req.task.type)
-        fields["final_correct"] = final
-        return fields, final
+        return {"_latent": Latent(correct=ok, final=final, features=feats)}, final
 
     def _review(self, req, rnd):
-        return {"score": self._score(req, rnd, bool(req.context.get("output_correct")))}, None
+        return {"score": self._score(req, rnd, self._read(req, req.context.get("output_text")))}, None
 
     def _committee_round(self, req, rnd):
         ctx = req.context
-        correct = bool(ctx.get("output_correct"))
+        out = self._read(req, ctx.get("output_text"))
+        correct = out.correct
+        incoherent = "incoherent" in out.features
         if ctx.get("round", 1) == 1:
-            return {"score": self._score(req, rnd, correct), "explanation": ""}, None
+            return {"score": self._score(req, rnd, out), "explanation": ""}, None
         own, other = float(ctx["own"]), float(ctx["other"])
         c = self.profile.committee
         dist = getattr(self.profile.review, _role(req.model))
-        weak_garbage = not correct and bool(ctx.get("latent_weak"))
-        target = dist.pick(correct, bool(ctx.get("latent_weak")))[0]
+        weak_garbage = not correct and incoherent
+        target = dist.pick(correct, incoherent)[0]
         if weak_garbage and c.weak_incorrect_target is not None and _role(req.model) == "strong":
             target = c.weak_incorrect_target
         v = own + c.agree_pull * (other - own) + c.truth_pull.get(_role(req.model), 0.0) * (target - own)
@@ -317,18 +354,24 @@ class FakeBackend(Backend):
     def _takeover_candidate(self, req, rnd):
         ability = req.abilities[0] if req.abilities else ""
         ok = self._solves(req, rnd, ability)
-        return {"candidate_correct": ok}, ok
+        return {"_latent": Latent(correct=ok, features=self._features(req, ok))}, ok
 
     def _synthesis(self, req, rnd):
-        cands = req.context.get("candidates_correct", [])
-        k = min(2, sum(1 for c in cands if c))
+        cands = [self._read(req, c) for c in req.context.get("candidates") or ()]
+        k = min(2, sum(1 for c in cands if c.correct))
         p = self.profile.takeover.synthesis[k]
         ok = rnd.random() < p
-        if req.context.get("output_correct") and rnd.random() >= self.profile.takeover.break_:
+        if self._read(req, req.context.get("output_text")).correct and rnd.random() >= self.profile.takeover.break_:
             ok = True
-        if self.profile.graded and req.context.get("action") == "finalize":
-            return {"synthesis_correct": ok, "graded": True}, ok
-        return {"synthesis_correct": ok}, ok
+        final = None
+        if req.context.get("action") == "finalize":
+            # graded: the synthesis text is the task's outcome; otherwise it is
+            # only as good as the drafts and the route under it
+            final = ok if self.profile.graded else bool(ok and self._drafts_ok(req) and self._route_ok(req))
+        fields: dict[str, Any] = {"_latent": Latent(correct=ok, final=final, features=self._features(req, ok))}
+        if self.profile.graded and final is not None:
+            fields["graded"] = True
+        return fields, (final if final is not None else ok)
 
     def _tokens(self, kind: str, req: Request, rnd: random.Random) -> tuple[int, int]:
         spec = self.profile.tokens.get(kind) or self.profile.tokens.get("default")

@@ -60,8 +60,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
 from .profiles import hash_unit, load_validated, model_role
-from .base import Backend, LatencyModel, Request, Response
+from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .fake import ModelSpec, TokenSpec
+from .texts import Latent, TextStore
 
 __all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile"]
 
@@ -158,6 +159,7 @@ class ConsensusFakeBackend(Backend):
         self._z: dict[str, float] = {}
         self._strata: dict[int, list[int]] = {}
         self._distractors: dict[str, tuple[list[str], list[float]]] = {}
+        self.texts = TextStore("fake")
 
     # -- interface -----------------------------------------------------------
     def latency_model(self, model: str) -> LatencyModel:
@@ -172,8 +174,27 @@ class ConsensusFakeBackend(Backend):
         if fn is None or req.task is None:
             return Response(error=f"fake_consensus backend has no model of call kind {req.kind!r}")
         fields, correct = fn(req, rnd)
+        text = ""
+        latent = fields.pop("_latent", None)
+        if latent is not None:
+            text = self.texts.put(req.task.id, req.seed, latent)
         pt, ct = self._tokens(req, rnd)
-        return Response(text="", fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+        return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+
+    def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
+        got = self.texts.get(task.id, text)
+        return got.correct if got is not None else None
+
+    def forget(self, task_id: str) -> None:
+        self.texts.forget(task_id)
+
+    def _features(self, req: Request, text: Any) -> frozenset:
+        got = self.texts.get(req.task.id, text)
+        return got.features if got is not None else frozenset()
+
+    def _answered(self, req: Request, a: Optional[str], features: frozenset = frozenset()):
+        truth = str(req.task.answer)
+        return {"answer": a, "_latent": Latent(correct=a == truth, answer=a, features=features)}, a == truth
 
     # -- the answer space ------------------------------------------------------
     def accuracy(self, model: str, dataset: str) -> DatasetAcc:
@@ -260,29 +281,27 @@ class ConsensusFakeBackend(Backend):
         attack = req.context.get("attack")
         weak = _role(req.model) == "weak"
         if attack == "ood":
-            a = self._ood_answer(task, rnd)
-            return {"answer": a, "latent": {"weak": True, "ood": True}}, a == truth
+            # a cached answer to another question: visibly off-topic to a reader
+            return self._answered(req, self._ood_answer(task, rnd), frozenset({"off_topic"}))
         if attack == "plausible_wrong":
             wrong = self.distractors(task)[0]
-            a = wrong[int(req.context.get("rank", 0)) % len(wrong)]
-            return {"answer": a, "latent": {"weak": weak, "ood": False}}, False
+            return self._answered(req, wrong[int(req.context.get("rank", 0)) % len(wrong)])
         acc = self.accuracy(req.model, task.dataset)
         p = acc.weak if weak else acc.strong
-        a = truth if self._succeeds(task, p, rnd) else self._wrong(task, rnd)
-        return {"answer": a, "latent": {"weak": weak, "ood": False}}, a == truth
+        return self._answered(req, truth if self._succeeds(task, p, rnd) else self._wrong(task, rnd))
 
     def _sac_score(self, req: Request, rnd: random.Random):
         spec = self.profile.score[_role(req.model)]
         ctx = req.context
         resp = ctx.get("response") or {}
         answer = resp.get("answer")
-        latent = resp.get("latent") or {}
+        off_topic = "off_topic" in self._features(req, resp.get("text"))
         own = ctx.get("own_answer")
         truth = str(req.task.answer)
         if rnd.random() < spec.parse_fail:
             return {"score": None}, None
         if self._succeeds(req.task, spec.verify, rnd, req.agent, spec.persist):
-            dist = spec.ood if latent.get("ood") else (spec.correct if answer == truth else spec.incorrect)
+            dist = spec.ood if off_topic else (spec.correct if answer == truth else spec.incorrect)
         else:  # cannot verify: judged by agreement with the scorer's own answer
             dist = spec.correct if (answer is not None and answer == own) else spec.incorrect
         mean, sd = dist
@@ -317,8 +336,7 @@ class ConsensusFakeBackend(Backend):
         own = ctx.get("own") or {}
         peers = [(r.get("answer"), float(r.get("score", 0.0))) for r in ctx.get("retained", [])]
         a = self._choose(own.get("answer"), float(own.get("score", 0.5)), peers, spec, rnd)
-        weak = _role(req.model) == "weak"
-        return {"answer": a, "latent": {"weak": weak, "ood": False}}, a == str(req.task.answer)
+        return self._answered(req, a)
 
     def _cpwbft_aggregate(self, req: Request, rnd: random.Random):
         spec = self.profile.aggregate[_role(req.model)]
@@ -334,11 +352,10 @@ class ConsensusFakeBackend(Backend):
         if best and top >= own_c and rnd.random() < spec.follow_max / len(best):
             a = best[rnd.randrange(len(best))]  # adopt the most confident answer (less often when they disagree)
         else:  # not persuaded: weigh them all
-            weighed = [(a, c * (spec.ood_weight if (r.get("latent") or {}).get("ood") else 1.0))
+            weighed = [(a, c * (spec.ood_weight if "off_topic" in self._features(req, r.get("text")) else 1.0))
                        for (a, c), r in zip(peers, raw)]
             a = self._choose(own_a, own_c, weighed, spec, rnd)
-        weak = _role(req.model) == "weak"
-        return {"answer": a, "latent": {"weak": weak, "ood": False}}, a == str(req.task.answer)
+        return self._answered(req, a)
 
     def _tokens(self, req: Request, rnd: random.Random) -> tuple[int, int]:
         spec = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")

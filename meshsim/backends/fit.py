@@ -36,7 +36,7 @@ import yaml
 
 from ..errors import InputError
 from .base import CallKind
-from .replay import read_cassette
+from .replay import read_cassette, text_digest
 
 __all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile"]
 
@@ -145,6 +145,19 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     synth: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     synth_break = [0, 0]
     errors = 0
+    # what each produced text turned out to be (graded, or a fake's own outcome),
+    # and whether a weak model wrote it: how a review's target is known offline
+    produced: dict[str, tuple[Optional[bool], bool]] = {}
+    for e in entries:
+        rq, rs = e.get("request") or {}, e.get("response") or {}
+        if rq.get("kind") in (CallKind.CONTRIBUTE, CallKind.FINALIZE, CallKind.TAKEOVER_CANDIDATE,
+                              CallKind.SYNTHESIS) and rs.get("text") and not rs.get("error"):
+            c = rs.get("correct")
+            produced[text_digest(rs["text"])] = (c if isinstance(c, bool) else None, rq.get("model") == "weak")
+
+    def outcome(digest: Any) -> Optional[bool]:
+        return produced.get(digest, (None, False))[0] if isinstance(digest, str) else None
+
     for e in entries:
         rq, rs = e.get("request") or {}, e.get("response") or {}
         kind, role = rq.get("kind"), "weak" if rq.get("model") == "weak" else "strong"
@@ -160,9 +173,9 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         fields = rs.get("fields") or {}
         graded = kind in _GRADED or (kind == CallKind.TAKEOVER_CANDIDATE and ctx.get("action") == "finalize")
         if kind == CallKind.SYNTHESIS and ctx.get("action") == "finalize" and isinstance(correct, bool):
-            cands = ctx.get("candidates_correct")
-            if isinstance(cands, list):
-                if ctx.get("output_correct") is True:
+            cands = [outcome(c) for c in ctx.get("candidates#") or ()]
+            if cands:
+                if outcome(ctx.get("output_text#")) is True:
                     synth_break[0] += int(not correct)
                     synth_break[1] += 1
                 else:
@@ -181,11 +194,12 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         if kind == CallKind.INFER and isinstance(correct, bool):
             infer[role][0] += int(correct)
             infer[role][1] += 1
+        oc = outcome(ctx.get("output_text#"))
         if kind in (CallKind.REVIEW, CallKind.COMMITTEE) and int(ctx.get("round", 1)) == 1 \
-                and isinstance(ctx.get("output_correct"), bool) and isinstance(fields.get("score"), (int, float)) \
+                and isinstance(oc, bool) and isinstance(fields.get("score"), (int, float)) \
                 and (not real or ctx.get("action") == "finalize"):
-            oc = ctx["output_correct"]
-            bucket = "correct" if oc else ("weak_incorrect" if ctx.get("latent_weak") else "incorrect")
+            weak_writer = produced.get(ctx.get("output_text#"), (None, False))[1]
+            bucket = "correct" if oc else ("weak_incorrect" if weak_writer else "incorrect")
             scores[(role, bucket)].append(float(fields["score"]))
         pt, ct = int(rs.get("prompt_tokens", 0)), int(rs.get("completion_tokens", 0))
         if kind:

@@ -40,11 +40,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
-from .base import Backend, LatencyModel, Request, Response
+from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["ReplayBackend", "MODES", "call_key", "read_cassette", "request_record", "response_from", "response_to"]
 
 MODES = ("record", "replay", "record-missing", "off")
+#: calls whose text is a produced output the observer may grade later
+_PRODUCING = frozenset({CallKind.CONTRIBUTE, CallKind.FINALIZE, CallKind.TAKEOVER_CANDIDATE, CallKind.SYNTHESIS,
+                        CallKind.SAC_ANSWER, CallKind.SAC_REFINE, "cpwbft_aggregate"})
 #: an inner backend's counters that depend on the wire (or on which calls it
 #: actually served), left out of the replay's deterministic describe()
 _WIRE_KEYS = frozenset({"calls", "errors", "retries", "retry_causes", "usage_estimated", "unparsed_replies",
@@ -71,14 +74,33 @@ def call_key(material: dict[str, Any]) -> str:
     return hashlib.sha256(_canon(material).encode("utf-8")).hexdigest()
 
 
+def text_digest(text: Any) -> Optional[str]:
+    """A short digest of a text, so a record can say *which* produced text a
+    call read (a review's output, Takeover candidates) without storing it twice."""
+    if not isinstance(text, str) or not text:
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: context texts whose digests `backends fit` uses to find what was read
+_READ_TEXTS = ("output_text", "candidates", "drafts")
+
+
 def _scalar_ctx(ctx: dict[str, Any]) -> dict[str, Any]:
-    """The small, non-text part of a call's context (what `backends fit` reads)."""
-    out = {}
+    """The small, non-text part of a call's context (what `backends fit` reads),
+    plus digests of the produced texts the call read."""
+    out: dict[str, Any] = {}
     for k, v in ctx.items():
         if isinstance(v, (bool, int, float)) or v is None or (isinstance(v, str) and len(v) <= 200):
             out[k] = v
         elif isinstance(v, (list, tuple)) and len(v) <= 16 and all(isinstance(x, (bool, int, float)) for x in v):
-            out[k] = list(v)  # e.g. which Takeover candidates were correct
+            out[k] = list(v)
+    for k in _READ_TEXTS:
+        v = ctx.get(k)
+        if isinstance(v, str) and v:
+            out[k + "#"] = text_digest(v)
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, str) for x in v):
+            out[k + "#"] = [text_digest(x) for x in v]
     return out
 
 
@@ -154,6 +176,9 @@ class ReplayBackend(Backend):
         self.errors: Counter = Counter()
         self._session: set[str] = set()  # keys recorded by this run
         self._inflight: dict[str, Any] = {}  # key -> future of the call on the wire
+        # what each served text was graded as when it was produced, per task:
+        # a recorded run and its replay grade the same texts alike
+        self._grades: dict[str, dict[str, bool]] = {}
         if mode == "off":
             self.synchronous = inner.synchronous
             return
@@ -200,7 +225,18 @@ class ReplayBackend(Backend):
         return {"mode": self.mode, "cassette": str(self.path), "hits": self.hits, "misses": self.misses,
                 "recorded": self.recorded, "inner": self.inner.transport()}
 
-    def _served(self, resp: Response) -> Response:
+    def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
+        got = self._grades.get(task.id, {}).get(text)
+        return got if got is not None else super().grade(task, text, action)
+
+    def forget(self, task_id: str) -> None:
+        self._grades.pop(task_id, None)
+        self.inner.forget(task_id)
+
+    def _served(self, resp: Response, req: Optional[Request] = None) -> Response:
+        if req is not None and req.task is not None and resp.text and isinstance(resp.correct, bool) \
+                and req.kind in _PRODUCING:
+            self._grades.setdefault(req.task.id, {})[resp.text] = resp.correct
         self.served += 1
         if resp.error is not None:
             self.errors[resp.error.split(":", 1)[0].strip() or "error"] += 1
@@ -253,27 +289,27 @@ class ReplayBackend(Backend):
 
     def complete_sync(self, req: Request) -> Response:
         if self.mode == "off":
-            return self._served(self.inner.complete_sync(req))
+            return self._served(self.inner.complete_sync(req), req)
         k = self.key(req)
         resp = self._cached(req, k)
         if resp is None:
             # a synchronous inner (a fake) can be recorded without an event loop
             resp = self._append(k, req, self.inner.complete_sync(req), {})
-        return self._served(resp)
+        return self._served(resp, req)
 
     async def complete(self, req: Request) -> Response:
         if self.mode == "off":
-            return self._served(await self.inner.complete(req))
+            return self._served(await self.inner.complete(req), req)
         k = self.key(req)
         cached = self._cached(req, k)
         if cached is not None:
-            return self._served(cached)
+            return self._served(cached, req)
         pending = self._inflight.get(k)
         if pending is not None:
             # the same request is already on the wire (e.g. two agents asking
             # the same question at the same instant): share its reply
             self.hits += 1
-            return self._served(response_from(response_to(await asyncio.shield(pending))))
+            return self._served(response_from(response_to(await asyncio.shield(pending))), req)
         fut = asyncio.get_running_loop().create_future()
         self._inflight[k] = fut
         try:
@@ -290,7 +326,7 @@ class ReplayBackend(Backend):
             raise
         finally:
             del self._inflight[k]
-        return self._served(resp)
+        return self._served(resp, req)
 
     # ------------------------------------------------------------------ writing
     def _append(self, k: str, req: Request, resp: Response, meta: dict[str, Any]) -> Response:

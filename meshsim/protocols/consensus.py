@@ -11,8 +11,9 @@ aggregation weighted by sender-reported confidence).
 This module is the *harness* (query stream, who uses which model, records
 for metrics) plus the per-agent controller skeleton and the Byzantine
 behaviours. A controller reads only its own state (its answer, self-score,
-role, the queries it is asked) and the messages it receives; ground truth
-lives in ``TaskRef.answer``, which only backends and the observer read.
+role, the queries it is asked, as :class:`TaskInfo`) and the messages it
+receives, which carry an answer and its text; ground truth lives in
+``TaskRef.answer``, which only backends and the observer read.
 
 Roles (``agents.roles`` in the scenario; ``set_role`` events change them):
 
@@ -38,7 +39,7 @@ from typing import Annotated, Any, Callable, Generator, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from simpy.events import Event
 
-from ..backends.base import CallKind, Request, Response, TaskRef
+from ..backends.base import CallKind, Request, Response, TaskInfo, TaskRef
 from ..errors import InputError
 from ..net.messages import HEADER_BYTES
 from ..topology import node_order
@@ -318,6 +319,10 @@ class ConsensusProtocol(Protocol):
     def model_for(self, agent: str) -> str:
         return model_of(self.role(agent))
 
+    def task_ref(self, index: int) -> TaskRef:
+        """The benchmark's full record of query ``index`` (infrastructure and observer only)."""
+        return self.stream[index - 1]
+
     def colluders(self) -> frozenset:
         return frozenset(a for a in self.agents if self.role(a) == "colluding")
 
@@ -360,7 +365,7 @@ class ConsensusProtocol(Protocol):
     def attach(self, node, abilities):
         name = node.name
         llm = LLMClient(self.ctx.env, self.ctx.backend, name, lambda _ab, name=name: self.model_for(name),
-                        self._llm_sink)
+                        self._llm_sink, tasks=self.task_ref)
         ctrl = self.Agent(node, self.params, llm, self._sink, self.role(name))
         self.agents[name] = ctrl
         self._group_colluders()
@@ -413,8 +418,9 @@ class ConsensusProtocol(Protocol):
             self._cur = row
             self._pending = set(names)
             self._all_done = Event(env)
+            info = task.info()
             for a in names:
-                self.agents[a].start(task)
+                self.agents[a].start(info)
             if self._pending:
                 yield self._all_done | env.timeout(self.params.query_timeout)
             row["unfinished"] = sorted(self._pending, key=node_order)
@@ -425,6 +431,8 @@ class ConsensusProtocol(Protocol):
                     ctrl.stop()
             self.query_rows.append(row)
             self._cur = None
+            if self.ctx.backend is not None:
+                self.ctx.backend.forget(task.id)
             self.ctx.progress(task.index, total)
         self._finished.succeed()
 
@@ -515,7 +523,6 @@ class ConsensusAgent:
         # per-query state: the current response and self-score
         self.answer: Optional[str] = None
         self.text = ""
-        self.latent: dict = {}
         self.score: Optional[float] = None
         self.resp_tokens = 0
         self.lies: dict[str, Any] = {}
@@ -523,7 +530,7 @@ class ConsensusAgent:
         node.on(self.msg_kind, self._on_msg)
 
     # -- lifecycle ------------------------------------------------------------
-    def start(self, task: TaskRef) -> None:
+    def start(self, task: TaskInfo) -> None:
         self.stop()
         # per-query call seeds: the same query gets the same initial draws under
         # every protocol (common random numbers for SAC vs CP-WBFT comparisons)
@@ -555,14 +562,15 @@ class ConsensusAgent:
         peers = sorted(self.node.neighbors, key=node_order)
         lies = self.role in ADVERSARIAL_ROLES
         for i, peer in enumerate(peers):
-            ans = self._lie_for(i, t) if lies else (self.answer, self.text, self.latent)
+            ans = self._lie_for(i, t) if lies else (self.answer, self.text)
             payload = self._payload(t, *ans)
             size = HEADER_BYTES + 24 + 4 * max(self.resp_tokens, len(str(payload.get("answer") or "")))
             self.node.send(peer, self.msg_kind, payload, size=size)
         return peers, len(peers)
 
-    def _payload(self, t: int, answer: Optional[str], text: str, latent: dict) -> dict:
-        return {"q": self.q, "t": t, "answer": answer, "text": text, "latent": latent}
+    def _payload(self, t: int, answer: Optional[str], text: str) -> dict:
+        """What one round's message carries: the answer and the text it came in."""
+        return {"q": self.q, "t": t, "answer": answer, "text": text}
 
     def _collect(self, t: int, expected: list[str]) -> Generator[Any, Any, dict[str, dict]]:
         """Round t's answers: wait until every neighbour's has arrived or the round's
@@ -628,14 +636,13 @@ class ConsensusAgent:
     def _set_response(self, resp: Response, answer: str) -> None:
         self.answer = answer
         self.text = resp.text or ""
-        self.latent = dict(resp.fields.get("latent") or {}) if resp.fields else {}
         self.resp_tokens = resp.completion_tokens
 
     def _initial(self, task: TaskRef):
         resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, ()))
         ans = parse_answer(resp)
         self.answer = None
-        self.text, self.latent = "", {}
+        self.text = ""
         self.resp_tokens = resp.completion_tokens
         if ans is not None:
             self._set_response(resp, ans)
@@ -643,8 +650,7 @@ class ConsensusAgent:
 
     def _score_requests(self, task: TaskRef, responses: list[dict], self_flags: list[bool]) -> list[Request]:
         return [self.llm.request(CallKind.SAC_SCORE, task, (),
-                                 {"response": {"answer": r.get("answer"), "text": r.get("text", ""),
-                                               "latent": r.get("latent") or {}},
+                                 {"response": {"answer": r.get("answer"), "text": r.get("text", "")},
                                   "own_answer": self.answer, "self": s, "context_items": 1})
                 for r, s in zip(responses, self_flags)]
 
@@ -653,8 +659,7 @@ class ConsensusAgent:
         if self.answer is None:
             self.score = 0.0  # nothing to stand on: every neighbour outranks "no answer"
             return
-        (req,) = self._score_requests(task, [{"answer": self.answer, "text": self.text, "latent": self.latent}],
-                                      [True])
+        (req,) = self._score_requests(task, [{"answer": self.answer, "text": self.text}], [True])
         resp = yield from self.llm.call(req)
         s = parse_score(resp)
         self.score = self.params.parse_default if s is None else s
@@ -668,15 +673,13 @@ class ConsensusAgent:
         role = self.role
         if role == "adversarial" and "ood" not in self.lies:
             resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, (), {"attack": "ood"}))
-            self.lies["ood"] = (parse_answer(resp), resp.text or "", dict(resp.fields.get("latent") or {}),
-                                resp.completion_tokens)
+            self.lies["ood"] = (parse_answer(resp), resp.text or "", resp.completion_tokens)
         elif role == "equivocating" and "pool" not in self.lies:
             k = self.params.equivocation_answers
             reqs = [self.llm.request(CallKind.SAC_ANSWER, task, (), {"attack": "plausible_wrong", "rank": i})
                     for i in range(k)]
             resps = yield from self.llm.call_many(reqs)
-            self.lies["pool"] = [(parse_answer(r), r.text or "", dict(r.fields.get("latent") or {}),
-                                  r.completion_tokens) for r in resps]
+            self.lies["pool"] = [(parse_answer(r), r.text or "", r.completion_tokens) for r in resps]
         elif role == "colluding" and "agreed" not in self.lies:
             # the group's out-of-band channel: the first colluder to get here writes
             # the agreed lie for this query, the others wait for it and copy it
@@ -685,33 +688,32 @@ class ConsensusAgent:
                 entry = self.board[task.index] = {"ready": Event(self.env)}
                 resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, (),
                                                                  {"attack": "plausible_wrong", "rank": 0}))
-                entry["lie"] = (parse_answer(resp), resp.text or "", dict(resp.fields.get("latent") or {}),
-                                resp.completion_tokens)
+                entry["lie"] = (parse_answer(resp), resp.text or "", resp.completion_tokens)
                 entry["ready"].succeed()
             elif "lie" not in entry:
                 yield entry["ready"]
             self.lies["agreed"] = entry["lie"]
-        self.answer, self.text, self.latent = self._public_lie()
+        self.answer, self.text = self._public_lie()
 
-    def _public_lie(self) -> tuple[Optional[str], str, dict]:
+    def _public_lie(self) -> tuple[Optional[str], str]:
         """What the Byzantine agent is recorded as answering (its first lie)."""
         for key in ("ood", "agreed"):
             if key in self.lies and self.role == ("adversarial" if key == "ood" else "colluding"):
-                a, text, latent, tok = self.lies[key]
+                a, text, tok = self.lies[key]
                 self.resp_tokens = tok
-                return a, text, latent
+                return a, text
         if self.role == "equivocating" and "pool" in self.lies:
-            a, text, latent, tok = self.lies["pool"][0]
+            a, text, tok = self.lies["pool"][0]
             self.resp_tokens = tok
-            return a, text, latent
-        return self.answer, self.text, self.latent
+            return a, text
+        return self.answer, self.text
 
-    def _lie_for(self, i: int, t: int) -> tuple[Optional[str], str, dict]:
+    def _lie_for(self, i: int, t: int) -> tuple[Optional[str], str]:
         """The answer sent to the i-th neighbour (sorted by name) in round t."""
         if self.role == "equivocating" and "pool" in self.lies:
             pool = self.lies["pool"]
-            a, text, latent, _tok = pool[(i + t) % len(pool)]
-            return a, text, latent
+            a, text, _tok = pool[(i + t) % len(pool)]
+            return a, text
         return self._public_lie()
 
     def collusion_scores(self, senders: list[str]) -> dict[str, float]:

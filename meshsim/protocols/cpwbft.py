@@ -43,8 +43,8 @@ def _conf(v: Any) -> float:
 class CPWBFTAgent(ConsensusAgent):
     msg_kind = "cpwbft"
 
-    def _payload(self, t: int, answer: Optional[str], text: str, latent: dict) -> dict:
-        p = super()._payload(t, answer, text, latent)
+    def _payload(self, t: int, answer: Optional[str], text: str) -> dict:
+        p = super()._payload(t, answer, text)
         if self.role in ADVERSARIAL_ROLES:
             p["conf"] = self.params.adversary_confidence  # falsified self-confidence
         else:
@@ -53,7 +53,7 @@ class CPWBFTAgent(ConsensusAgent):
 
     def _update(self, task: TaskRef, t: int, got: dict[str, dict]):
         senders = sorted(got, key=node_order)
-        peers = [{"answer": got[j].get("answer"), "text": got[j].get("text", ""), "latent": got[j].get("latent") or {},
+        peers = [{"answer": got[j].get("answer"), "text": got[j].get("text", ""),
                   "confidence": _conf(got[j].get("conf"))} for j in senders]
         extra: dict[str, Any] = {"received": len(senders),
                                  "scores": {j: p["confidence"] for j, p in zip(senders, peers)}}
@@ -65,7 +65,7 @@ class CPWBFTAgent(ConsensusAgent):
             new = self._vote(own, peers)
             if new != self.answer:
                 j = next(i for i, p in enumerate(peers) if p["answer"] == new)
-                self.answer, self.text, self.latent = new, peers[j]["text"], {}
+                self.answer, self.text = new, peers[j]["text"]
         else:
             ctx = {"own": own, "peers": peers, "context_items": len(peers) + 1}
             resp = yield from self.llm.call(self.llm.request(CPWBFT_AGGREGATE, task, (), ctx))

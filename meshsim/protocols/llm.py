@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Generator, Iterable, Optional
 
-from ..backends.base import Backend, Request, Response, TaskRef
+from ..backends.base import Backend, Request, Response, TaskInfo, TaskRef
 
 __all__ = ["LLMClient"]
 
@@ -73,12 +73,17 @@ class LLMClient:
     ``model_for(abilities)`` is the agent's *infrastructure* (Model-Backed MAS
     Evaluation, Sec. 5): the controller asks for a call exercising some
     abilities and the infrastructure picks strong or weak; the controller
-    never sees which.
+    never sees which. Likewise ``tasks(index)``: a controller knows a task by
+    its :class:`TaskInfo` (what messages carry); the model's side of the call
+    gets the benchmark's full :class:`TaskRef` (fakes need the gold answer to
+    play a model that sometimes finds it; real prompts never show it).
     """
 
     def __init__(self, env: Any, backend: Backend, agent: str, model_for: Callable[[Iterable[str]], str],
-                 sink: Optional[Sink] = None, fault: Optional[Callable[[], Optional[dict]]] = None):
+                 sink: Optional[Sink] = None, fault: Optional[Callable[[], Optional[dict]]] = None,
+                 tasks: Optional[Callable[[int], TaskRef]] = None):
         self.env = env
+        self.tasks = tasks
         self.backend = backend
         self.agent = agent
         self.model_for = model_for
@@ -87,9 +92,13 @@ class LLMClient:
         self._rnd = env.pyrandom("llm", agent)
         self._fault_rnd = env.pyrandom("fault", agent)
 
-    def request(self, kind: str, task: Optional[TaskRef], abilities: Iterable[str],
+    def request(self, kind: str, task: Optional[TaskRef | TaskInfo], abilities: Iterable[str],
                 context: Optional[dict] = None, sample: int = 0) -> Request:
         abilities = tuple(abilities)
+        if isinstance(task, TaskInfo):
+            task = self.tasks(task.index) if self.tasks is not None else TaskRef(
+                index=task.index, id=task.id, type=task.type, question=task.question, dataset=task.dataset,
+                choices=task.choices)
         context = context or {}
         spec = self.fault() if self.fault is not None else None
         if spec:

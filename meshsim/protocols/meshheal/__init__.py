@@ -164,7 +164,7 @@ class MeshHeal(Protocol):
         self.K[name] = frozenset(abilities)
         llm = LLMClient(self.ctx.env, self.ctx.backend, name,
                         lambda ab, name=name: self.model_for(name, ab), self._llm_sink,
-                        fault=lambda name=name: self._fault(name))
+                        fault=lambda name=name: self._fault(name), tasks=self.task_ref)
         det = make_detector(self.detector_kind, self.det_params)
         self.agents[name] = MeshHealAgent(node, abilities, self.params, llm, det, self.pairs, self._sink)
         self._names = None
@@ -172,6 +172,17 @@ class MeshHeal(Protocol):
     def detach(self, name):
         self.agents.pop(name, None)
         self._names = None
+
+    def task_ref(self, index: int) -> TaskRef:
+        """The benchmark's full record of task ``index`` (infrastructure and observer only)."""
+        return self.stream[index - 1]
+
+    def grade(self, task_index: int, output: Any) -> Optional[bool]:
+        """The observer grades an output's text (a fake looks up what its token stands for)."""
+        b = self.ctx.backend
+        if b is None or output is None:
+            return None
+        return b.grade(self.task_ref(task_index), output.text, output.action)
 
     def _entry_names(self) -> list[str]:
         if self._names is None:
@@ -209,7 +220,7 @@ class MeshHeal(Protocol):
                    "start": env.now}
             self._cur[task.index] = row
             self._done[task.index] = Event(env)
-            self.agents[entry].start(task)
+            self.agents[entry].start(task.info())
             if rate is None:
                 yield from self._await(task)
                 self.ctx.progress(task.index, total)
@@ -228,10 +239,12 @@ class MeshHeal(Protocol):
             self._finish(task, None, False, "timeout")
         self._done.pop(task.index, None)
 
-    def _finish(self, task: TaskRef, state, correct: bool, unanswered: Optional[str]) -> None:
+    def _finish(self, task: Any, state, correct: bool, unanswered: Optional[str]) -> None:
         row = self._cur.pop(task.index, None)
         if row is None:
             return  # already closed (e.g. a late message after a timeout)
+        if self.ctx.backend is not None:
+            self.ctx.backend.forget(task.id)
         row["end"] = self.ctx.env.now
         row["correct"] = bool(correct) and unanswered is None
         row["unanswered"] = unanswered
@@ -257,7 +270,7 @@ class MeshHeal(Protocol):
     def _sink(self, kind: str, **kw: Any) -> None:
         env = self.ctx.env
         if kind == "done":
-            self._finish(kw["task"], kw["state"], kw["correct"], None)
+            self._finish(kw["task"], kw["state"], bool(self.grade(kw["task"].index, kw["output"])), None)
         elif kind == "unanswered":
             self._finish(kw["task"], kw["state"], False, kw["reason"])
         elif kind == "state":
@@ -271,14 +284,14 @@ class MeshHeal(Protocol):
             row = self._cur.get(task.index)
             rec = {"task": task.index, "t": env.now, "type": task.type, "agent": kw["agent"], "action": kw["action"],
                    "abilities": kw["abilities"], "probe": kw["probe"], "degraded": kw["agent"] in self.degraded,
-                   "output_correct": kw["output_correct"], "initial": a.initial, "q0": a.q0, "s_u": a.s_u,
+                   "output_correct": self.grade(task.index, kw["output"]), "initial": a.initial, "q0": a.q0, "s_u": a.s_u,
                    "committee": a.committee, "trigger": a.trigger, "round1": a.round1, "round2": a.round2,
                    "q": a.q, "takeover": a.takeover, "reviewers": a.reviewers,
                    "same_reviewer_twice": a.same_reviewer_twice, "reviewer_views": a.reviewer_views,
-                   "takeover_correct": a.output.correct if a.takeover else None,
+                   "takeover_correct": self.grade(task.index, a.output) if a.takeover else None,
                    "final_before": None, "final_after": None}
             if kw["action"] == "finalize" and a.takeover:
-                rec["final_after"] = a.output.final_correct
+                rec["final_before"], rec["final_after"] = rec["output_correct"], rec["takeover_correct"]
             self.review_rows.append(rec)
             if row is not None:
                 row["reviews"].append(a.q)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
 from simpy.events import Event
 
-from ...backends.base import CallKind, TaskRef
+from ...backends.base import CallKind, TaskInfo
 from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
@@ -36,32 +36,25 @@ __all__ = ["MeshHealAgent", "TaskState", "Output"]
 
 @dataclass(frozen=True)
 class Output:
-    """One accepted output in Y_t. ``correct`` / ``final_correct`` are latent
-    ground truth: controllers never branch on them, backends read them."""
+    """One accepted output in Y_t: who wrote it, for which abilities, and its
+    text (an opaque token with fakes). Whether it is right is not in it: only
+    a model reading the text, or the observer grading it, can tell."""
 
     agent: str
     abilities: tuple[str, ...]
     action: str
-    correct: bool
-    final_correct: Optional[bool] = None
+    text: str = ""
     replaced_by: Optional[str] = None
-    latent: tuple = ()  # backend's opaque notes about the text (e.g. weak-model style)
-    text: str = ""  # what the model wrote (empty with fakes)
-    #: ``correct`` is the observer's grade of this very text (real models), so it
-    #: already reflects the drafts and the route it was built on
-    graded: bool = False
 
-    def replaced(self, by: str, correct: bool, final_correct: Optional[bool], text: str = "",
-                 graded: bool = False) -> "Output":
-        return replace(self, correct=correct, final_correct=final_correct, replaced_by=by, latent=(), text=text,
-                       graded=graded)
+    def replaced(self, by: str, text: str) -> "Output":
+        return replace(self, replaced_by=by, text=text)
 
 
 @dataclass
 class TaskState:
     """X_t = (Q, T, R, C, Y, P) plus routing bookkeeping (Sec. 4.1)."""
 
-    task: TaskRef
+    task: TaskInfo
     R: Optional[tuple[str, ...]] = None
     C: set = field(default_factory=set)
     Y: list = field(default_factory=list)
@@ -214,7 +207,7 @@ class MeshHealAgent:
         return cands[self.rnd.randrange(len(cands))]
 
     # ------------------------------------------------------------ task flow
-    def start(self, task: TaskRef) -> None:
+    def start(self, task: TaskInfo) -> None:
         """The task enters the network here (entry agent, Alg. 1 line 4)."""
         self.node.spawn(self._work(TaskState(task=task)))
 
@@ -266,14 +259,9 @@ class MeshHealAgent:
         else:
             a = Assessment(q=None, output=y)
         y_hat = a.output
-        if action == "finalize" and a.takeover and not y_hat.graded:
-            # a latent outcome (fakes): the synthesis is only as good as the
-            # drafts and the route under it; a graded text needs no composing
-            drafts_ok = all(o.correct for o in X.Y)
-            y_hat = replace(y_hat, final_correct=bool(y_hat.correct and drafts_ok and self._route_ok(X)))
         X.actions.append((self.name, action + ("+takeover" if a.takeover else "") + ("+probe" if probe else "")))
         self.sink("review", agent=self.name, task=X.task, action=action, abilities=sorted(H), assessment=a,
-                  probe=probe, output_correct=y.correct)
+                  probe=probe, output=y)
         if a.q is not None:
             self._update_evidence(X.task, H, a.q, probe)
         if action == "contribute":
@@ -285,22 +273,16 @@ class MeshHealAgent:
         else:
             X.Y.append(y_hat)
             X.P.append(self.name)
-            self.sink("done", task=X.task, state=X, correct=bool(y_hat.final_correct))
-
-    def _route_ok(self, X: TaskState) -> bool:
-        return set(X.R or ()) == set(X.task.required)
+            self.sink("done", task=X.task, state=X, output=y_hat)
 
     def _generate(self, action: str, H: frozenset, X: TaskState) -> Generator[Any, Any, Output]:
         kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
-        ctx = {"context_items": len(X.Y), "drafts_correct": all(o.correct for o in X.Y),
-               "route_ok": self._route_ok(X), "required": list(X.R or ()),
+        ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
                "agent_abilities": sorted(self.K_orig), "drafts": [o.text for o in X.Y]}
         r = yield from self.llm.call(self.llm.request(kind, X.task, sorted(H), ctx))
-        ok = r.error is None and bool(r.fields.get("half_correct", False))
-        final = (r.error is None and bool(r.fields.get("final_correct", False))) if action == "finalize" else None
-        latent = tuple(sorted((k, v) for k, v in r.fields.items() if k.startswith("latent_")))
-        return Output(agent=self.name, abilities=tuple(sorted(H)), action=action, correct=ok, final_correct=final,
-                      latent=latent, text=r.text or "")
+        # a failed call leaves no usable text: reviewers will see an empty output
+        return Output(agent=self.name, abilities=tuple(sorted(H)), action=action,
+                      text=(r.text or "") if r.error is None else "")
 
     # ---------------------------------------------------------------- routing
     def _forward(self, X: TaskState, raw: bool = False) -> Generator[Any, Any, None]:
@@ -334,7 +316,7 @@ class MeshHealAgent:
         return bool(ok)
 
     # --------------------------------------------------------------- evidence
-    def _update_evidence(self, task: TaskRef, H: frozenset, q: float, probe: bool) -> None:
+    def _update_evidence(self, task: TaskInfo, H: frozenset, q: float, probe: bool) -> None:
         """UpdateEvidence + RelativeUpdate (App. B.1): one detector update per s in H."""
         links = self.node.links
         state = self.peer_state
@@ -369,8 +351,7 @@ class MeshHealAgent:
             rid = self._next_req
             ev = Event(self.env)
             self._waiting[rid] = ev
-            body = dict(req, id=rid, task=X.task, abilities=sorted(H), output_correct=y.correct,
-                        output_latent=dict(y.latent), action=y.action, context_items=len(X.Y),
+            body = dict(req, id=rid, task=X.task, abilities=sorted(H), action=y.action, context_items=len(X.Y),
                         output_text=y.text, drafts=[o.text for o in X.Y], producer=self.name)
             self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
             self.node.call_later(self.params.review_timeout, lambda rid=rid: self._expire(rid))

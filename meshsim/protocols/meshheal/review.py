@@ -159,13 +159,10 @@ def _takeover(agent: "MeshHealAgent", members: list[str], y: "Output", H: frozen
     if not got:
         return y
     synth = yield from agent.ask(members[0], {"mode": "synthesis",
-                                               "candidates": [c["correct"] for c in got],
-                                               "candidate_texts": [c.get("text", "") for c in got]}, y, H, X)
+                                               "candidates": [c.get("text", "") for c in got]}, y, H, X)
     if synth is None:
         return y
-    return y.replaced(by=members[0], correct=synth["correct"], final_correct=synth.get("final_correct"),
-                      graded=bool(synth.get("graded")),
-                      text=synth.get("text", ""))
+    return y.replaced(by=members[0], text=synth.get("text", ""))
 
 
 def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]:
@@ -173,10 +170,9 @@ def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]
     mode = req["mode"]
     task = req["task"]
     H = tuple(sorted(req["abilities"]))
-    ctx = {"output_correct": req["output_correct"], "action": req["action"],
-           "context_items": req["context_items"], "output_text": req.get("output_text", ""),
+    ctx = {"action": req["action"], "context_items": req["context_items"], "output_text": req.get("output_text", ""),
            "drafts": req.get("drafts", []), "producer": req.get("producer"),
-           "reviewer_abilities": sorted(agent.K_orig), **req.get("output_latent", {})}
+           "reviewer_abilities": sorted(agent.K_orig)}
     llm = agent.llm
     if mode == "initial":
         reqs = [llm.request(CallKind.REVIEW, task, H, ctx, sample=k) for k in range(req["n"])]
@@ -194,14 +190,11 @@ def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]
         return {"score": _score(r)}
     if mode == "candidate":
         r = yield from llm.call(llm.request(CallKind.TAKEOVER_CANDIDATE, task, H, dict(ctx, label=req["ctx"])))
-        return {"correct": bool(r.fields.get("candidate_correct", False)) and r.error is None, "text": r.text}
+        return {"text": (r.text or "") if r.error is None else ""}
     if mode == "synthesis":
         r = yield from llm.call(llm.request(CallKind.SYNTHESIS, task, H,
-                                            dict(ctx, candidates_correct=req["candidates"],
-                                                 candidates=req.get("candidate_texts", []))))
-        ok = bool(r.fields.get("synthesis_correct", False)) and r.error is None
-        return {"correct": ok, "final_correct": ok if req["action"] == "finalize" else None, "text": r.text,
-                "graded": bool(r.fields.get("graded")) and r.error is None}
+                                            dict(ctx, candidates=list(req.get("candidates", [])))))
+        return {"text": (r.text or "") if r.error is None else ""}
     raise ValueError(f"unknown review mode {mode!r}")
 
 
