@@ -245,7 +245,7 @@ def report(run_dir: str, seed: int | None) -> None:
 
 @main.group()
 def backends() -> None:
-    """LLM backends: fit a fake profile from recorded calls (docs/backends.md)."""
+    """LLM backends: explain, calibrate and fit fake profiles (docs/backends.md)."""
 
 
 @backends.command("fit")
@@ -298,6 +298,38 @@ def backends_fit(source: str, out: str, name: str | None, base: str | None, chec
             click.echo(f"error: {source}: simulated accuracy of {bad[0]['type']!r} differs from the recorded "
                        f"one by {bad[0]['diff']:+.3f} (limit {fail_above})", err=True)
             sys.exit(1)
+
+
+@backends.command("explain")
+@click.argument("profile", metavar="PROFILE")
+@click.option("--kind", "only", type=click.Choice(["paper", "recording", "calibrated", "assumption", "missing"]),
+              default=None, help="Show only numbers whose source is of this kind.")
+def backends_explain(profile: str, only: str | None) -> None:
+    """Every number of a backend profile with its source (paper, recording,
+    calibrated to a mechanism-level target, or assumption)."""
+    from .backends import find_profile
+    from .backends.provenance import explain_rows, load_profile_data
+
+    path = find_profile(profile, None)
+    data = load_profile_data(path)
+    rows = explain_rows(data)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["kind"]] = counts.get(r["kind"], 0) + 1
+    click.echo(f"{path}: {data.get('name', '')} ({data.get('kind', '?')}), {len(rows)} numbers")
+    w = max([len(r["path"]) for r in rows] + [4])
+    click.echo(f"  {'path':<{w}} {'value':>10}  {'kind':<10} source")
+    for r in rows:
+        if only is None or r["kind"] == only:
+            v = r["value"]
+            vs = f"{v:g}" if isinstance(v, float) else str(v)
+            click.echo(f"  {r['path']:<{w}} {vs:>10}  {r['kind']:<10} {r['source']}")
+    click.echo("  " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())))
+    bad = counts.get("missing", 0) + counts.get("?", 0)
+    if bad:
+        first = next(r["path"] for r in rows if r["kind"] in ("missing", "?"))
+        click.echo(f"error: {path}: {bad} number(s) without a source of a known kind, first: {first}", err=True)
+        sys.exit(2)
 
 
 def _fit_row(r: dict) -> str:

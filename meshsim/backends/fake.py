@@ -141,6 +141,8 @@ class FakeProfile(_S):
     committee: CommitteeSpec = CommitteeSpec()
     takeover: TakeoverSpec = TakeoverSpec()
     tokens: dict[str, TokenSpec]
+    #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
+    sources: dict[str, str] = {}
 
 
 def load_fake_profile(path: str | Path) -> FakeProfile:

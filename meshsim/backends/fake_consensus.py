@@ -128,6 +128,8 @@ class ConsensusProfile(_S):
     refine: dict[str, RefineSpec]
     aggregate: dict[str, AggregateSpec]
     tokens: dict[str, TokenSpec]
+    #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
+    sources: dict[str, str] = {}
 
 
 def load_consensus_profile(path: str | Path) -> ConsensusProfile:

@@ -114,6 +114,8 @@ class OpenAIProfile(_S):
     chars_per_token: Pos = 4.0
     headers: dict[str, str] = {}  # extra non-secret headers (never put a key here)
     prompts: Any = None  # {dir, templates} overrides (meshsim.prompts.PromptSet)
+    #: where each number comes from (`meshsim backends explain`)
+    sources: dict[str, str] = {}
 
 
 _JSON_KINDS = {CallKind.INFER, CallKind.REVIEW, CallKind.COMMITTEE}
