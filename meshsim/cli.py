@@ -271,8 +271,10 @@ def backends_fit(source: str, out: str, name: str | None, base: str | None, chec
 
     from .backends.fit import find_cassettes, fit_profile, load_entries, write_profile
 
-    entries = load_entries(find_cassettes(source))
-    prof, notes = fit_profile(entries, name=name or Path(out).stem, base=base)
+    cassettes = find_cassettes(source)
+    entries = load_entries(cassettes)
+    prof, notes = fit_profile(entries, name=name or Path(out).stem, base=base,
+                              cassette_name=", ".join(c.name for c in cassettes))
     for n in notes:
         click.echo(f"  {n}")
     rows = None
@@ -330,6 +332,76 @@ def backends_explain(profile: str, only: str | None) -> None:
         first = next(r["path"] for r in rows if r["kind"] in ("missing", "?"))
         click.echo(f"error: {path}: {bad} number(s) without a source of a known kind, first: {first}", err=True)
         sys.exit(2)
+
+
+@backends.command("calibrate")
+@click.argument("profile", metavar="PROFILE", default="fake-default")
+@click.option("--scenario", default=None, type=click.Path(dir_okay=False),
+              help="Audit scenario (default: scenarios/meshheal/persistent-bbh.yaml, as App. C.5).")
+@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 100), help="Seeds 1..N.")
+@click.option("--fit", "out", default=None, type=click.Path(dir_okay=False),
+              help="Move the profile's calibrated parameters to the targets and write the result here.")
+@click.option("--sweeps", default=2, show_default=True, type=click.IntRange(1, 10),
+              help="Coordinate-search sweeps over the calibrated parameters (with --fit).")
+def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str | None, sweeps: int) -> None:
+    """Target vs achieved for the MeshHeal review and Takeover audit (App. C.5):
+    the mechanism-level statistics a fake profile is calibrated to."""
+    import yaml
+
+    from . import calibration as cal
+    from .backends import find_profile
+
+    path = find_profile(profile, None)
+    data = yaml.safe_load(path.read_text())
+    if data.get("kind") != "fake":
+        from .errors import InputError
+
+        raise InputError("calibrate needs a MeshHeal fake profile (kind: fake)", file=str(path), field="kind",
+                         value=data.get("kind"))
+    sc = scenario or str(Path(__file__).resolve().parents[1] / cal.AUDIT_SCENARIO)
+    seed_list = list(range(1, seeds + 1))
+    if out:
+        data, measured = cal.fit(data, sc, seed_list, sweeps=sweeps,
+                                 progress=lambda m: click.echo(f"  {m}", err=True))
+        Path(out).write_text(yaml.safe_dump(data, sort_keys=False, width=110))
+        click.echo(f"wrote {out}")
+    else:
+        measured = cal.measure(data, sc, seed_list)
+    click.echo(f"{path.name}: App. C.5 audit on {Path(sc).name}, seeds {seed_list[0]}-{seed_list[-1]}")
+    for line in cal.fmt_rows(cal.rows(measured)):
+        click.echo("  " + line)
+    tc = measured["takeover_counts"]
+    click.echo(f"  Takeover of Finalize outputs (pooled): {tc.get('wrong_fixed', 0)} of {tc.get('wrong_entering', 0)} "
+               f"wrong corrected, {tc.get('wrong_changed', 0)} changed; {tc.get('right_broken', 0)} of "
+               f"{tc.get('right_entering', 0)} right broken (paper: 15 of 32, 18; 1 of 32)")
+    bad = [r for r in cal.rows(measured) if r["within"] is False]
+    if bad:
+        click.echo(f"  {len(bad)} target(s) outside the paper's spread and ±0.05: "
+                   + ", ".join(r["key"] for r in bad))
+
+
+@main.command()
+@click.argument("which", type=click.Choice(["meshheal", "sac"]))
+@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 50), help="Seeds 1..N per setting.")
+@click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
+              help="Report folder (default: runs/reproduce-WHICH); finished runs there are reused.")
+@click.option("--quick", is_flag=True, help="Skip the most expensive settings (MeshHeal: 576 agents).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Processes (default: up to 2).")
+@click.option("--only", default=None, help="Comma-separated experiment keys (default: all).")
+@click.option("--no-sensitivity", is_flag=True, help="Skip the assumption sensitivity curves.")
+def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int | None, only: str | None,
+              no_sensitivity: bool) -> None:
+    """Run the papers' experiments: every table cell as paper value beside
+    simulated mean ± sd, marked calibration target or prediction."""
+    from . import reproduce as rep
+
+    out_dir = Path(out) if out else Path("runs") / f"reproduce-{which}"
+    report = rep.reproduce(which, out_dir, seeds=seeds, quick=quick, workers=workers,
+                           only=[x.strip() for x in only.split(",")] if only else None,
+                           sensitivity=not no_sensitivity,
+                           progress=lambda m: click.echo(f"  {m}", err=True))
+    click.echo((out_dir / "report.md").read_text())
+    click.echo(f"wrote {out_dir / 'report.md'} and report.json ({report['wall']:.0f} s)")
 
 
 def _fit_row(r: dict) -> str:

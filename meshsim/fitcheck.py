@@ -111,7 +111,7 @@ def compare(recorded: Counts, simulated: Counts) -> list[dict[str, Any]]:
 
 def calibrate(run_dir: str | Path, prof: dict[str, Any], work: Path, rounds: int = 6, draws: int = 20,
               tol: float = 0.02, progress: Optional[Callable[[str], None]] = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Tune ``accuracy.<dataset>.by_type`` until every type's simulated accuracy is
+    """Tune ``models.<role>.skill_by_type.<dataset>`` until every type's simulated accuracy is
     within ``tol`` of the recorded one (or ``rounds`` are spent); returns the
     best profile seen and its comparison.
 
@@ -125,23 +125,25 @@ def calibrate(run_dir: str | Path, prof: dict[str, Any], work: Path, rounds: int
     """
     recorded = recorded_accuracy(run_dir)
     path = work / "calibrating.yaml"
-    named = [a for name, a in prof["accuracy"].items() if name != "default"] or [prof["accuracy"]["default"]]
-    base: dict[str, list[tuple[dict, str, float]]] = {}  # type -> (by_type entry, role, fitted value)
+    datasets = sorted({d for m in prof["models"].values() for d in m.get("skill", {}) if d != "default"}) \
+        or ["default"]
+    base: dict[str, list[tuple[dict, str, float]]] = {}  # type -> (skill_by_type entry, type, fitted value)
     for t in recorded:
-        for acc in named:
-            bt = acc.setdefault("by_type", {}).setdefault(t, {})
-            for role in ("strong", "weak"):
-                v = bt.get(role, acc[role] + acc.get("types", {}).get(t, 0.0))
-                bt[role] = round(min(0.999, max(0.001, v)), 4)
-                base.setdefault(t, []).append((bt, role, bt[role]))
+        for role in ("strong", "weak"):
+            m = prof["models"][role]
+            for ds in datasets:
+                bt = m.setdefault("skill_by_type", {}).setdefault(ds, {})
+                v = bt.get(t, m["skill"].get(ds, m["skill"]["default"]))
+                bt[t] = round(min(0.999, max(0.001, v)), 4)
+                base.setdefault(t, []).append((bt, t, bt[t]))
     shift = {t: 0.0 for t in base}
     bracket = {t: [-1.0, 1.0] for t in base}
     last: dict[str, tuple[float, float]] = {}  # type -> previous (shift, gap)
     best: tuple[float, dict[str, Any], list[dict[str, Any]]] = (math.inf, prof, [])
     for k in range(rounds + 1):
         for t, entries in base.items():
-            for bt, role, v in entries:
-                bt[role] = round(min(0.999, max(0.001, v + shift[t])), 4)
+            for bt, key, v in entries:
+                bt[key] = round(min(0.999, max(0.001, v + shift[t])), 4)
         path.write_text(yaml.safe_dump(prof, sort_keys=False))
         rows = compare(recorded, simulated_accuracy(run_dir, path, draws))
         worst = max((abs(r["diff"]) for r in rows if r["diff"] is not None), default=0.0)

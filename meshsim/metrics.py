@@ -211,6 +211,78 @@ def self_healing(states: list[dict], b: int, r: int, n_tasks: int, agent: str) -
     return out
 
 
+def _frac(k: int, n: int) -> Any:
+    return k / n if n else None
+
+
+def review_audit(review_rows: list[dict], task_rows: list[dict], tau: float) -> dict[str, Any]:
+    """MeshHeal App. C.5 / Tab. C8, as an outside observer measures it.
+
+    Outputs of degraded agents (their injected condition at review time) are
+    the positives, healthy agents' outputs the negatives: the rates measure
+    discrimination between conditions, not detection of wrong answers. A
+    decision is "flagged" when its score is at most ``tau`` (the initial median
+    q0, or the final score q after any committee). Takeover outcomes of
+    Finalize outputs are checked against the gold answer; a Contribute
+    Takeover is followed to its task's final outcome. Counts are kept next to
+    rates so that seeds can be pooled.
+    """
+    reviews = [r for r in review_rows if r["q0"] is not None]
+    pos = [r for r in reviews if r["degraded"]]
+    neg = [r for r in reviews if not r["degraded"]]
+
+    def count(rows: list, pred) -> int:
+        return sum(1 for r in rows if pred(r))
+
+    flagged_pos = [r for r in pos if r["q0"] <= tau]
+    flagged_neg = [r for r in neg if r["q0"] <= tau]
+    final_low = lambda r: r["q"] is not None and r["q"] <= tau  # noqa: E731
+    fin_to = [r for r in review_rows if r["takeover"] and r["action"] == "finalize"]
+    wrong_in = [r for r in fin_to if r["output_correct"] is False]
+    right_in = [r for r in fin_to if r["output_correct"] is True]
+    changed = [r for r in wrong_in if r.get("answer_changed")]
+    task_ok = {t["index"]: bool(t["correct"]) for t in task_rows}
+    con_to = [r for r in review_rows if r["takeover"] and r["action"] == "contribute" and r["task"] in task_ok]
+    takeover = {
+        "count": sum(1 for r in review_rows if r["takeover"]),
+        "finalize": len(fin_to),
+        "wrong_entering": len(wrong_in),
+        "wrong_fixed": count(wrong_in, lambda r: r["takeover_correct"] is True),
+        "wrong_changed": len(changed),
+        "changes_correct": count(changed, lambda r: r["takeover_correct"] is True),
+        "right_entering": len(right_in),
+        "right_broken": count(right_in, lambda r: r["takeover_correct"] is False),
+        "contribute": len(con_to),
+        "contribute_final_correct": count(con_to, lambda r: task_ok[r["task"]]),
+    }
+    takeover.update(
+        wrong_fixed_rate=_frac(takeover["wrong_fixed"], len(wrong_in)),
+        wrong_changed_rate=_frac(len(changed), len(wrong_in)),
+        changes_correct_rate=_frac(takeover["changes_correct"], len(changed)),
+        right_broken_rate=_frac(takeover["right_broken"], len(right_in)),
+        contribute_final_correct_rate=_frac(takeover["contribute_final_correct"], len(con_to)))
+    return {
+        "initial_score_healthy": _mean([r["q0"] for r in neg]),
+        "initial_score_degraded": _mean([r["q0"] for r in pos]),
+        "outputs_healthy": len(neg),
+        "outputs_degraded": len(pos),
+        "initial_recall": _frac(len(flagged_pos), len(pos)),
+        "initial_false_alarm": _frac(len(flagged_neg), len(neg)),
+        "committee_rate_degraded": _frac(count(pos, lambda r: r["committee"]), len(pos)),
+        "committee_rate_healthy": _frac(count(neg, lambda r: r["committee"]), len(neg)),
+        "committee_recall": _frac(count(pos, final_low), len(pos)),
+        "committee_false_alarm": _frac(count(neg, final_low), len(neg)),
+        "flagged_healthy": len(flagged_neg),
+        "flagged_degraded": len(flagged_pos),
+        # of the initially flagged outputs that went to committee, how many it cleared / kept low
+        "committee_clears_healthy": _frac(count(flagged_neg, lambda r: r["committee"] and not final_low(r)),
+                                          count(flagged_neg, lambda r: r["committee"])),
+        "committee_keeps_degraded": _frac(count(flagged_pos, lambda r: r["committee"] and final_low(r)),
+                                          count(flagged_pos, lambda r: r["committee"])),
+        "takeover": takeover,
+    }
+
+
 def meshheal_summary(proto: Any) -> dict[str, Any]:
     tasks = sorted(proto.task_rows, key=lambda r: r["index"])
     n = len(proto.stream)
@@ -239,36 +311,7 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
     isolated_end: dict[str, str] = {}
     for s in states:
         isolated_end[s["agent"]] = s["new"]
-    reviews = [r for r in proto.review_rows if r["q0"] is not None]
-    pos = [r for r in reviews if r["degraded"]]
-    neg = [r for r in reviews if not r["degraded"]]
-    tau = proto.params.tau_to
-
-    def rate(rows: list, pred) -> Any:
-        return (sum(1 for r in rows if pred(r)) / len(rows)) if rows else None
-
-    fin_to = [r for r in proto.review_rows if r["takeover"] and r["action"] == "finalize"]
-    takeover = {
-        "count": sum(1 for r in proto.review_rows if r["takeover"]),
-        "finalize": len(fin_to),
-        "wrong_fixed": sum(1 for r in fin_to if not r["output_correct"] and r["takeover_correct"]),
-        "wrong_entering": sum(1 for r in fin_to if not r["output_correct"]),
-        "right_broken": sum(1 for r in fin_to if r["output_correct"] and not r["takeover_correct"]),
-        "right_entering": sum(1 for r in fin_to if r["output_correct"]),
-    }
-    audit = {
-        "initial_score_healthy": _mean([r["q0"] for r in neg]),
-        "initial_score_degraded": _mean([r["q0"] for r in pos]),
-        "outputs_healthy": len(neg),
-        "outputs_degraded": len(pos),
-        "initial_recall": rate(pos, lambda r: r["q0"] <= tau),
-        "initial_false_alarm": rate(neg, lambda r: r["q0"] <= tau),
-        "committee_rate_degraded": rate(pos, lambda r: r["committee"]),
-        "committee_rate_healthy": rate(neg, lambda r: r["committee"]),
-        "committee_recall": rate(pos, lambda r: r["q"] is not None and r["q"] <= tau),
-        "committee_false_alarm": rate(neg, lambda r: r["q"] is not None and r["q"] <= tau),
-        "takeover": takeover,
-    }
+    audit = review_audit(proto.review_rows, tasks, proto.params.tau_to)
     return {
         "tasks": len(tasks),
         "accuracy": acc,

@@ -32,7 +32,8 @@ def recorded(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("fit")
     truth = yaml.safe_load((ROOT / "backends" / "fake-default.yaml").read_text())
     truth.update(name="truth", graded=True)
-    truth["accuracy"]["bbh"]["by_type"] = {t: {"strong": s, "weak": w} for t, (s, w) in TYPES.items()}
+    for role, k in (("strong", 0), ("weak", 1)):
+        truth["models"][role]["skill_by_type"] = {"bbh": {t: v[k] for t, v in TYPES.items()}}
     (d / "truth.yaml").write_text(yaml.safe_dump(truth, sort_keys=False))
     sets = ["seeds=1", "tasks.count=168", "phases=[{name: healthy, tasks: 84}, {name: degraded, tasks: 84}]",
             "events=[{at_task: 85, type: degrade, agents: [A3, A5]}]",
@@ -52,7 +53,7 @@ def _runner() -> CliRunner:
 
 def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path):
     out = tmp_path / "fitted.yaml"
-    res = _runner().invoke(main, ["backends", "fit", str(recorded), "-o", str(out), "--calibrate", "0",
+    res = _runner().invoke(main, ["backends", "fit", str(recorded), "-o", str(out), "--calibrate", "4",
                                   "--draws", "20", "--fail-above", "0.05"])
     assert res.exit_code == 0, res.output + res.stderr
     prof = load_fake_profile(out)
@@ -61,7 +62,7 @@ def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path):
     # (Takeover candidates are written for the hard questions, so their rate
     # runs below a type's finalize rate: recovery is approximate, the outcome is not)
     for t, (s, _w) in TYPES.items():
-        assert prof.accuracy["bbh"].by_type[t]["strong"] == pytest.approx(s, abs=0.2), t
+        assert prof.models["strong"].skill_by_type["bbh"][t] == pytest.approx(s, abs=0.2), t
     # and the outcome: per-type task accuracy of the same stream, re-simulated
     rows = fitcheck.compare(fitcheck.recorded_accuracy(recorded), fitcheck.simulated_accuracy(recorded, out, 20))
     assert len(rows) == len(TYPES) and all(r["tasks"] == 24 for r in rows)
@@ -77,13 +78,14 @@ def test_calibration_repairs_a_misfit_profile(recorded, tmp_path):
     from meshsim.backends.fit import find_cassettes, fit_profile, load_entries
 
     prof, _ = fit_profile(load_entries(find_cassettes(recorded)))
-    prof["accuracy"]["bbh"]["by_type"]["navigate"] = {"strong": 0.2, "weak": 0.05}
+    prof["models"]["strong"]["skill_by_type"]["bbh"]["navigate"] = 0.2
+    prof["models"]["weak"]["skill_by_type"]["bbh"]["navigate"] = 0.05
     before = fitcheck.compare(fitcheck.recorded_accuracy(recorded), _sim(prof, recorded, tmp_path))
     nav = next(r for r in before if r["type"] == "navigate")
     assert nav["diff"] < -0.3
     tuned, rows = fitcheck.calibrate(recorded, prof, tmp_path, rounds=4, draws=20, tol=0.02)
     assert max(abs(r["diff"]) for r in rows) <= 0.05, rows
-    assert tuned["accuracy"]["bbh"]["by_type"]["navigate"]["strong"] > 0.6
+    assert tuned["models"]["strong"]["skill_by_type"]["bbh"]["navigate"] > 0.6
 
 
 def _sim(prof, recorded, tmp_path):

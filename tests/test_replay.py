@@ -375,14 +375,15 @@ def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
     res = runner.invoke(main, ["backends", "fit", str(cas), "-o", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     p = load_fake_profile(out)
-    assert p.graded and p.review.type_offset_sd == 0.0  # real recordings: graded final texts
-    assert p.accuracy["bbh"].strong == pytest.approx(30 / 40, abs=1e-3)
-    assert p.accuracy["bbh"].weak == pytest.approx(2 / 20, abs=1e-3)
+    assert p.graded and p.type_spread == 0.0  # real recordings: graded final texts
+    assert p.models["strong"].skill["bbh"] == pytest.approx(30 / 40, abs=1e-3)
+    assert p.models["weak"].skill["bbh"] == pytest.approx(2 / 20, abs=1e-3)
     # per type: shrunk toward the role's rate by two pseudo-tasks
-    assert p.accuracy["bbh"].by_type["navigate"]["strong"] == pytest.approx((10 + 1.5) / 22, abs=1e-4)
-    assert p.accuracy["bbh"].by_type["object_counting"]["strong"] == pytest.approx((20 + 1.5) / 22, abs=1e-4)
-    assert p.accuracy["bbh"].by_type["navigate"]["weak"] == pytest.approx((2 + 0.2) / 22, abs=1e-4)
-    assert p.review.strong.correct == (0.9, 0.02) and p.review.strong.incorrect[0] == 0.25
+    assert p.models["strong"].skill_by_type["bbh"]["navigate"] == pytest.approx((10 + 1.5) / 22, abs=1e-4)
+    assert p.models["strong"].skill_by_type["bbh"]["object_counting"] == pytest.approx((20 + 1.5) / 22, abs=1e-4)
+    assert p.models["weak"].skill_by_type["bbh"]["navigate"] == pytest.approx((2 + 0.2) / 22, abs=1e-4)
+    # right outputs all scored 0.9, wrong ones 0.25: never uncritical, never a false error claim
+    assert p.models["strong"].review.uncritical == 0.0 and p.models["strong"].review.flag_error == 0.0
     assert p.review.granularity == 0.05
     assert p.tokens["review"].prompt == 300 and p.tokens["review"].per_context == 100
     assert p.models["strong"].ttft == pytest.approx(0.5, abs=1e-3) and p.models["strong"].rate == pytest.approx(50)
@@ -393,7 +394,8 @@ def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
     run.mkdir()
     (run / "scenario.resolved.yaml").write_text(yaml.safe_dump({"backend": {"kind": "replay", "cassette": str(cas)}}))
     res = runner.invoke(main, ["backends", "fit", str(run), "-o", str(tmp_path / "f2.yaml")])
-    assert res.exit_code == 0 and load_fake_profile(tmp_path / "f2.yaml").accuracy["bbh"].strong == p.accuracy["bbh"].strong
+    assert res.exit_code == 0 and load_fake_profile(tmp_path / "f2.yaml").models["strong"].skill["bbh"] \
+        == p.models["strong"].skill["bbh"]
     empty = tmp_path / "empty"
     empty.mkdir()
     res = runner.invoke(main, ["backends", "fit", str(empty), "-o", str(tmp_path / "f3.yaml")])

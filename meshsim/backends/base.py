@@ -153,6 +153,15 @@ class Backend:
 
         return grade_task(task, text)
 
+    def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
+        """The answer a final text commits to, as the observer reads it (metrics
+        only: tells a Takeover that changed the answer from one that kept it)."""
+        if not text:
+            return None
+        from ..prompts import extract_answer
+
+        return extract_answer(text, task)
+
     def forget(self, task_id: str) -> None:
         """The observer is done with ``task_id``: drop whatever was kept for it."""
 

@@ -1,31 +1,59 @@
-"""Statistical model-backed fakes, calibrated to the MeshHeal paper.
+"""Statistical fakes of the MeshHeal paper's models: one call, one conditional distribution.
 
-A fake never waits and never talks to a network: it decides each call's
-outcome from the profile's numbers, the call's own seed and a *task
-difficulty* shared by every call on the same (task, ability), so that a
-question that is hard for one strong call is hard for the others too (wrong
-outputs that reach Takeover are the hard ones, as in App. C.5).
+A fake never waits and never talks to a network. Each call's outcome is a draw
+from a distribution conditioned only on what a real call would have: the
+task (the fake plays a model that sometimes finds the gold answer), the
+calling agent's *own* model, the call kind, and the texts in its prompt —
+which a fake "reads" by looking up the token another fake wrote
+(:mod:`.texts`). Nothing about the producer of a text (its model, its
+degraded state) is visible to a reader except what the text shows.
 
-Outcomes by call kind (``Request.kind``):
+The latent variable behind every call is a **derivation**: does this call
+work out the half of the task it is about (the ability ``s``)? It succeeds
+with the calling model's *skill* for (dataset, task type), through a
+Gaussian copula on a difficulty shared by every call on the same (task, s)
+(``difficulty_rho``: a half that is hard for the producer is hard for its
+reviewers and correctors too) and, for reviews, a lasting per-reviewer view
+(``review.persist``: the three calls of one reviewer are not independent).
 
-* ``infer_abilities``: the true pair with probability ``infer.<model>``, else
-  another documented pair (``context['pairs']``).
-* ``contribute`` / ``finalize``: the produced half is correct with the
-  model's accuracy for (dataset, task type) through a Gaussian copula on the
-  task difficulty (correlation ``difficulty_rho``). A finalize answer is
-  correct when its half is, every earlier half was (or the finalizer repairs
-  a wrong draft: ``finalize.repair``), and the route covered the true pair.
-* ``review`` / ``committee_round``: a score drawn around the reviewer
-  model's mean for correct / incorrect outputs plus a per-task-type offset
-  (so absolute scores differ across types and model pairs), clipped to [0, 1]
-  and rounded to the rubric's granularity. Round 2 moves toward the other
-  reviewer's round-1 score and toward the model's view of the truth.
-* ``takeover_candidate``: correct with the writer's accuracy (same copula);
-  ``synthesis``: correct with ``takeover.synthesis[k]`` for k correct
-  candidates (the original answer kept if it was right, except with
-  probability ``takeover.break``).
-* tokens: per-kind prompt base + per-context-item growth, completion drawn
-  around the kind's mean.
+Conditional distributions, by call kind (``Request.kind``):
+
+* ``infer_abilities`` — the documented true pair with probability
+  ``models.<m>.infer``, else another documented pair.
+* ``contribute`` / ``finalize`` — the produced half is *sound* iff the
+  derivation succeeds. A failed derivation reads as unusable *garbage*
+  (observable feature ``incoherent``) with probability ``models.<m>.garbage``,
+  else as a coherent half with a concrete error. A Finalize commits a final
+  answer: right iff its own half is sound, every draft it combines is sound
+  and the route covered the true pair; when that chain is broken the
+  committed answer is still right by chance with probability
+  ``guess.<dataset>`` (a multiple-choice answer picked among few options).
+* ``review`` (and committee round 1) — App. D.1's rubric: the reviewer
+  re-derives the half. Garbage is seen as garbage (anchor 0.00) with
+  probability ``models.<r>.review.sees_garbage``. Otherwise, a successful
+  re-derivation judges correctly: sound → 1.00, a concrete error → 0.25. A
+  failed one: with ``uncritical`` the reviewer accepts anyway (1.00);
+  otherwise, with ``flag_error`` it reports an error it believes it found
+  (0.25), else it says it cannot verify (0.50). Each call's score is its anchor plus
+  N(0, ``review.noise``), clipped and rounded to ``review.granularity``.
+* ``committee_round`` round 2 — each member sees both round-1 scores and
+  explanations. When they agree (within ``committee.agree``) it keeps its
+  score; when they differ it re-checks: the other's explanation helps when
+  it is right (skill boosted by ``committee.hint``) and misleads with
+  probability ``committee.mislead`` when it is wrong (it then adopts the
+  other's verdict).
+* ``takeover_candidate`` — a correction: sound iff the writer's derivation
+  succeeds (same copula: wrong outputs that reach Takeover are the hard ones).
+* ``synthesis`` — the synthesizer re-derives with help from every sound
+  candidate (skill boosted by ``takeover.hint.<action>`` per sound candidate); if it
+  succeeds its synthesis is sound; otherwise it keeps the original output
+  with probability ``takeover.keep.<action>`` (a committed final answer
+  anchors it more than a half) or else takes one of the candidates.
+* tokens — per-kind prompt base + growth per context item; completion
+  lengths lognormal around the kind's mean.
+
+Every number in a profile carries its source (``sources:``,
+``meshsim backends explain``); ``docs/backends.md`` explains the calibration.
 """
 from __future__ import annotations
 
@@ -36,18 +64,22 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any, Literal, Optional
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
+from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .profiles import hash_unit, load_validated, model_role
-from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 from .texts import Latent, TextStore
 
-__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile"]
+__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "TokenSpec", "SplitMix64"]
 
 _N = NormalDist()
 P = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNeg = Annotated[float, Field(ge=0.0)]
+INCOHERENT = frozenset({"incoherent"})
+#: App. D.1 score anchors: "1.00 half is sound / 0.50 cannot verify or weak /
+#: 0.25 concrete error / 0.00 unusable garbage"
+VERDICTS = ("sound", "unverified", "error", "garbage")
 
 
 class _S(BaseModel):
@@ -55,89 +87,80 @@ class _S(BaseModel):
 
 
 class ModelSpec(_S):
+    """A model's identity and simulated latency (shared with the consensus fake)."""
+
     id: str
-    ttft: Annotated[float, Field(ge=0)] = 0.5
+    ttft: NonNeg = 0.5
     rate: Annotated[float, Field(gt=0)] = 60.0
 
 
-class Acc(_S):
-    strong: P
-    weak: P
-    types: dict[str, float] = {}  # additive offsets per task type
-    #: absolute accuracy per task type and model role (``backends fit`` writes
-    #: these); wins over ``strong``/``weak`` + ``types`` where given
-    by_type: dict[str, dict[Literal["strong", "weak"], P]] = {}
+class ReviewerSpec(_S):
+    """How a model reviews when its own re-derivation fails (App. D.1 rubric)."""
+
+    uncritical: P = 0.0  # accepts the output anyway (scores it sound)
+    flag_error: P = 0.5  # if not: reports a concrete error it believes it found; else "cannot verify"
+    sees_garbage: P = 1.0  # P(unusable garbage is recognised as such)
 
 
-class ScoreDist(_S):
-    """Score (mean, sd) by the reviewed output's latent correctness; ``weak_incorrect``
-    is for wrong outputs written by a weak model (garbage is easy to spot;
-    a strong model's slip is not)."""
+class MeshModel(ModelSpec):
+    """One model's behaviour in every MeshHeal call."""
 
-    correct: tuple[P, Annotated[float, Field(ge=0)]]  # mean, sd
-    incorrect: tuple[P, Annotated[float, Field(ge=0)]]
-    weak_incorrect: Optional[tuple[P, Annotated[float, Field(ge=0)]]] = None
-
-    def pick(self, correct: bool, weak_output: bool) -> tuple[float, float]:
-        if correct:
-            return self.correct
-        if weak_output and self.weak_incorrect is not None:
-            return self.weak_incorrect
-        return self.incorrect
+    #: P(a call derives its half soundly), per dataset name ("default" as fallback)
+    skill: dict[str, P]
+    #: absolute skill per dataset and task type (``backends fit`` writes these); wins where given
+    skill_by_type: dict[str, dict[str, P]] = {}
+    garbage: P = 0.0  # P(a failed derivation reads as unusable garbage: feature 'incoherent')
+    infer: P = 0.9  # P(InferAbilities picks the documented true pair)
+    review: ReviewerSpec = ReviewerSpec()
 
 
 class ReviewSpec(_S):
-    strong: ScoreDist
-    weak: ScoreDist
-    type_offset_sd: Annotated[float, Field(ge=0)] = 0.03
+    anchors: dict[Literal["sound", "unverified", "error", "garbage"], P] = {
+        "sound": 1.0, "unverified": 0.5, "error": 0.25, "garbage": 0.0}
+    noise: NonNeg = 0.05  # sd of one call's score around its anchor
     granularity: Annotated[float, Field(ge=0, le=0.5)] = 0.05
-    #: P(one call scores a sound output 0): LLM judges sometimes anchor on a
-    #: misreading; the median of three absorbs it, the sample sd flags it
-    #: (s_u >= sigma_com triggers a committee).
-    outlier: dict[str, P] = {"strong": 0.0, "weak": 0.0}
+    persist: P = 0.0  # share of a review call's non-difficulty variance that is the reviewer's lasting view
 
 
 class CommitteeSpec(_S):
-    agree_pull: P = 0.4
-    truth_pull: dict[str, P] = {"strong": 0.5, "weak": 0.1}
-    sd: Annotated[float, Field(ge=0)] = 0.05
-    #: where round 2 settles for weak-model garbage after the exchange of
-    #: explanations (None: the initial review mean). Deliberation moderates the
-    #: harshest scores while keeping them below tau_to (App. C.5: the committee
-    #: still flags 0.95 of degraded outputs).
-    weak_incorrect_target: Optional[P] = None
+    agree: NonNeg = 0.3  # round-1 scores closer than this: each member keeps its verdict
+    hint: P = 0.5  # a right explanation's help: skill -> 1 - (1 - skill)(1 - hint)
+    mislead: P = 0.0  # P(a wrong explanation is adopted)
 
 
 class TakeoverSpec(_S):
-    synthesis: tuple[P, P, P] = (0.1, 0.5, 0.85)  # P(correct) with 0, 1, 2 correct candidates
-    break_: P = Field(0.03, alias="break")
+    """Synthesis, by the replaced output's action: a committed final answer
+    anchors a synthesis more than an intermediate half does."""
+
+    #: help from each sound candidate to the synthesizer's own re-derivation
+    hint: dict[Literal["contribute", "finalize"], P] = {"contribute": 0.5, "finalize": 0.5}
+    #: a synthesizer whose own derivation fails keeps the original output (else takes a candidate)
+    keep: dict[Literal["contribute", "finalize"], P] = {"contribute": 0.5, "finalize": 0.5}
 
 
 class TokenSpec(_S):
     prompt: Annotated[int, Field(ge=0)]
     completion: Annotated[int, Field(ge=0)]
     per_context: Annotated[int, Field(ge=0)] = 0  # prompt tokens per context item (earlier outputs, ...)
-    spread: Annotated[float, Field(ge=0)] = 0.25  # lognormal sigma of completion length
+    spread: NonNeg = 0.25  # lognormal sigma of completion length
 
 
 class FakeProfile(_S):
-    kind: str = "fake"
+    kind: Literal["fake"] = "fake"
     name: str
     description: str = ""
-    models: dict[str, ModelSpec]
-    accuracy: dict[str, Acc]  # per dataset name, "default" as fallback
-    difficulty_rho: P = 0.6
-    infer: dict[str, P] = {"strong": 0.97, "weak": 0.6}
-    finalize_repair: dict[str, P] = {"strong": 0.1, "weak": 0.0}
-    #: P(the finalizer's combination step goes wrong although its own half is
-    #: right): an error the half-scoped Finalize review does not see (App. D.1).
-    combine_error: dict[str, P] = {"strong": 0.0, "weak": 0.0}
-    #: False (the paper calibration): a finalize or synthesis outcome is composed
-    #: with the drafts and the route under it. True (profiles fitted from real
-    #: runs, where an observer grades the final text): the drawn outcome is the
-    #: task's outcome, with the per-type accuracy of graded final answers.
+    models: dict[str, MeshModel]
+    #: P(a committed final answer is right although its chain is broken), per dataset
+    guess: dict[str, P] = {"default": 0.0}
+    difficulty_rho: P = 0.5
+    #: sd, on the probit scale, of how much harder or easier a task type is than its
+    #: dataset's average (the same for every model: a property of the benchmark)
+    type_spread: NonNeg = 0.0
+    #: False: a Finalize's outcome is composed from its own half, the drafts and the
+    #: route. True (profiles fitted from real runs, where an observer graded final
+    #: texts): skill is the probability that the committed final answer is right.
     graded: bool = False
-    review: ReviewSpec
+    review: ReviewSpec = ReviewSpec()
     committee: CommitteeSpec = CommitteeSpec()
     takeover: TakeoverSpec = TakeoverSpec()
     tokens: dict[str, TokenSpec]
@@ -151,8 +174,8 @@ def load_fake_profile(path: str | Path) -> FakeProfile:
     for role in ("strong", "weak"):
         if role not in prof.models:
             raise InputError(f"profile needs a '{role}' model", file=str(path), field="models")
-    if "default" not in prof.accuracy:
-        raise InputError("profile needs 'accuracy.default'", file=str(path), field="accuracy")
+        if "default" not in prof.models[role].skill:
+            raise InputError("needs a 'default' skill", file=str(path), field=f"models.{role}.skill")
     return prof
 
 
@@ -182,8 +205,11 @@ class SplitMix64:
         return min(n - 1, int(self.random() * n))
 
 
-_hash_unit = hash_unit
 _role = model_role
+
+
+def _boost(p: float, hint: float) -> float:
+    return 1.0 - (1.0 - p) * (1.0 - hint)
 
 
 class FakeBackend(Backend):
@@ -198,8 +224,9 @@ class FakeBackend(Backend):
         self._mix = 0 if not draw else self.seed
         self.name = f"fake:{profile.name}"
         self._lat = {role: LatencyModel(m.ttft, m.rate) for role, m in profile.models.items()}
-        self._offsets: dict[tuple[str, str], float] = {}
-        self._difficulty: dict[tuple[str, str], float] = {}
+        self._z: dict[tuple, float] = {}
+        self._type_z: dict[tuple[str, str], float] = {}
+        self._thresholds: dict[tuple, float] = {}
         self.texts = TextStore("fake")
 
     # -- interface -----------------------------------------------------------
@@ -211,16 +238,17 @@ class FakeBackend(Backend):
 
     def complete_sync(self, req: Request) -> Response:
         rnd = SplitMix64(req.seed ^ self._mix)
-        kind = req.kind
-        fn = getattr(self, "_" + kind, None)
+        fn = getattr(self, "_" + req.kind, None)
         if fn is None:
-            return Response(error=f"fake backend has no model of call kind {kind!r}")
+            return Response(error=f"fake backend has no model of call kind {req.kind!r}")
         fields, correct = fn(req, rnd)
         text = ""
         latent = fields.pop("_latent", None)
         if latent is not None:
             text = self.texts.put(req.task.id if req.task else "", req.seed, latent)
-        pt, ct = self._tokens(kind, req, rnd)
+            if latent.answer is not None and req.kind != "committee_round":
+                fields["answer"] = latent.answer  # what a parser extracts from a final text
+        pt, ct = self._tokens(req, rnd)
         return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
 
     def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
@@ -229,157 +257,233 @@ class FakeBackend(Backend):
             return None if action == "contribute" else False
         return got.final if got.final is not None else got.correct
 
+    def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
+        got = self.texts.get(task.id, text)
+        return got.answer if got is not None else None
+
     def forget(self, task_id: str) -> None:
         self.texts.forget(task_id)
+
+    # -- the model's side -------------------------------------------------------
+    def model(self, req: Request):
+        return self.profile.models[_role(req.model)]
+
+    def skill(self, role: str, dataset: str, task_type: str) -> float:
+        m = self.profile.models[_role(role)]
+        fixed = m.skill_by_type.get(dataset, {}).get(task_type)
+        if fixed is not None:
+            return min(0.999, max(0.001, fixed))
+        p = m.skill.get(dataset, m.skill["default"])
+        return min(0.999, max(0.001, p))
+
+    def _threshold(self, role: str, task: Optional[TaskRef]) -> float:
+        """Probit threshold of a derivation by ``role`` on ``task``'s type."""
+        ds, tt = (task.dataset, task.type) if task else ("", "")
+        key = (role, ds, tt)
+        th = self._thresholds.get(key)
+        if th is None:
+            th = _N.inv_cdf(self.skill(role, ds, tt))
+            m = self.profile.models[role]
+            if self.profile.type_spread and not m.skill_by_type.get(ds, {}).get(tt):
+                th -= self.profile.type_spread * _type_difficulty(ds, tt)
+            self._thresholds[key] = th
+        return th
+
+    def _z_task(self, task: Optional[TaskRef], ability: str) -> float:
+        key = (task.id if task else "", ability)
+        z = self._z.get(key)
+        if z is None:
+            z = self._z[key] = _N.inv_cdf(hash_unit(self.seed, "difficulty", *key))
+        return z
+
+    def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0) -> bool:
+        """Does this call work out its half? (the copula draw behind every outcome)"""
+        role = _role(req.model)
+        ability = req.abilities[0] if req.abilities else ""
+        th = self._threshold(role, req.task)
+        if hint:
+            th = _N.inv_cdf(min(0.999, _boost(_N.cdf(th), hint)))
+        rho = self.profile.difficulty_rho
+        z = math.sqrt(rho) * self._z_task(req.task, ability)
+        rest = 1.0 - rho
+        if persist:
+            view = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, req.task.id if req.task else "", ability))
+            z += math.sqrt(rest * persist) * view
+        z += math.sqrt(rest * (1.0 - persist)) * rnd.gauss(0.0, 1.0)
+        return z < th
 
     def _read(self, req: Request, text: Any) -> Latent:
         """Reading a text given in the prompt (an output under review, a draft, a candidate)."""
         return self.texts.read(req.task.id if req.task else "", text)
 
-    # -- pieces ----------------------------------------------------------------
-    def accuracy(self, model: str, dataset: str, task_type: str) -> float:
-        acc = self.profile.accuracy.get(dataset) or self.profile.accuracy["default"]
-        role = _role(model)
-        fixed = acc.by_type.get(task_type, {}).get(role)
-        if fixed is not None:
-            return min(0.999, max(0.001, fixed))
-        base = acc.strong if role == "strong" else acc.weak
-        return min(0.999, max(0.001, base + acc.types.get(task_type, 0.0)))
+    def _half(self, req: Request, rnd: SplitMix64, ok: bool, final: Optional[bool] = None,
+              answer: Optional[str] = None) -> Latent:
+        garbage = not ok and rnd.random() < self.model(req).garbage
+        return Latent(correct=ok, final=final, answer=answer, features=INCOHERENT if garbage else frozenset())
 
-    def _z_task(self, req: Request, ability: str) -> float:
-        key = (req.task.id if req.task else "", ability)
-        z = self._difficulty.get(key)
-        if z is None:
-            z = self._difficulty[key] = _N.inv_cdf(_hash_unit(self.seed, "difficulty", *key))
-        return z
+    def _route_ok(self, req: Request) -> bool:
+        """Did the route cover the true pair? The prompt names the inferred
+        requirement (``context['required']``); the task's truth is the fake's."""
+        inferred = req.context.get("required")
+        if inferred is None or req.task is None or not req.task.required:
+            return True
+        return set(inferred) == set(req.task.required)
 
-    def _solves(self, req: Request, rnd: random.Random, ability: str) -> bool:
-        t = req.task
-        acc = self.accuracy(req.model, t.dataset if t else "", t.type if t else "")
-        rho = self.profile.difficulty_rho
-        z = math.sqrt(rho) * self._z_task(req, ability) + math.sqrt(1 - rho) * rnd.gauss(0.0, 1.0)
-        return z < _N.inv_cdf(acc)
+    def _drafts_ok(self, req: Request) -> bool:
+        """Every earlier output the finalizer combines is sound and present (a
+        stale memory or a corrupted context leaves them missing or unreadable)."""
+        drafts = list(req.context.get("drafts") or ())
+        if len(drafts) < int(req.context.get("context_items", 0) or 0):
+            return False
+        return all(self._read(req, d).correct for d in drafts)
 
-    def _offset(self, model: str, task_type: str) -> float:
-        key = (_role(model), task_type)
-        off = self._offsets.get(key)
-        if off is None:
-            sd = self.profile.review.type_offset_sd
-            u = _hash_unit(self.seed, "offset", *key)
-            off = self._offsets[key] = _N.inv_cdf(u) * sd if sd else 0.0
-        return off
-
-    def _score(self, req: Request, rnd: random.Random, out: Latent) -> float:
-        dist = getattr(self.profile.review, _role(req.model))
-        mean, sd = dist.pick(out.correct, "incoherent" in out.features)
-        mean += self._offset(req.model, req.task.type if req.task else "")
-        x = rnd.gauss(mean, sd)
-        if mean >= 0.5 and rnd.random() < self.profile.review.outlier.get(_role(req.model), 0.0):
-            x = 0.0  # a sound output misread as broken (garbage is rarely misread as sound)
-        return self._clip(x)
-
-    def _clip(self, x: float) -> float:
-        g = self.profile.review.granularity
-        x = min(1.0, max(0.0, x))
-        return round(round(x / g) * g, 4) if g else x
+    def _final(self, req: Request, rnd: SplitMix64, half_ok: bool) -> tuple[bool, str]:
+        """The committed final answer: right by the chain, or by chance."""
+        if self.profile.graded:
+            ok = half_ok
+        else:
+            ok = half_ok and self._drafts_ok(req) and self._route_ok(req)
+            if not ok and req.task is not None:
+                ds = req.task.dataset
+                ok = rnd.random() < self.profile.guess.get(ds, self.profile.guess.get("default", 0.0))
+        # answers are identified so the observer can tell a changed answer from a kept one
+        return ok, ("gold" if ok else f"wrong-{req.seed & 0xFFFFFFFF:08x}")
 
     # -- call kinds ------------------------------------------------------------
     def _infer_abilities(self, req, rnd):
         truth = tuple(req.task.required) if req.task else ()
         pairs = [tuple(p) for p in req.context.get("pairs", [])] or [truth]
-        p_ok = self.profile.infer.get(_role(req.model), 0.9)
-        if rnd.random() < p_ok or len(pairs) < 2:
+        if rnd.random() < self.model(req).infer or len(pairs) < 2:
             pair = truth
         else:
             others = [p for p in pairs if set(p) != set(truth)]
             pair = others[rnd.randrange(len(others))] if others else truth
         return {"pair": list(pair)}, set(pair) == set(truth)
 
-    def _features(self, req: Request, ok: bool) -> frozenset:
-        # a weak model's wrong output reads as garbage; a strong model's slip does not
-        return frozenset({"incoherent"}) if (not ok and _role(req.model) == "weak") else frozenset()
-
-    def _route_ok(self, req: Request) -> bool:
-        """Did the route cover the true pair? The finalizer's prompt names the
-        inferred requirement (``context['required']``); the task's truth is the fake's."""
-        req_ab = req.context.get("required")
-        if req_ab is None or req.task is None or not req.task.required:
-            return True
-        return set(req_ab) == set(req.task.required)
-
-    def _drafts_ok(self, req: Request) -> bool:
-        return all(self._read(req, d).correct for d in req.context.get("drafts") or ())
-
     def _contribute(self, req, rnd):
-        ability = req.abilities[0] if req.abilities else ""
-        # The half is judged against what was asked of it; a wrong inferred
-        # pair hurts the final answer (route_ok), not this half.
-        ok = self._solves(req, rnd, ability)
-        return {"_latent": Latent(correct=ok, features=self._features(req, ok))}, ok
+        ok = self._derive(req, rnd)
+        return {"_latent": self._half(req, rnd, ok)}, ok
 
     def _finalize(self, req, rnd):
-        ability = req.abilities[0] if req.abilities else ""
-        ok = self._solves(req, rnd, ability)
-        feats = self._features(req, ok)
+        ok = self._derive(req, rnd)
+        final, answer = self._final(req, rnd, ok)
+        fields: dict[str, Any] = {"_latent": self._half(req, rnd, ok, final=final, answer=answer)}
         if self.profile.graded:
-            # the drawn outcome is the task's (how `backends fit` tells a graded recording)
-            return {"_latent": Latent(correct=ok, final=ok, features=feats), "graded": True}, ok
-        drafts_ok = self._drafts_ok(req)
-        route_ok = self._route_ok(req)
-        final = ok and (drafts_ok or rnd.random() < self.profile.finalize_repair.get(_role(req.model), 0.0))
-        if final and rnd.random() < self.profile.combine_error.get(_role(req.model), 0.0):
-            final = False
-        if not route_ok:
-            final = final and rnd.random() < self.accuracy("weak", req.task.dataset, req.task.type)
-        return {"_latent": Latent(correct=ok, final=final, features=feats)}, final
+            fields["graded"] = True  # the drawn outcome is the task's (how `backends fit` tells)
+        return fields, final
+
+    def _verdict(self, req: Request, rnd: SplitMix64, out: Latent, hint: float = 0.0) -> str:
+        spec = self.model(req).review
+        failed = False
+        if "incoherent" in out.features:
+            if rnd.random() < spec.sees_garbage:
+                return "garbage"
+            failed = True  # did not notice: as if its own check had failed
+        if not failed and self._derive(req, rnd, hint=hint, persist=self.profile.review.persist):
+            return "sound" if out.correct else "error"
+        if rnd.random() < spec.uncritical:
+            return "sound"
+        return "error" if rnd.random() < spec.flag_error else "unverified"
+
+    def _score(self, rnd: SplitMix64, verdict: str) -> float:
+        r = self.profile.review
+        x = r.anchors[verdict] + (rnd.gauss(0.0, r.noise) if r.noise else 0.0)
+        x = min(1.0, max(0.0, x))
+        g = r.granularity
+        return round(round(x / g) * g, 4) if g else round(x, 4)
 
     def _review(self, req, rnd):
-        return {"score": self._score(req, rnd, self._read(req, req.context.get("output_text")))}, None
+        verdict = self._verdict(req, rnd, self._read(req, req.context.get("output_text")))
+        return {"score": self._score(rnd, verdict)}, None
 
     def _committee_round(self, req, rnd):
         ctx = req.context
         out = self._read(req, ctx.get("output_text"))
-        correct = out.correct
-        incoherent = "incoherent" in out.features
-        if ctx.get("round", 1) == 1:
-            return {"score": self._score(req, rnd, out), "explanation": ""}, None
-        own, other = float(ctx["own"]), float(ctx["other"])
+        if int(ctx.get("round", 1)) == 1:
+            verdict = self._verdict(req, rnd, out)
+            # the explanation is text too: right when the verdict is (a reader can check the argument)
+            right = (verdict == "sound") == out.correct if verdict != "unverified" else False
+            expl = Latent(correct=right, answer=verdict,
+                          features=frozenset({"unverified"}) if verdict == "unverified" else frozenset())
+            return {"score": self._score(rnd, verdict), "_latent": expl}, None
+        own, other = float(ctx.get("own", 0.5)), float(ctx.get("other", 0.5))
         c = self.profile.committee
-        dist = getattr(self.profile.review, _role(req.model))
-        weak_garbage = not correct and incoherent
-        target = dist.pick(correct, incoherent)[0]
-        if weak_garbage and c.weak_incorrect_target is not None and _role(req.model) == "strong":
-            target = c.weak_incorrect_target
-        v = own + c.agree_pull * (other - own) + c.truth_pull.get(_role(req.model), 0.0) * (target - own)
-        return {"score": self._clip(v + rnd.gauss(0.0, c.sd))}, None
+        if abs(own - other) < c.agree:
+            return {"score": self._score(rnd, _nearest(self.profile.review.anchors, own))}, None
+        theirs = self._read(req, ctx.get("other_explanation"))
+        if "unverified" in theirs.features or theirs.answer not in VERDICTS:
+            verdict = self._verdict(req, rnd, out)
+        elif theirs.correct:
+            verdict = self._verdict(req, rnd, out, hint=c.hint)
+        elif rnd.random() < c.mislead:
+            verdict = str(theirs.answer)
+        else:
+            verdict = self._verdict(req, rnd, out)
+        return {"score": self._score(rnd, verdict)}, None
 
     def _takeover_candidate(self, req, rnd):
-        ability = req.abilities[0] if req.abilities else ""
-        ok = self._solves(req, rnd, ability)
-        return {"_latent": Latent(correct=ok, features=self._features(req, ok))}, ok
+        ok = self._derive(req, rnd)
+        final = answer = None
+        if req.context.get("action") == "finalize":
+            final, answer = self._final(req, rnd, ok)
+        return {"_latent": self._half(req, rnd, ok, final=final, answer=answer)}, \
+            (final if final is not None else ok)
 
     def _synthesis(self, req, rnd):
         cands = [self._read(req, c) for c in req.context.get("candidates") or ()]
-        k = min(2, sum(1 for c in cands if c.correct))
-        p = self.profile.takeover.synthesis[k]
-        ok = rnd.random() < p
-        if self._read(req, req.context.get("output_text")).correct and rnd.random() >= self.profile.takeover.break_:
+        orig = self._read(req, req.context.get("output_text"))
+        t = self.profile.takeover
+        finalize = req.context.get("action") == "finalize"
+        act = "finalize" if finalize else "contribute"
+        hint = 1.0 - (1.0 - t.hint.get(act, 0.5)) ** sum(1 for c in cands if c.correct)
+        if self._derive(req, rnd, hint=hint):
             ok = True
-        final = None
-        if req.context.get("action") == "finalize":
-            # graded: the synthesis text is the task's outcome; otherwise it is
-            # only as good as the drafts and the route under it
-            final = ok if self.profile.graded else bool(ok and self._drafts_ok(req) and self._route_ok(req))
-        fields: dict[str, Any] = {"_latent": Latent(correct=ok, final=final, features=self._features(req, ok))}
-        if self.profile.graded and final is not None:
+            final, answer = self._final(req, rnd, True) if finalize else (None, None)
+        else:
+            keep = t.keep.get(act, 0.5)
+            pick = orig if (not cands or rnd.random() < keep) else cands[rnd.randrange(len(cands))]
+            ok = pick.correct
+            final, answer = (pick.final, pick.answer) if finalize else (None, None)
+            if finalize and final is None:  # an unreadable pick commits nothing usable
+                final, answer = self._final(req, rnd, False)
+        fields: dict[str, Any] = {"_latent": self._half(req, rnd, ok, final=final, answer=answer)}
+        if self.profile.graded and finalize:
             fields["graded"] = True
         return fields, (final if final is not None else ok)
 
-    def _tokens(self, kind: str, req: Request, rnd: random.Random) -> tuple[int, int]:
-        spec = self.profile.tokens.get(kind) or self.profile.tokens.get("default")
+    def _tokens(self, req: Request, rnd: SplitMix64) -> tuple[int, int]:
+        spec = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")
         if spec is None:
             return 0, 0
-        items = int(req.context.get("context_items", 0))
+        items = int(req.context.get("context_items", 0) or 0)
         prompt = spec.prompt + spec.per_context * items
         completion = int(round(spec.completion * math.exp(rnd.gauss(0.0, spec.spread) - spec.spread ** 2 / 2)))
         return prompt, max(1, completion)
+
+
+_TYPE_Z: dict[str, dict[str, float]] = {}
+
+
+def _type_difficulty(dataset: str, task_type: str) -> float:
+    """How much harder than its dataset's average a task type is, in sd units:
+    a property of the benchmark, not of the run. The dataset's types get the
+    normal quantiles (k + 1/2)/n in a hash-fixed order, so the offsets average
+    to zero and the dataset's mean skill stays the profile's."""
+    table = _TYPE_Z.get(dataset)
+    if table is None:
+        table = {}
+        try:
+            from ..tasks import load_profile
+
+            types = sorted(load_profile(dataset).types)
+        except Exception:  # a task file's own types: no profile to spread over
+            types = []
+        if len(types) > 1:
+            order = sorted(types, key=lambda t: hash_unit("type-difficulty", dataset, t))
+            table = {t: _N.inv_cdf((k + 0.5) / len(order)) for k, t in enumerate(order)}
+        _TYPE_Z[dataset] = table
+    return table.get(task_type, 0.0)
+
+
+def _nearest(anchors: dict[str, float], score: float) -> str:
+    return min(anchors, key=lambda k: (abs(anchors[k] - score), k))

@@ -8,21 +8,25 @@ cassette files inside the folder.
 What is estimated (everything else is taken from a base profile,
 ``fake-default`` unless ``--base`` names another):
 
-* ``accuracy.<dataset>``: strong / weak accuracy of graded answers (Finalize,
-  SAC answers and refinements, Takeover outputs of Finalize), Laplace-smoothed,
-  with per-task-type offsets; per-ability rates are reported as comments
-  (the fake's schema has none). Contribute halves cannot be graded alone.
-* ``infer``: how often InferAbilities chose the true pair, per role.
-* ``review``: mean and sd of review scores (initial reviews and committee
-  round 1) by reviewer role and the reviewed output's correctness
-  (``weak_incorrect`` for wrong outputs of weak models), and the score
-  granularity. With real endpoints only Finalize outputs have a known
-  correctness, so only their reviews are used.
+* ``models.<role>.skill.<dataset>``: the rate of right graded answers
+  (Finalize, SAC answers and refinements, Takeover outputs of Finalize), and
+  ``skill_by_type`` per task type, shrunk toward the role's rate; per-ability
+  rates are reported as comments. Contribute halves cannot be graded alone.
+* ``models.<role>.infer``: how often InferAbilities chose the true pair.
+* ``models.<role>.review``: ``uncritical`` (a wrong output scored >= 0.75),
+  ``flag_error`` (a right output scored <= 0.35), each over one minus the
+  reviewer's skill, and ``sees_garbage`` (a weak model's wrong output scored
+  <= 0.10), from initial reviews and committee round 1 of outputs whose
+  outcome the cassette knows (with real endpoints: Finalize outputs only);
+  and the score granularity.
 * ``tokens.<kind>``: mean prompt and completion tokens, the lognormal spread
   of completions and the prompt growth per context item.
 * ``models.<role>``: model id, and ``ttft`` / ``rate`` from a least-squares
   fit of wall time on completion tokens (wall time includes queueing at the
   server, so fit from runs with little contention).
+
+Every fitted number's source says ``recording: <cassette>`` and how many calls
+it came from; the rest keep the base profile's numbers and sources.
 """
 from __future__ import annotations
 
@@ -111,6 +115,22 @@ def _linfit(xs: list[float], ys: list[float]) -> Optional[tuple[float, float]]:
     return my - b * mx, b
 
 
+def _conditional_failure(skill: float, rho: float) -> tuple[float, float]:
+    """P(a reviewer's re-derivation fails | the producer's failed) and (| it succeeded),
+    for two derivations of the same skill correlated ``rho`` (the fake's copula)."""
+    from statistics import NormalDist
+
+    skill = min(0.999, max(0.001, skill))
+    t = NormalDist().inv_cdf(skill)
+    if rho <= 0:
+        return 1 - skill, 1 - skill
+    from scipy.stats import multivariate_normal
+
+    both_fail = float(multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]]).cdf([-t, -t]))
+    p_fail = 1 - skill
+    return both_fail / p_fail, (p_fail - both_fail) / skill
+
+
 def _base(base: Optional[str]) -> dict[str, Any]:
     from . import find_profile
 
@@ -121,8 +141,8 @@ def _base(base: Optional[str]) -> dict[str, Any]:
     return data
 
 
-def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optional[str] = None
-                ) -> tuple[dict[str, Any], list[str]]:
+def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optional[str] = None,
+                cassette_name: Optional[str] = None) -> tuple[dict[str, Any], list[str]]:
     """(fake profile data, report lines)."""
     if not entries:
         raise InputError("the cassette holds no calls")
@@ -142,8 +162,6 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     tokens: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     lat: dict[str, list[tuple[float, float]]] = defaultdict(list)
     ids: dict[str, str] = {}
-    synth: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    synth_break = [0, 0]
     errors = 0
     # what each produced text turned out to be (graded, or a fake's own outcome),
     # and whether a weak model wrote it: how a review's target is known offline
@@ -171,17 +189,9 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
             continue
         correct = rs.get("correct")
         fields = rs.get("fields") or {}
-        graded = kind in _GRADED or (kind == CallKind.TAKEOVER_CANDIDATE and ctx.get("action") == "finalize")
-        if kind == CallKind.SYNTHESIS and ctx.get("action") == "finalize" and isinstance(correct, bool):
-            cands = [outcome(c) for c in ctx.get("candidates#") or ()]
-            if cands:
-                if outcome(ctx.get("output_text#")) is True:
-                    synth_break[0] += int(not correct)
-                    synth_break[1] += 1
-                else:
-                    k = min(2, sum(1 for c in cands if c is True))
-                    synth[k][0] += int(correct)
-                    synth[k][1] += 1
+        # Takeover candidates are left out: they are written for the outputs reviews
+        # flagged, i.e. for the hard questions, so their rate understates a model's skill
+        graded = kind in _GRADED
         if graded and isinstance(correct, bool):
             ds = task.get("dataset") or "default"
             acc[ds][role][0] += int(correct)
@@ -208,57 +218,79 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
             lat[role].append((float(ct), float(e["wall"])))
     if errors:
         notes.append(f"{errors} recorded failures skipped")
+    sources = prof.setdefault("sources", {})
+    rec = f"recording: {cassette_name}" if cassette_name else "recording: the fitted cassette"
 
-    # accuracy: per dataset and role, and per task type and role (what a
-    # simulation of the same stream needs to reproduce its per-type accuracy)
+    # skill: per dataset and role, and per task type and role (what a simulation
+    # of the same stream needs to reproduce its per-type accuracy)
     if real:
         # an observer graded the final texts: outcomes are not composed from
         # drafts (ungraded halves) and routes, the graded rate is the outcome
         prof["graded"] = True
-        prof["review"]["type_offset_sd"] = 0.0
+        prof["type_spread"] = 0.0
+        sources["type_spread"] = f"{rec}: per-type skills are fitted directly, no spread added"
         notes.append("graded: true (real model: final texts graded, halves unknown)")
     for ds, roles in sorted(acc.items()):
-        a = dict(prof["accuracy"].get(ds) or prof["accuracy"]["default"])
-        a.pop("types", None)
-        a.pop("by_type", None)
         for role, (k, n) in roles.items():
-            a[role] = _rate(k, n)
-            notes.append(f"accuracy {ds}/{role}: {k}/{n} correct -> {a[role]}")
-        by_type: dict[str, dict[str, float]] = {}
+            m = prof["models"][role]
+            m.setdefault("skill", {})[ds] = _rate(k, n)
+            sources[f"models.{role}.skill.{ds}"] = f"{rec}: {k} of {n} graded answers right"
+            notes.append(f"skill {ds}/{role}: {k}/{n} correct -> {m['skill'][ds]}")
         for (d, t, r), (k, n) in sorted(acc_type.items()):
             if d == ds and t:
                 # shrunk toward the role's overall rate by two pseudo-tasks, so a
                 # type seen once or twice does not get 0 or 1
-                p0 = a.get(r, 0.5)
-                by_type.setdefault(t, {})[r] = round(min(0.999, max(0.001, (k + 2 * p0) / (n + 2))), 4)
-                notes.append(f"accuracy {ds}/{t}/{r}: {k}/{n} correct -> {by_type[t][r]}")
-        if by_type:
-            a["by_type"] = by_type
-        prof["accuracy"][ds] = a
-    # Takeover synthesis: P(correct) by the number of correct candidates, and
-    # how often a correct original is broken
-    syn = list(prof.get("takeover", {}).get("synthesis", (0.1, 0.5, 0.85)))
-    for k, (c, n) in sorted(synth.items()):
-        syn[k] = _rate(c, n)
-        notes.append(f"takeover synthesis with {k} correct candidates: {c}/{n} correct -> {syn[k]}")
-    if synth or synth_break[1]:
-        prof.setdefault("takeover", {})["synthesis"] = syn
-    if synth_break[1]:
-        prof["takeover"]["break"] = _rate(*synth_break)
-        notes.append(f"takeover broke {synth_break[0]}/{synth_break[1]} correct outputs -> "
-                     f"{prof['takeover']['break']}")
+                p0 = prof["models"][r]["skill"].get(ds, 0.5)
+                v = round(min(0.999, max(0.001, (k + 2 * p0) / (n + 2))), 4)
+                prof["models"][r].setdefault("skill_by_type", {}).setdefault(ds, {})[t] = v
+                notes.append(f"skill {ds}/{t}/{r}: {k}/{n} correct -> {v}")
+        for role in ("strong", "weak"):
+            if prof["models"][role].get("skill_by_type", {}).get(ds):
+                sources[f"models.{role}.skill_by_type.{ds}"] = \
+                    f"{rec}: graded answers per task type, shrunk toward the role's rate by two pseudo-tasks"
     for (ab, role), (k, n) in sorted(acc_ability.items()):
         notes.append(f"ability {ab}/{role}: {k}/{n} correct")
     for role, (k, n) in sorted(infer.items()):
-        prof["infer"][role] = _rate(k, n)
-        notes.append(f"infer {role}: {k}/{n} true pairs -> {prof['infer'][role]}")
+        prof["models"][role]["infer"] = _rate(k, n)
+        sources[f"models.{role}.infer"] = f"{rec}: {k} of {n} inferred pairs were the true pair"
+        notes.append(f"infer {role}: {k}/{n} true pairs -> {prof['models'][role]['infer']}")
 
-    # reviews
+    # reviews: with the reviewer's own skill s, a sound output scores high when the
+    # re-derivation works or the reviewer is uncritical: P(high | right) = s + (1 - s) u;
+    # a wrong coherent one only when uncritical: P(high | wrong) = (1 - s) u;
+    # a sound one scores low when a failed re-derivation claims an error: (1 - s) f
+    # (a reviewer's re-derivation shares the half's difficulty with the producer's,
+    # correlation difficulty_rho: it fails more often on the halves a producer failed)
+    rho = float(prof.get("difficulty_rho", 0.0))
+    for role in ("strong", "weak"):
+        right, wrong = scores.get((role, "correct"), []), scores.get((role, "incorrect"), [])
+        garbage = scores.get((role, "weak_incorrect"), [])
+        spec = prof["models"][role].setdefault("review", {})
+        sk = prof["models"][role]["skill"].get("default", 0.5)
+        named = [v for k2, v in prof["models"][role]["skill"].items() if k2 != "default"]
+        if named:
+            sk = sum(named) / len(named)
+        fail_given_wrong, fail_given_right = _conditional_failure(sk, rho)
+        if wrong:
+            hi = sum(1 for x in wrong if x >= 0.75) / len(wrong)
+            spec["uncritical"] = round(min(0.999, max(0.0, hi / max(1e-3, fail_given_wrong))), 4)
+            sources[f"models.{role}.review.uncritical"] = \
+                f"{rec}: {len(wrong)} reviews of wrong outputs, {hi:.2f} scored >= 0.75, over P(re-derivation fails)"
+            notes.append(f"review {role}: uncritical {spec['uncritical']} from {len(wrong)} wrong outputs")
+        if right:
+            lo = sum(1 for x in right if x <= 0.35) / len(right)
+            spec["flag_error"] = round(min(1.0 - spec.get("uncritical", 0.0),
+                                           max(0.0, lo / max(1e-3, fail_given_right))), 4)
+            sources[f"models.{role}.review.flag_error"] = \
+                f"{rec}: {len(right)} reviews of right outputs, {lo:.2f} scored <= 0.35, over P(re-derivation fails)"
+            notes.append(f"review {role}: flag_error {spec['flag_error']} from {len(right)} right outputs")
+        if garbage:
+            seen = sum(1 for x in garbage if x <= 0.1) / len(garbage)
+            spec["sees_garbage"] = round(seen, 4)
+            sources[f"models.{role}.review.sees_garbage"] = \
+                f"{rec}: {len(garbage)} reviews of weak-model wrong outputs, {seen:.2f} scored <= 0.10"
+            notes.append(f"review {role}: sees_garbage {seen:.3f} from {len(garbage)} weak-model wrong outputs")
     all_scores = [s for v in scores.values() for s in v]
-    for (role, bucket), xs in sorted(scores.items()):
-        prof["review"][role][bucket] = [round(min(1.0, max(0.0, statistics.fmean(xs))), 4), _sd(xs, 0.02)]
-        notes.append(f"review {role}/{bucket}: n={len(xs)} mean={prof['review'][role][bucket][0]} "
-                     f"sd={prof['review'][role][bucket][1]}")
     if all_scores:
         for g in (0.25, 0.1, 0.05, 0.01):
             if all(abs(s / g - round(s / g)) < 1e-6 for s in all_scores):
@@ -266,6 +298,7 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
                 break
         else:
             prof["review"]["granularity"] = 0.0
+        sources["review.granularity"] = f"{rec}: the coarsest step every recorded score sits on"
 
     # tokens
     for kind, rows in sorted(tokens.items()):
@@ -280,6 +313,7 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         logs = [math.log(c) for c in cts]
         spec["spread"] = _sd(logs, 0.05)
         prof["tokens"][kind] = spec
+        sources[f"tokens.{kind}"] = f"{rec}: {len(rows)} calls (means, prompt growth per context item, spread)"
         notes.append(f"tokens {kind}: n={len(rows)} {spec}")
 
     # models and latency
@@ -292,6 +326,8 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         if fit is not None and fit[1] > 0:
             m["ttft"] = round(max(0.01, fit[0]), 4)
             m["rate"] = round(1.0 / fit[1], 2)
+            sources[f"models.{role}.ttft"] = sources[f"models.{role}.rate"] = \
+                f"{rec}: least squares of wall time on completion tokens over {len(pts)} calls"
             notes.append(f"latency {role}: n={len(pts)} ttft={m['ttft']}s rate={m['rate']} tok/s")
         elif pts:
             notes.append(f"latency {role}: n={len(pts)}, too few or too alike to fit; kept the base values")

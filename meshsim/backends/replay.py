@@ -176,9 +176,9 @@ class ReplayBackend(Backend):
         self.errors: Counter = Counter()
         self._session: set[str] = set()  # keys recorded by this run
         self._inflight: dict[str, Any] = {}  # key -> future of the call on the wire
-        # what each served text was graded as when it was produced, per task:
-        # a recorded run and its replay grade the same texts alike
-        self._grades: dict[str, dict[str, bool]] = {}
+        # what each served text was graded as when it was produced, and the answer
+        # it commits to, per task: a recorded run and its replay grade texts alike
+        self._grades: dict[str, dict[str, tuple[Optional[bool], Optional[str]]]] = {}
         if mode == "off":
             self.synchronous = inner.synchronous
             return
@@ -227,16 +227,21 @@ class ReplayBackend(Backend):
 
     def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
         got = self._grades.get(task.id, {}).get(text)
-        return got if got is not None else super().grade(task, text, action)
+        return got[0] if got is not None and got[0] is not None else super().grade(task, text, action)
+
+    def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
+        got = self._grades.get(task.id, {}).get(text)
+        return got[1] if got is not None and got[1] is not None else super().final_answer(task, text)
 
     def forget(self, task_id: str) -> None:
         self._grades.pop(task_id, None)
         self.inner.forget(task_id)
 
     def _served(self, resp: Response, req: Optional[Request] = None) -> Response:
-        if req is not None and req.task is not None and resp.text and isinstance(resp.correct, bool) \
-                and req.kind in _PRODUCING:
-            self._grades.setdefault(req.task.id, {})[resp.text] = resp.correct
+        if req is not None and req.task is not None and resp.text and req.kind in _PRODUCING:
+            ans = (resp.fields or {}).get("answer")
+            self._grades.setdefault(req.task.id, {})[resp.text] = (
+                resp.correct if isinstance(resp.correct, bool) else None, ans if isinstance(ans, str) else None)
         self.served += 1
         if resp.error is not None:
             self.errors[resp.error.split(":", 1)[0].strip() or "error"] += 1

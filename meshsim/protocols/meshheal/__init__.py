@@ -292,6 +292,10 @@ class MeshHeal(Protocol):
                    "final_before": None, "final_after": None}
             if kw["action"] == "finalize" and a.takeover:
                 rec["final_before"], rec["final_after"] = rec["output_correct"], rec["takeover_correct"]
+                b = self.ctx.backend
+                before = b.final_answer(self.task_ref(task.index), kw["output"].text) if b is not None else None
+                after = b.final_answer(self.task_ref(task.index), a.output.text) if b is not None else None
+                rec["answer_changed"] = (before != after) if (before is not None or after is not None) else None
             self.review_rows.append(rec)
             if row is not None:
                 row["reviews"].append(a.q)

@@ -1,0 +1,264 @@
+"""Calibrate a MeshHeal fake against mechanism-level measurements only (``meshsim backends calibrate``).
+
+The targets are the review and Takeover audit of the MeshHeal paper (App. C.5,
+Tab. C8), measured the way the paper measured them: five seeded persistent
+BBH streams, outputs labelled by their producer's *injected condition*. They
+describe single mechanisms (how a reviewer scores, how a committee
+reassesses, how a synthesis corrects), so fitting call-level parameters to
+them is calibration. Protocol-level outcomes — accuracy per phase, detection
+and reintegration delays, isolation counts — are never targets: they are
+what the simulator predicts, and ``meshsim reproduce`` reports them beside
+the paper's values.
+
+``measure`` runs the audit scenario with a profile and returns each target's
+achieved value; ``fit`` moves the profile's ``calibrated`` parameters (a
+coordinate search on a deterministic objective: the same seeds every time,
+i.e. common random numbers) to bring the achieved values to the targets.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from .errors import InputError
+
+__all__ = ["Target", "TARGETS", "AUDIT_SCENARIO", "measure", "rows", "fit", "set_path", "get_path"]
+
+AUDIT_SCENARIO = "scenarios/meshheal/persistent-bbh.yaml"
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str
+    label: str
+    paper: float
+    spread: Optional[float]  # the paper's ± over seeds, when it states one
+    source: str
+    weight: float = 1.0
+
+    @property
+    def tol(self) -> float:
+        """Pass band: the paper's stated spread, or ±0.05 absolute when that is wider or none is stated."""
+        return max(self.spread or 0.0, 0.05)
+
+
+#: App. C.5 (MeshHeal paper): text of Sec. 6.4 and App. C.5 (Tab. C8's values as quoted there)
+TARGETS: tuple[Target, ...] = (
+    Target("initial_score_healthy", "mean initial score, healthy-agent outputs", 0.89, 0.01,
+           "App. C.5: 'mean scores of 0.89 ± 0.01 and 0.08 ± 0.01'", 2.0),
+    Target("initial_score_degraded", "mean initial score, degraded-agent outputs", 0.08, 0.01,
+           "App. C.5: 'mean scores of 0.89 ± 0.01 and 0.08 ± 0.01'", 2.0),
+    Target("initial_recall", "initial recall (degraded outputs with q0 <= 0.40)", 0.90, 0.03,
+           "App. C.5: 'recall changes from 0.90 ± 0.03 to 0.88 ± 0.01'"),
+    Target("initial_false_alarm", "initial false alarm (healthy outputs with q0 <= 0.40)", 0.053, 0.007,
+           "App. C.5: 'false-alarm rate decreases from 0.053 ± 0.007 to 0.044 ± 0.008'", 2.0),
+    Target("committee_recall", "recall after committee", 0.88, 0.01,
+           "App. C.5: 'recall changes from 0.90 ± 0.03 to 0.88 ± 0.01'"),
+    Target("committee_false_alarm", "false alarm after committee", 0.044, 0.008,
+           "App. C.5: 'false-alarm rate decreases from 0.053 ± 0.007 to 0.044 ± 0.008'", 2.0),
+    Target("committee_clears_healthy", "committee clears flagged healthy-agent outputs", 0.33, 0.07,
+           "App. C.5: 'the committee clears 0.33 ± 0.07 of healthy-agent cases'"),
+    Target("committee_keeps_degraded", "committee keeps flagged degraded-agent outputs", 0.95, 0.02,
+           "App. C.5: 'retains 0.95 ± 0.02 of degraded-agent cases'"),
+    Target("committee_rate_degraded", "degraded outputs sent to committee", 0.98, None,
+           "Sec. 6.4: '98% of degraded outputs are sent to committee review'", 0.5),
+    Target("takeover.wrong_fixed_rate", "wrong finals entering Takeover that it corrects", 15 / 32, None,
+           "App. C.5: 'Among 32 initially wrong answers entering Takeover, 15 are corrected'"),
+    Target("takeover.wrong_changed_rate", "wrong finals whose answer the synthesis changes", 18 / 32, None,
+           "App. C.5: 'The synthesis changes 18 of these answers'", 0.5),
+    Target("takeover.changes_correct_rate", "changed answers that are correct", 15 / 18, None,
+           "App. C.5: '15 of the 18 changes are correct'", 0.5),
+    Target("takeover.right_broken_rate", "correct finals entering Takeover that it breaks", 1 / 32, None,
+           "App. C.5: 'Among 32 initially correct answers entering Takeover, only one is changed to an "
+           "incorrect answer'"),
+    Target("takeover.contribute_final_correct_rate", "tasks with a Contribute Takeover that end correct", 0.86,
+           None, "App. C.5: 'Among the 137 tasks where Takeover replaces a Contribute output, 86% end with a "
+           "correct final answer'", 0.5),
+)
+
+#: the profile numbers `fit` may move, with bounds (each marked `calibrated:` in the profile)
+FIT_PARAMS: tuple[tuple[str, float, float], ...] = (
+    ("models.strong.review.uncritical", 0.0, 0.98),
+    ("models.strong.review.flag_error", 0.0, 1.0),
+    ("models.strong.review.sees_garbage", 0.8, 1.0),
+    ("models.weak.skill.default", 0.0, 0.3),
+    ("models.weak.garbage", 0.5, 1.0),
+    ("difficulty_rho", 0.0, 0.95),
+    ("committee.hint", 0.0, 0.95),
+    ("committee.mislead", 0.0, 0.9),
+    ("takeover.hint.finalize", 0.0, 0.95),
+    ("takeover.hint.contribute", 0.0, 0.95),
+    ("takeover.keep.finalize", 0.0, 1.0),
+    ("takeover.keep.contribute", 0.0, 1.0),
+)
+
+
+def get_path(data: dict[str, Any], path: str) -> Any:
+    cur: Any = data
+    for part in path.split("."):
+        cur = cur[int(part)] if isinstance(cur, list) else cur[part]
+    return cur
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    cur: Any = data
+    for part in parts[:-1]:
+        cur = cur[int(part)] if isinstance(cur, list) else cur.setdefault(part, {})
+    if isinstance(cur, list):
+        cur[int(parts[-1])] = value
+    else:
+        cur[parts[-1]] = value
+
+
+def _leaf(audit: dict[str, Any], key: str) -> Any:
+    cur: Any = audit
+    for part in key.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _pooled_takeover(audits: list[dict[str, Any]]) -> dict[str, Any]:
+    """Takeover rates over all seeds' counts (the paper pools them: '15 of 32')."""
+    tot: dict[str, int] = {}
+    for a in audits:
+        for k, v in a["takeover"].items():
+            if isinstance(v, int):
+                tot[k] = tot.get(k, 0) + v
+
+    def fr(k: str, n: str) -> Any:
+        return tot.get(k, 0) / tot[n] if tot.get(n) else None
+
+    tot.update(wrong_fixed_rate=fr("wrong_fixed", "wrong_entering"),
+               wrong_changed_rate=fr("wrong_changed", "wrong_entering"),
+               changes_correct_rate=fr("changes_correct", "wrong_changed"),
+               right_broken_rate=fr("right_broken", "right_entering"),
+               contribute_final_correct_rate=fr("contribute_final_correct", "contribute"))
+    return tot
+
+
+def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_SCENARIO,
+            seeds: Optional[list[int]] = None, progress: Optional[Callable[[int, int], None]] = None
+            ) -> dict[str, Any]:
+    """Run the audit scenario with ``profile`` over ``seeds``; per-target mean, sd and per-seed values."""
+    from .runner import run_one
+    from .scenario import load_scenario
+
+    if isinstance(profile, (str, Path)):
+        from .backends import find_profile
+
+        data = yaml.safe_load(find_profile(str(profile), None).read_text())
+    else:
+        data = profile
+    scenario = Path(scenario)
+    if not scenario.is_file():
+        raise InputError("audit scenario not found", file=str(scenario))
+    with tempfile.TemporaryDirectory(prefix="meshsim-calibrate-") as tmp:
+        prof_path = Path(tmp) / "profile.yaml"
+        prof_path.write_text(yaml.safe_dump(data, sort_keys=False))
+        sc = load_scenario(scenario, [f"backend.profile={prof_path}"])
+        seeds = seeds or sc.seed_list()
+        audits = []
+        for i, s in enumerate(seeds):
+            res = run_one(sc, s)
+            audits.append(res.summary["audit"])
+            if progress is not None:
+                progress(i + 1, len(seeds))
+    out: dict[str, Any] = {"seeds": seeds, "audits": audits, "targets": {}}
+    pooled = _pooled_takeover(audits)
+    out["takeover_counts"] = {k: v for k, v in pooled.items() if isinstance(v, int)}
+    for t in TARGETS:
+        if t.key.startswith("takeover."):
+            vals = [_leaf(a, t.key) for a in audits]
+            value = pooled.get(t.key.split(".", 1)[1])
+        else:
+            vals = [_leaf(a, t.key) for a in audits]
+            nums = [v for v in vals if isinstance(v, (int, float))]
+            value = statistics.fmean(nums) if nums else None
+        nums = [v for v in vals if isinstance(v, (int, float))]
+        out["targets"][t.key] = {"value": value, "sd": statistics.stdev(nums) if len(nums) > 1 else 0.0,
+                                 "per_seed": vals}
+    return out
+
+
+def rows(measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """Target vs achieved, one row per target."""
+    out = []
+    for t in TARGETS:
+        m = measured["targets"][t.key]
+        v = m["value"]
+        out.append({"key": t.key, "label": t.label, "paper": t.paper, "spread": t.spread, "value": v,
+                     "sd": m["sd"], "diff": None if v is None else v - t.paper,
+                     "within_spread": None if (v is None or t.spread is None) else abs(v - t.paper) <= t.spread,
+                     "within": None if v is None else abs(v - t.paper) <= t.tol, "source": t.source})
+    return out
+
+
+def loss(measured: dict[str, Any]) -> float:
+    total = 0.0
+    for t in TARGETS:
+        v = measured["targets"][t.key]["value"]
+        if v is None:
+            total += 25.0 * t.weight
+            continue
+        band = t.spread if t.spread else 0.05
+        total += t.weight * ((v - t.paper) / band) ** 2
+    return total
+
+
+def fit(profile: dict[str, Any], scenario: str | Path = AUDIT_SCENARIO, seeds: Optional[list[int]] = None,
+        params: tuple[tuple[str, float, float], ...] = FIT_PARAMS, sweeps: int = 3,
+        progress: Optional[Callable[[str], None]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Coordinate search over ``params`` (golden-section-like shrinking steps per
+    coordinate); returns (best profile, its measurement)."""
+    best = copy.deepcopy(profile)
+    best_m = measure(best, scenario, seeds)
+    best_l = loss(best_m)
+    if progress:
+        progress(f"start: loss {best_l:.2f}")
+    step = {p: (hi - lo) / 4 for p, lo, hi in params}
+    for sweep in range(sweeps):
+        for path, lo, hi in params:
+            for _ in range(8):
+                if step[path] < 0.005:
+                    break
+                x0 = float(get_path(best, path))
+                found = None
+                for x in sorted({round(min(hi, max(lo, x0 - step[path])), 4),
+                                 round(min(hi, max(lo, x0 + step[path])), 4)} - {round(x0, 4)}):
+                    cand = copy.deepcopy(best)
+                    set_path(cand, path, x)
+                    m = measure(cand, scenario, seeds)
+                    ls = loss(m)
+                    if ls < best_l - 1e-9 and (found is None or ls < found[2]):
+                        found = (cand, m, ls, x)
+                if found is None:
+                    step[path] /= 2
+                    continue
+                best, best_m, best_l = found[0], found[1], found[2]
+                if progress:
+                    progress(f"sweep {sweep + 1}: {path} = {found[3]}: loss {best_l:.2f}")
+    return best, best_m
+
+
+def fmt_rows(rs: list[dict[str, Any]]) -> list[str]:
+    def f(x: Any, nd: int = 3) -> str:
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+    lines = [f"{'target (App. C.5)':<52} {'paper':>13} {'simulated':>15} {'diff':>7}  ok"]
+    for r in rs:
+        paper = f(r["paper"]) + (f" ± {f(r['spread'])}" if r["spread"] else "")
+        sim = f(r["value"]) + f" ± {f(r['sd'])}"
+        ok = "-" if r["within"] is None else ("yes" if r["within"] else "NO")
+        if r["within_spread"] is not None:
+            ok += " (in spread)" if r["within_spread"] else " (outside spread)"
+        lines.append(f"{r['label']:<52} {paper:>13} {sim:>15} {f(r['diff']):>7}  {ok}")
+    return lines
