@@ -183,7 +183,7 @@ def validate(scenario: str, sets: tuple[str, ...]) -> None:
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
 def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]) -> None:
     """Describe the graph of a scenario file or a topology file (GraphML / edge list)."""
-    from . import topology as topo
+    from . import graphs as topo
     from .scenario import build_graph
 
     path = Path(source)
@@ -195,7 +195,7 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
         G = topo.from_file(path)
     info = topo.describe(G)
     try:
-        from . import robustness
+        from .graphs import robustness
 
         if G.number_of_nodes() <= 60:
             info["r_robustness"] = robustness.robustness(G)

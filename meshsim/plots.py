@@ -32,7 +32,7 @@ from typing import Any, Iterable, Optional, Sequence
 import yaml
 
 from .errors import InputError, MeshsimError, RunFolderError
-from .topology import node_order
+from .names import node_order
 
 __all__ = [
     "RunFolder", "RunSet", "open_run", "KINDS",
@@ -1361,7 +1361,7 @@ def topology(run: Any, color_by: str = "state", seed: Optional[int] = None, fig=
     title = f"{rf.scenario.get('name', '')}: {n} agents, {m} links (initial graph)"
     if 2 <= n <= 30:
         try:
-            from .robustness import robustness
+            from .graphs.robustness import robustness
 
             title += f", {robustness(G, time_limit=5.0)}-robust"
         except (MeshsimError, ImportError):

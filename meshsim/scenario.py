@@ -462,7 +462,7 @@ def topology_seed(sc: Scenario, seed: int) -> int:
 
 def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
     """The scenario's initial graph for ``seed`` (default: the scenario seed)."""
-    from . import topology
+    from . import graphs
 
     seed = sc.seed if seed is None else seed
     spec = sc.network.topology
@@ -473,7 +473,7 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
             params["abilities"] = {a: list(k) for a, k in prof.agents.items()}
             params["targets"] = list(prof.targets)
     try:
-        G = topology.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
+        G = graphs.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
     except InputError as exc:
         if exc.file and exc.file != sc.source:
             # a referenced topology file is bad: name the scenario and its field too

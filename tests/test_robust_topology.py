@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from meshsim.errors import TopologyError
-from meshsim.robustness import robustness
-from meshsim.topology import GENERATORS, build
+from meshsim.graphs.robustness import robustness
+from meshsim.graphs import GENERATORS, build
 
 from test_bad_scenarios import cli_env, meshsim_cmd
 

@@ -18,9 +18,9 @@ from meshsim.backends.base import CallKind, Request, Response
 from meshsim.errors import InputError, ScenarioError
 from meshsim.protocols import PROTOCOLS
 from meshsim.protocols.consensus import DATASETS, ROLES, make_queries, parse_answer, parse_score, sac_filter
-from meshsim.robustness import robustness
+from meshsim.graphs.robustness import robustness
 from meshsim.scenario import Role, build_graph, check_semantics
-from meshsim.topology import build
+from meshsim.graphs import build
 
 ROOT = Path(__file__).resolve().parents[1]
 SAC_DIR = ROOT / "scenarios" / "sac"

@@ -73,7 +73,7 @@ def bare_simpy(target: int, seed: int) -> tuple[int, float]:
 def meshsim_net(target: int, seed: int) -> tuple[int, float]:
     from meshsim.net.network import Network
     from meshsim.sim import Environment
-    from meshsim.topology import agent_name
+    from meshsim.graphs import agent_name
     from meshsim.types import LatencySpec
 
     G, lat, nbrs = graph(seed)
