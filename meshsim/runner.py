@@ -26,6 +26,7 @@ from .protocols import PROTOCOLS, ProtocolContext
 from .backends import make_backend
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics
 from .sim import Environment
+from .types import LatencySpec
 
 __all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic"]
 
@@ -104,7 +105,7 @@ class MultiRunResult:
 
 
 class RunContext:
-    """What events act on: the live network and protocol of one run."""
+    """The running world of one run: what events act on (:class:`meshsim.events.World`)."""
 
     def __init__(self, scenario: Scenario, seed: int, env: Environment, net: Network, trace: Callable):
         self.scenario = scenario
@@ -115,7 +116,36 @@ class RunContext:
         self.protocol: Any = None
         self.partitioned: set[tuple[str, str]] = set()
         self.abilities: dict[str, list[str]] = {}
+        self.targets: list[str] = []
 
+    # -- links -------------------------------------------------------------
+    def link_pairs(self) -> list[tuple[str, str]]:
+        return list(self.net.links)
+
+    def link_is_up(self, u: str, v: str) -> bool:
+        return self.net.link(u, v).up
+
+    def set_link_up(self, u: str, v: str, up: bool) -> None:
+        self.net.set_link_up(u, v, up)
+
+    def set_link(self, u: str, v: str, latency: Optional[LatencySpec], loss: Optional[float],
+                 bandwidth: Optional[float]) -> None:
+        link = self.net.link(u, v)
+        if latency is not None:
+            link.set_latency(latency)
+        if loss is not None:
+            link.loss = loss
+        if bandwidth is not None:
+            link.bandwidth = bandwidth
+
+    def add_link(self, u: str, v: str, latency: Optional[LatencySpec], loss: Optional[float],
+                 bandwidth: Optional[float]) -> None:
+        self.net.add_link(u, v, latency=latency, loss=loss, bandwidth=bandwidth)
+
+    def remove_link(self, u: str, v: str) -> None:
+        self.net.remove_link(u, v)
+
+    # -- agents ------------------------------------------------------------
     def add_agent(self, name: str, links: list[str], abilities: list[str]) -> None:
         node = self.net.add_node(name)
         self.abilities[name] = list(abilities)
@@ -126,6 +156,15 @@ class RunContext:
     def remove_agent(self, name: str) -> None:
         self.net.remove_node(name)
         self.protocol.detach(name)
+
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None:
+        if degraded:
+            self.protocol.set_degraded(agent, True, fault)
+        else:
+            self.protocol.set_degraded(agent, False)
+
+    def set_role(self, agent: str, role: str) -> None:
+        self.protocol.set_role(agent, role)
 
 
 class _Trace:
@@ -181,13 +220,12 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
         ov = overrides.get(frozenset((u, v)))
         lat = ov.latency.spec() if ov and ov.latency else None
         if lat is None and "latency" in d:
-            from .types import LatencySpec
             lat = LatencySpec("constant", d["latency"])
         loss = ov.loss if ov and ov.loss is not None else d.get("loss")
         bw = ov.bandwidth if ov and ov.bandwidth is not None else d.get("bandwidth")
         net.add_link(u, v, latency=lat, loss=loss, bandwidth=bw)
 
-    ctx.abilities, _targets = agent_abilities(scenario, G)
+    ctx.abilities, ctx.targets = agent_abilities(scenario, G)
     backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
                            int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
     pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
