@@ -101,7 +101,7 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
     if not quiet:
         _print_result(result, out_dir)
     if make_report:
-        from .report import write_report
+        from .plots.report import write_report
 
         path = write_report(out_dir)
         if not quiet:
@@ -225,7 +225,7 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
     path = plots.render(list(run_dirs), kind=kind, agents=plots.parse_agents(agents), seed=seed, out=out)
     click.echo(f"wrote {path}")
     if kind == "phases":
-        from .report import healing_table, phase_table, print_tables, write_tables
+        from .plots.report import healing_table, phase_table, print_tables, write_tables
 
         tabs = [t for t in (phase_table(run_dirs[0]), healing_table(run_dirs[0])) if t is not None]
         print_tables(tabs)
@@ -238,7 +238,7 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
 def report(run_dir: str, seed: int | None) -> None:
     """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file."""
-    from .report import write_report
+    from .plots.report import write_report
 
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import networkx as nx
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny,
+from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny,
                       ValidationError, field_validator, model_validator)
 
 from .errors import InputError, ScenarioError, TopologyError

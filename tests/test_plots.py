@@ -1,4 +1,4 @@
-"""Figures, tables and the HTML report (meshsim.plots, meshsim.report, ``meshsim plot|report``).
+"""Figures, tables and the HTML report (meshsim.plots, meshsim.plots.report, ``meshsim plot|report``).
 
 A small real MeshHeal run (two seeds, degradation and staggered recovery) is
 made once per module; SAC / CP-WBFT and 576-agent folders are synthetic
@@ -24,7 +24,8 @@ pytest.importorskip("matplotlib")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import meshsim  # noqa: E402
-from meshsim import plots, report  # noqa: E402
+from meshsim import plots  # noqa: E402
+from meshsim.plots import report  # noqa: E402
 from meshsim.cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,14 +206,14 @@ def big_dir(tmp_path_factory) -> Path:
 
 
 def test_plots_module_does_not_import_matplotlib():
-    code = ("import sys, meshsim.plots, meshsim.report, meshsim.cli; "
+    code = ("import sys, meshsim.plots, meshsim.plots.report, meshsim.cli; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 @pytest.mark.parametrize("kind,height", [
     ("timeline", plots.timeline_height(2)),
-    ("heatmap", plots._heatmap_height(6)),
+    ("heatmap", plots.heatmap_height(6)),
     ("phases", 3.6),
     ("detector", 0.9 + 2.8 * 2),
     ("topology", 6.0),
@@ -489,7 +490,7 @@ def test_576_agent_heatmap(big_dir, tmp_path):
     out = tmp_path / "heat.png"
     res = invoke("plot", big_dir, "-o", out)  # default kind for a large run: heatmap
     assert res.exit_code == 0, res.output
-    assert_png(out, plots._heatmap_height(576))
+    assert_png(out, plots.heatmap_height(576))
     # the timeline with too many agents falls back to the heatmap; a few chosen agents stay panels
     fig = plots.timeline(rf, agents=[f"A{i}" for i in range(1, 31)])
     assert len(fig.axes) == 1
