@@ -50,10 +50,16 @@ def _runner() -> CliRunner:
         return CliRunner()
 
 
-def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path):
+# Full size (20 re-simulations per check, 0.05 limit) runs with the slow checks;
+# the default run checks the same path with 4 draws and a limit to match.
+@pytest.mark.parametrize("draws,limit", [
+    (4, 0.1),
+    pytest.param(20, 0.05, marks=pytest.mark.slow),
+])
+def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path, draws, limit):
     out = tmp_path / "fitted.yaml"
     res = _runner().invoke(main, ["backends", "fit", str(recorded), "-o", str(out), "--calibrate", "0",
-                                  "--draws", "20", "--fail-above", "0.05"])
+                                  "--draws", str(draws), "--fail-above", str(limit)])
     assert res.exit_code == 0, res.output + res.stderr
     prof = load_fake_profile(out)
     assert prof.graded
@@ -63,15 +69,20 @@ def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path):
     for t, (s, _w) in TYPES.items():
         assert prof.accuracy["bbh"].by_type[t]["strong"] == pytest.approx(s, abs=0.2), t
     # and the outcome: per-type task accuracy of the same stream, re-simulated
-    rows = fitcheck.compare(fitcheck.recorded_accuracy(recorded), fitcheck.simulated_accuracy(recorded, out, 20))
+    rows = fitcheck.compare(fitcheck.recorded_accuracy(recorded),
+                            fitcheck.simulated_accuracy(recorded, out, draws))
     assert len(rows) == len(TYPES) and all(r["tasks"] == 24 for r in rows)
-    assert max(abs(r["diff"]) for r in rows) <= 0.05, rows
+    assert max(abs(r["diff"]) for r in rows) <= limit, rows
     assert max(r["recorded"] for r in rows) - min(r["recorded"] for r in rows) > 0.3  # types do differ
     text = out.read_text()
     assert "# check: the recorded scenario re-run" in text and "navigate" in text
 
 
-def test_calibration_repairs_a_misfit_profile(recorded, tmp_path):
+@pytest.mark.parametrize("rounds,draws,tol,limit", [
+    (2, 4, 0.05, 0.06),
+    pytest.param(4, 20, 0.02, 0.05, marks=pytest.mark.slow),
+])
+def test_calibration_repairs_a_misfit_profile(recorded, tmp_path, rounds, draws, tol, limit):
     """Start from a profile that is wrong for one type; calibration by simulation
     brings every type within tolerance."""
     from meshsim.backends.fit import find_cassettes, fit_profile, load_entries
@@ -81,8 +92,8 @@ def test_calibration_repairs_a_misfit_profile(recorded, tmp_path):
     before = fitcheck.compare(fitcheck.recorded_accuracy(recorded), _sim(prof, recorded, tmp_path))
     nav = next(r for r in before if r["type"] == "navigate")
     assert nav["diff"] < -0.3
-    tuned, rows = fitcheck.calibrate(recorded, prof, tmp_path, rounds=4, draws=20, tol=0.02)
-    assert max(abs(r["diff"]) for r in rows) <= 0.05, rows
+    tuned, rows = fitcheck.calibrate(recorded, prof, tmp_path, rounds=rounds, draws=draws, tol=tol)
+    assert max(abs(r["diff"]) for r in rows) <= limit, rows
     assert tuned["accuracy"]["bbh"]["by_type"]["navigate"]["strong"] > 0.6
 
 
