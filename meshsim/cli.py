@@ -276,7 +276,9 @@ def backends_fit(source: str, out: str, name: str | None, base: str | None, chec
     for n in notes:
         click.echo(f"  {n}")
     rows = None
-    if check and Path(source).is_dir() and (Path(source) / "tasks.jsonl").is_file():
+    from .records import has_records
+
+    if check and Path(source).is_dir() and has_records(Path(source), "tasks.jsonl"):
         from . import fitcheck
 
         with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as tmp:

@@ -10,8 +10,6 @@ already completed with the same resolved scenario (resume).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ from .errors import InputError, MeshsimError, RunFolderError, SimulationError
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
 from .protocols import PROTOCOLS, ProtocolContext
+from .records import json_default, read_records, write_atomic, write_records
 from .backends import make_backend
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics
 from .sim import Environment
@@ -33,35 +32,8 @@ __all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write
 Progress = Callable[[str, float, float], None]
 
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def dump_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=_json_default) + "\n"
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=json_default) + "\n"
 
 
 def _clean(obj: Any) -> Any:
@@ -326,11 +298,6 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
                      transport=_clean(transport))
 
 
-def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
-    lines = [json.dumps(r, separators=(",", ":"), default=_json_default) for r in records]
-    write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
 def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
             progress: Optional[Progress] = None, force: bool = False) -> RunResult:
     """Run one seed; with ``out``, write (or resume from) its run folder."""
@@ -343,8 +310,7 @@ def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
         old = out / "scenario.resolved.yaml"
         if done.exists() and not force:
             if old.exists() and old.read_text() == resolved:
-                records = [json.loads(l) for l in (out / "events.jsonl").read_text().splitlines() if l] \
-                    if (out / "events.jsonl").exists() else []
+                records = read_records(out, "events.jsonl")
                 return RunResult(seed, json.loads(done.read_text()), records, out, resumed=True)
             raise RunFolderError("folder holds a completed run of a different scenario or seed; "
                                  "use --force to overwrite or choose another --out", file=str(out))
@@ -366,9 +332,10 @@ def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
                               + (f" (traceback in {out / 'error.txt'})" if out else "")) from exc
     if out is not None:
         result.out = out
-        _write_records(out / "events.jsonl", result.records)
+        fmt = scenario.output.format
+        write_records(out, "events.jsonl", result.records, fmt)
         for name, rows in result.tables.items():
-            _write_records(out / name, rows)
+            write_records(out, name, rows, fmt)
         write_atomic(out / "summary.json", dump_json(result.summary))
     return result
 

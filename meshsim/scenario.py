@@ -111,6 +111,9 @@ class BackendSpec(BaseModel):
 
 class OutputSpec(Strict):
     trace: Literal["none", "states", "messages"] = "states"
+    #: per-record tables (tasks, reviews, states, rounds, queries, events):
+    #: gzip-compressed JSONL (``NAME.jsonl.gz``, default) or plain ``NAME.jsonl``
+    format: Literal["jsonl.gz", "jsonl"] = "jsonl.gz"
 
 
 class Scenario(Strict):

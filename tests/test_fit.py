@@ -19,6 +19,7 @@ import meshsim
 from meshsim.backends.fake import load_fake_profile
 from meshsim.cli import main
 from meshsim import fitcheck
+from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 TYPES = {  # (strong, weak) accuracy per BBH type: far from the default profile's 0.97 / 0.06
@@ -122,8 +123,8 @@ def test_backend_draw_varies_outcomes_not_the_stream(recorded, tmp_path):
     b = meshsim.run(meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml",
                                           ["seeds=1", "tasks.count=42", "phases=[]", "events=[]",
                                            "output.trace=none", "backend.draw=3"]), out=tmp_path / "b")
-    ta = [yaml.safe_load(l) for l in (tmp_path / "a" / "tasks.jsonl").read_text().splitlines()]
-    tb = [yaml.safe_load(l) for l in (tmp_path / "b" / "tasks.jsonl").read_text().splitlines()]
+    ta = read_records(tmp_path / "a", "tasks.jsonl")
+    tb = read_records(tmp_path / "b", "tasks.jsonl")
     assert [r["id"] for r in ta] == [r["id"] for r in tb]  # same stream
     assert [r["correct"] for r in ta] != [r["correct"] for r in tb] or a.summary != b.summary
     with pytest.raises(meshsim.errors.InputError):

@@ -7,6 +7,7 @@ records written by the tests. Rendering uses matplotlib's Agg canvas.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import meshsim  # noqa: E402
 from meshsim import plots  # noqa: E402
 from meshsim.plots import report  # noqa: E402
 from meshsim.cli import main  # noqa: E402
+from meshsim.records import find_records, read_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSISTENT = ROOT / "scenarios" / "meshheal" / "persistent-math.yaml"
@@ -261,8 +263,9 @@ def _first(rows, pred):
 @pytest.mark.parametrize("agent", ["A3", "A5"])
 def test_timeline_marks_match_states_jsonl(run_dir, agent):
     seed_dir = run_dir / "seed-1"
-    states = sorted((s for s in jsonl(seed_dir / "states.jsonl") if s["agent"] == agent), key=lambda s: s["task"])
-    reviews = [r for r in jsonl(seed_dir / "reviews.jsonl") if r["agent"] == agent]
+    states = sorted((s for s in read_records(seed_dir, "states.jsonl") if s["agent"] == agent),
+                    key=lambda s: s["task"])
+    reviews = [r for r in read_records(seed_dir, "reviews.jsonl") if r["agent"] == agent]
     # ground truth from the reviews' degraded flags: first degraded review >= 43 (degrade event)
     b = {"A3": 43, "A5": 43}[agent]
     r = {"A3": 127, "A5": 85}[agent]
@@ -428,7 +431,7 @@ def _copy_seed(run_dir: Path, dst: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", ["absent", "not-a-run", "unfinished", "no-aggregate", "no-reviews",
-                                  "bad-jsonl", "bad-seed", "sac-kind"])
+                                  "bad-jsonl", "cut-gzip", "bad-seed", "sac-kind"])
 def test_missing_or_partial_folder_exit_2(run_dir, tmp_path, case):
     args = []
     if case == "absent":
@@ -446,13 +449,19 @@ def test_missing_or_partial_folder_exit_2(run_dir, tmp_path, case):
         expect = "aggregate.json missing"
     elif case == "no-reviews":
         target = _copy_seed(run_dir, tmp_path / "r")
-        (target / "reviews.jsonl").unlink()
+        find_records(target, "reviews.jsonl").unlink()
         args, expect = ["--kind", "timeline"], "reviews.jsonl missing"
-    elif case == "bad-jsonl":
+    elif case == "bad-jsonl":  # a plain table with a cut last line
         target = _copy_seed(run_dir, tmp_path / "r")
-        with open(target / "states.jsonl", "a") as fh:
-            fh.write('{"agent": "A1", "ta')
+        gz = find_records(target, "states.jsonl")
+        (target / "states.jsonl").write_bytes(gzip.decompress(gz.read_bytes()) + b'{"agent": "A1", "ta')
+        gz.unlink()
         args, expect = ["--kind", "heatmap"], "not valid JSON"
+    elif case == "cut-gzip":  # a compressed table cut short
+        target = _copy_seed(run_dir, tmp_path / "r")
+        gz = find_records(target, "states.jsonl")
+        gz.write_bytes(gz.read_bytes()[:-12])
+        args, expect = ["--kind", "heatmap"], "truncated file"
     elif case == "bad-seed":
         target, args, expect = run_dir, ["--seed", "99"], "no seed 99"
     else:

@@ -16,6 +16,7 @@ import yaml
 
 from ..errors import RunFolderError
 from ..names import node_order
+from ..records import find_records, has_records, iter_records
 
 
 SAC_METHODS = {"sac": "SAC", "cp-wbft": "CP-WBFT", "cp_wbft": "CP-WBFT", "cpwbft": "CP-WBFT"}
@@ -36,6 +37,9 @@ class RunFolder:
         return f"RunFolder({str(self.path)!r})"
 
     def has(self, name: str) -> bool:
+        """Whether the folder holds ``name``; a table (``*.jsonl``) also as ``*.jsonl.gz``."""
+        if name.endswith(".jsonl"):
+            return has_records(self.path, name)
         return (self.path / name).is_file()
 
     def require(self, *names: str, why: str = "") -> None:
@@ -55,20 +59,16 @@ class RunFolder:
         return self._cache[name]
 
     def jsonl(self, name: str, why: str = "") -> list[dict[str, Any]]:
+        """Every row of table ``name`` (kept in memory: the figures use the slim
+        per-agent index of :meth:`agent_reviews` for reviews instead)."""
         if name not in self._cache:
-            self.require(name, why=why)
-            rows = []
-            with open(self.path / name, encoding="utf-8") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError:
-                        raise RunFolderError(f"line {lineno}: not valid JSON (truncated file?)",
-                                             file=str(self.path / name)) from None
-            self._cache[name] = rows
+            self._cache[name] = list(self.iter_jsonl(name, why))
         return self._cache[name]
+
+    def iter_jsonl(self, name: str, why: str = ""):
+        """The rows of table ``name``, one at a time, not kept."""
+        self.require(name, why=why)
+        return iter_records(find_records(self.path, name))
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -118,7 +118,46 @@ class RunFolder:
         return self._cache["_states"]
 
     def reviews(self) -> list[dict]:
+        """Every row of reviews.jsonl, whole (a 576-agent run: about 100k rows)."""
         return self.jsonl("reviews.jsonl", why="a MeshHeal run writes it")
+
+    # What the figures read of the reviews, one slim row per review (task, type,
+    # q, probe, degraded and the detector's ability / state / z), grouped by
+    # agent in file order: one streaming pass, so a large run's reviews are
+    # never held whole (and never twice).
+    _SLIM = ("task", "type", "q", "probe", "degraded")
+    _SLIM_DET = ("ability", "state", "z")
+
+    def review_index(self) -> dict[str, list[dict[str, Any]]]:
+        if "_rindex" not in self._cache:
+            intern: dict[Any, Any] = {}
+            index: dict[str, list[dict[str, Any]]] = {}
+            for r in self.iter_jsonl("reviews.jsonl", why="a MeshHeal run writes it"):
+                slim = {k: r.get(k) for k in self._SLIM}
+                slim["type"] = intern.setdefault(slim["type"], slim["type"])
+                slim["detector"] = [{k: intern.setdefault(d.get(k), d.get(k)) if k != "z" else d.get(k)
+                                     for k in self._SLIM_DET} for d in r.get("detector") or ()]
+                agent = r["agent"]
+                index.setdefault(intern.setdefault(agent, agent), []).append(slim)
+            self._cache["_rindex"] = index
+        return self._cache["_rindex"]
+
+    def agent_reviews(self, agent: str) -> list[dict[str, Any]]:
+        """Slim review rows of ``agent`` (see :meth:`review_index`), in file order."""
+        return self.review_index().get(agent, [])
+
+    def _task_scan(self) -> tuple[set[str], int]:
+        """Agents named by tasks.jsonl (entry and route) and its largest task index, in one pass."""
+        if "_tscan" not in self._cache:
+            names: set[str] = set()
+            top = 0
+            for t in self.iter_jsonl("tasks.jsonl", why="a MeshHeal run writes it"):
+                names.update(t.get("route") or ())
+                if t.get("entry"):
+                    names.add(t["entry"])
+                top = max(top, t["index"])
+            self._cache["_tscan"] = (names, top)
+        return self._cache["_tscan"]
 
     @property
     def n_tasks(self) -> int:
@@ -127,7 +166,7 @@ class RunFolder:
             if not isinstance(n, int):
                 n = (self.scenario.get("tasks") or {}).get("count")
             if not isinstance(n, int):
-                n = max((r["index"] for r in self.tasks()), default=0) if self.has("tasks.jsonl") else 0
+                n = self._task_scan()[1] if self.has("tasks.jsonl") else 0
             self._cache["_n"] = n
         return self._cache["_n"]
 
@@ -143,17 +182,12 @@ class RunFolder:
     def agents(self) -> list[str]:
         """Every agent named in the records (natural order)."""
         if "_agents" not in self._cache:
-            names: set[str] = set()
-            for r in self.reviews():
-                names.add(r["agent"])
+            names: set[str] = set(self.review_index())
             for s in self.states():
                 names.add(s["agent"])
             names.update(_summary_agents(self.summary))
             if self.has("tasks.jsonl"):
-                for t in self.tasks():
-                    names.update(t.get("route") or ())
-                    if t.get("entry"):
-                        names.add(t["entry"])
+                names.update(self._task_scan()[0])
             self._cache["_agents"] = _order(names)
         return self._cache["_agents"]
 

@@ -95,7 +95,6 @@ def agent_timeline(run: Any, agent: str, ax=None, seed: Optional[int] = None, wi
     Bottom strip: the inferred state. Dashed lines: c (detection) and u
     (reintegration), with their delays.
     """
-    import numpy as np
 
     rf = _as_folder(run, seed)
     _need_meshheal(rf, "timeline")
@@ -106,11 +105,11 @@ def agent_timeline(run: Any, agent: str, ax=None, seed: Optional[int] = None, wi
     n = rf.n_tasks
     w = int(window or rf.params.get("window") or 8)
     _shade_degraded(ax, degraded_intervals(rf).get(agent, []))
-    lo, hi = _reference_band(rf, agent, w)
-    x = np.arange(n + 2)
-    ax.fill_between(x[1:n + 1], lo[1:n + 1], hi[1:n + 1], color=BAND_COLOR, alpha=0.6, lw=0, zorder=1,
+    x, lo, hi = _reference_band(rf, agent, w)
+    inside = (x >= 1) & (x <= n)
+    ax.fill_between(x[inside], lo[inside], hi[inside], color=BAND_COLOR, alpha=0.6, lw=0, zorder=1,
                     label="normal agents' range")
-    rows = sorted((r for r in rf.reviews() if r["agent"] == agent and r.get("q") is not None),
+    rows = sorted((r for r in rf.agent_reviews(agent) if r.get("q") is not None),
                   key=lambda r: r["task"])
     series = state_series(rf, agent)
     if rows:
@@ -262,7 +261,7 @@ def _detector_points(rf: RunFolder, agent: str) -> tuple[str, list[tuple[int, st
     """(statistic label, [(task, ability, value, state, probe)], thresholds)."""
     p = rf.params
     kind = str(p.get("detector", "relative"))
-    rows = sorted((r for r in rf.reviews() if r["agent"] == agent), key=lambda r: r["task"])
+    rows = sorted(rf.agent_reviews(agent), key=lambda r: r["task"])
     pts = []
     if kind == "absolute":
         w = int(p.get("window", 8))

@@ -237,7 +237,7 @@ def tables(run: Any) -> list[Table]:
 def write_tables(tabs: Sequence[Table], folder: Path, md_name: str = "tables.md",
                  prefix: str = "") -> list[Path]:
     """``<prefix><table>.csv`` per table and one Markdown file holding them all."""
-    from ..runner import write_atomic
+    from ..records import write_atomic
 
     folder = Path(folder)
     paths = []
@@ -328,7 +328,7 @@ def _check_records(rs: RunSet) -> None:
     for rf in rs.runs.values():
         if rf.protocol == "meshheal":
             rf.require("tasks.jsonl", "states.jsonl", "reviews.jsonl", why="partial MeshHeal run folder")
-            rf.tasks(), rf.states(), rf.reviews()
+            rf.agents(), rf.states()  # reads every row of the three tables once
 
 
 def build_report(run: Any, seed: Optional[int] = None) -> str:
@@ -408,7 +408,7 @@ def _headline_html(rs: RunSet) -> str:
 def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str] = None,
                  with_tables: bool = True) -> Path:
     """Write ``RUN_DIR/report.html`` (and the tables as CSV + Markdown); returns its path."""
-    from ..runner import write_atomic
+    from ..records import write_atomic
 
     rs = open_run(run)
     text = build_report(rs, seed)

@@ -38,9 +38,9 @@ def degraded_intervals(run: Any) -> dict[str, list[tuple[int, int]]]:
             out[a] = spans
     if rf.has("reviews.jsonl"):
         flags: dict[str, list[tuple[int, bool]]] = {}
-        for r in rf.reviews():
-            if r["agent"] not in out:
-                flags.setdefault(r["agent"], []).append((r["task"], bool(r.get("degraded"))))
+        for agent, rows in rf.review_index().items():
+            if agent not in out:
+                flags[agent] = [(r["task"], bool(r.get("degraded"))) for r in rows]
         for a, fl in flags.items():
             fl.sort()
             spans, start = [], None
@@ -115,50 +115,69 @@ def _rolling(values: Sequence[float], w: int) -> list[float]:
     return out
 
 
+#: at most this many task columns for the reference band: the figure is 1000 px
+#: wide, so a 48k-task run is sampled (every 25th task) instead of computed per task
+BAND_COLUMNS = 2000
+
+
+def band_columns(n: int) -> "Any":
+    """Task indices 0..n+1 at which the reference band is computed (all of them up to
+    :data:`BAND_COLUMNS` tasks, else evenly spaced with the first and last task)."""
+    import numpy as np
+
+    if n <= BAND_COLUMNS:
+        return np.arange(n + 2)
+    step = -(-n // BAND_COLUMNS)
+    return np.unique(np.concatenate(([0], np.arange(1, n + 1, step), [n, n + 1])))
+
+
 def _score_curves(rf: RunFolder, window: int):
-    """numpy arrays: agents, [agent x task] rolling mean review score (forward
-    filled, NaN before the first review) and [agent x task] inferred state code."""
+    """numpy arrays at the task columns of :func:`band_columns`: the columns,
+    agents, [agent x column] rolling mean review score (the last one at or
+    before the task, NaN before the first review) and [agent x column]
+    inferred state code. Built per agent from its reviews and state changes
+    (no per-task Python loop), so a 576-agent, 48k-task run stays fast."""
     import numpy as np
 
     key = f"_curves{window}"
     if key in rf._cache:
         return rf._cache[key]
     agents = rf.agents()
-    idx = {a: i for i, a in enumerate(agents)}
     n = rf.n_tasks
-    per: dict[str, list[tuple[int, float]]] = {}
-    for r in rf.reviews():
-        if r.get("q") is not None:
-            per.setdefault(r["agent"], []).append((int(r["task"]), float(r["q"])))
-    curves = np.full((len(agents), n + 2), np.nan)
-    for a, pts in per.items():
-        pts.sort(key=lambda p: p[0])
-        roll = _rolling([q for _, q in pts], window)
-        row = curves[idx[a]]
-        for (k, _), m in zip(pts, roll):
-            if 0 <= k <= n + 1:
-                row[k] = m
-        # forward fill
-        last = np.nan
-        for k in range(n + 2):
-            if np.isnan(row[k]):
-                row[k] = last
-            else:
-                last = row[k]
-    codes = np.zeros((len(agents), n + 2), dtype=np.int8)
+    cols = band_columns(n)
+    curves = np.full((len(agents), len(cols)), np.nan)
+    codes = np.zeros((len(agents), len(cols)), dtype=np.int8)
     code = {s: i for i, s in enumerate(STATES)}
-    for a in agents:
-        codes[idx[a]] = [code.get(s, 0) for s in state_series(rf, a)]
-    rf._cache[key] = (agents, curves, codes)
+    changes: dict[str, list[tuple[int, int]]] = {}
+    for st in rf.states():  # sorted by (task, t): the last change at or before a task holds
+        changes.setdefault(st["agent"], []).append((max(0, min(int(st["task"]), n + 1)), code.get(st["new"], 0)))
+    for i, a in enumerate(agents):
+        pts = sorted(((int(r["task"]), float(r["q"])) for r in rf.agent_reviews(a) if r.get("q") is not None),
+                     key=lambda p: p[0])
+        if pts:
+            roll = _rolling([q for _, q in pts], window)
+            keep = [(k, m) for (k, _), m in zip(pts, roll) if 0 <= k <= n + 1]
+            if keep:
+                ks = np.array([k for k, _ in keep])
+                ms = np.array([m for _, m in keep])
+                j = np.searchsorted(ks, cols, side="right") - 1
+                curves[i] = np.where(j >= 0, ms[np.maximum(j, 0)], np.nan)
+        ch = changes.get(a)
+        if ch:
+            ks = np.array([k for k, _ in ch])
+            vs = np.array([v for _, v in ch], dtype=np.int8)
+            j = np.searchsorted(ks, cols, side="right") - 1
+            codes[i] = np.where(j >= 0, vs[np.maximum(j, 0)], 0)
+    rf._cache[key] = (cols, agents, curves, codes)
     return rf._cache[key]
 
 
 def _reference_band(rf: RunFolder, agent: str, window: int):
-    """10th-90th percentile, per task, of the rolling mean score of the other
-    agents that are in the normal state at that task."""
+    """(task columns, 10th, 90th percentile): per task, the rolling mean score of
+    the other agents that are in the normal state at that task."""
     import numpy as np
 
-    agents, curves, codes = _score_curves(rf, window)
+    cols, agents, curves, codes = _score_curves(rf, window)
     mask = np.ones(len(agents), dtype=bool)
     if agent in agents:
         mask[agents.index(agent)] = False
@@ -169,7 +188,7 @@ def _reference_band(rf: RunFolder, agent: str, window: int):
     if ok.any():
         lo[ok] = np.nanpercentile(c[:, ok], 10, axis=0)
         hi[ok] = np.nanpercentile(c[:, ok], 90, axis=0)
-    return lo, hi
+    return cols, lo, hi
 
 
 def _fmt_num(x: float, digits: int) -> str:
