@@ -509,3 +509,57 @@ def test_576_agent_heatmap(big_dir, tmp_path):
     res = invoke("plot", big_dir, "--kind", "topology", "-o", out2)
     assert res.exit_code == 0, res.output
     assert_png(out2, 3.8)
+
+
+def test_default_agents_of_a_large_run_say_which_were_chosen(big_dir):
+    rf = plots.open_run(big_dir).first
+    chosen, note = plots.choose_agents(rf)
+    assert chosen == ["A3", "A5", "A9", "A11"]  # the first degraded agents by name
+    assert note == "showing 4 of 192 degraded agents: the first 4 by name"
+    fig = plots.timeline(rf)
+    assert note in fig._suptitle.get_text()
+    # agents named by the caller: nothing to explain
+    assert "showing" not in plots.timeline(rf, agents=["A3"])._suptitle.get_text()
+
+
+def test_small_run_shows_every_degraded_agent_without_a_note(run_dir):
+    rf = plots.open_run(run_dir).first
+    chosen, note = plots.choose_agents(rf)
+    assert set(chosen) == {"A3", "A5"} and note is None
+
+
+@pytest.mark.parametrize("suffix,magic", [(".pdf", b"%PDF"), (".svg", b"<?xml"), (".png", b"\x89PNG")])
+def test_out_suffix_chooses_the_format(run_dir, tmp_path, suffix, magic):
+    out = tmp_path / f"fig{suffix}"
+    res = invoke("plot", run_dir, "--kind", "phases", "-o", out)
+    assert res.exit_code == 0, res.stderr
+    data = out.read_bytes()
+    assert data.startswith(magic)
+    if suffix == ".svg":
+        assert b"<svg" in data[:2000]
+    again = tmp_path / f"again{suffix}"
+    assert invoke("plot", run_dir, "--kind", "phases", "-o", again).exit_code == 0
+    assert again.read_bytes() == data  # no dates or random ids inside
+
+
+def test_unknown_figure_suffix_is_one_line_exit_2(run_dir, tmp_path):
+    res = invoke("plot", run_dir, "-o", tmp_path / "fig.jpg")
+    assert res.exit_code == 2
+    assert "fig.jpg" in one_error_line(res.stderr) and ".pdf" in res.stderr
+    assert not (tmp_path / "fig.jpg").exists()
+
+
+@pytest.mark.parametrize("argv", [["run", "--plot"], ["report"], ["plot"]])
+def test_without_matplotlib_plotting_stops_first_in_one_line(argv, tmp_path, monkeypatch, run_dir):
+    """The README's install has no matplotlib: say so before simulating anything."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    out = tmp_path / "run"
+    if argv[0] == "run":
+        args = ["run", str(PERSISTENT), "--out", str(out), *[f"--set={s}" for s in SMALL], "--plot"]
+    else:
+        args = [*argv, str(run_dir)]
+    res = _runner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 2
+    line = one_error_line(res.stderr)
+    assert "matplotlib" in line and "meshsim[plot]" in line
+    assert not out.exists()  # nothing was simulated

@@ -373,3 +373,19 @@ def test_queries_come_from_the_task_file_when_one_is_given(tmp_path):
         meshsim.run(load("sac-complete-7", "tasks.file=../data/bbh-sample.jsonl", "tasks.count=500",
                          "seeds=1"), out=tmp_path / "c")
     assert ei.value.field == "tasks.count" and "only 96 items" in ei.value.message
+
+
+def test_console_summary_shows_sac_metrics(tmp_path):
+    from click.testing import CliRunner
+
+    from meshsim.cli import main
+
+    res = CliRunner().invoke(main, ["run", str(ROOT / "scenarios" / "sac" / "sac-er-7.yaml"), "--seed", "3",
+                                    "--set", "tasks.count=4", "--out", str(tmp_path / "run")],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    line = res.output.splitlines()[1]
+    for label, key in (("IAA", "iaa"), ("FAA", "faa"), ("H-Majority", "h_majority")):
+        assert f"{label}={s[key]:.3f}" in line, line
+    assert f"BFTI={s['bfti']:+.3f}" in line, line

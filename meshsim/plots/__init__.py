@@ -23,7 +23,7 @@ Layout (each module imports only those above it in this list):
 - :mod:`.kinds`: one figure per CLI ``--kind`` (:func:`figure`, :func:`render`).
 - :mod:`.report`: tables (text, CSV) and the self-contained ``report.html``.
 """
-from .canvas import DPI, WIDTH, save_figure
+from .canvas import DPI, FIGURE_FORMATS, WIDTH, check_figure_path, require_matplotlib, save_figure
 from .folder import RunFolder, RunSet, open_run
 from .graph import topology
 from .healing import (agent_timeline, detector_figure, detector_view, heatmap_height, state_heatmap, timeline,
@@ -31,14 +31,15 @@ from .healing import (agent_timeline, detector_figure, detector_view, heatmap_he
 from .kinds import KINDS, default_kind, figure, parse_agents, render
 from .phases import phase_bars
 from .sac import SAC_FIELDS, SacRun, bfti_bars, sac_figure, sac_rounds, sac_runs
-from .stats import (Stat, default_agents, degraded_intervals, healing_marks, healing_stats, phase_stats,
+from .stats import (Stat, choose_agents, default_agents, degraded_intervals, healing_marks, healing_stats, phase_stats,
                     state_series)
 
 __all__ = [
-    "RunFolder", "RunSet", "open_run", "KINDS", "DPI", "WIDTH",
+    "RunFolder", "RunSet", "open_run", "KINDS", "DPI", "WIDTH", "FIGURE_FORMATS", "check_figure_path",
+    "require_matplotlib",
     "timeline", "agent_timeline", "state_heatmap", "phase_bars", "detector_view", "detector_figure",
     "sac_figure", "sac_rounds", "bfti_bars", "sac_runs", "SacRun", "SAC_FIELDS", "topology", "save_figure",
-    "render", "figure", "default_kind", "parse_agents", "default_agents",
+    "render", "figure", "default_kind", "parse_agents", "default_agents", "choose_agents",
     "phase_stats", "healing_stats", "degraded_intervals", "state_series", "healing_marks", "Stat",
     "timeline_height", "heatmap_height",
 ]

@@ -38,12 +38,20 @@ MAX_PANELS = 8  # timeline panels before switching to the heatmap
 HEAT_COLUMNS = 700  # heatmap columns at most (about the axes' width in pixels)
 
 
-def _mpl():
+def require_matplotlib() -> None:
+    """Raise a one-line :class:`InputError` (exit 2) when matplotlib is missing:
+    the CLI calls it before any work, so a run with ``--plot`` fails at once."""
     try:
         import matplotlib  # noqa: F401
-        from matplotlib.figure import Figure
-    except ImportError:  # pragma: no cover
-        raise InputError("plots need matplotlib: pip install 'meshsim[plot]'") from None
+    except ImportError:
+        raise InputError("figures need matplotlib, which the 'plot' extra installs: "
+                         "pip install 'meshsim[plot]'") from None
+
+
+def _mpl():
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
     return Figure
 
 
@@ -59,14 +67,43 @@ def _axes(ax, height: float):
     return ax
 
 
+#: figure file formats :func:`save_figure` writes, by file suffix
+FIGURE_FORMATS = ("png", "pdf", "svg")
+
+
+def check_figure_path(path: Path | str) -> str:
+    """The format named by ``path``'s suffix; a one-line error for any other suffix."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in FIGURE_FORMATS:
+        raise InputError(f"figure file must end in {', '.join('.' + f for f in FIGURE_FORMATS)}",
+                         field="--out", value=str(path))
+    return fmt
+
+
 def save_figure(fig, path: Path | str) -> Path:
-    """Write ``fig`` as a PNG of exactly its size (``figsize`` x DPI pixels)."""
+    """Write ``fig`` as PNG, PDF or SVG by the file's suffix (PNG: exactly
+    ``figsize`` x DPI pixels). No dates or random ids are embedded, so the same
+    figure gives the same bytes."""
     path = Path(path)
+    fmt = check_figure_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(_png_bytes(fig))
+    tmp.write_bytes(_png_bytes(fig) if fmt == "png" else _vector_bytes(fig, fmt))
     tmp.replace(path)
     return path
+
+
+def _vector_bytes(fig, fmt: str) -> bytes:
+    import io
+
+    import matplotlib
+
+    buf = io.BytesIO()
+    meta = {"CreationDate": None, "Producer": None} if fmt == "pdf" else {"Date": None}
+    # SVG element ids are random unless salted
+    with matplotlib.rc_context({"svg.hashsalt": "meshsim", "svg.fonttype": "path"}):
+        getattr(fig, "figure", fig).savefig(buf, format=fmt, dpi=DPI, metadata=meta)
+    return buf.getvalue()
 
 
 def _png_bytes(fig) -> bytes:

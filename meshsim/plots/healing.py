@@ -11,7 +11,7 @@ from .canvas import (
     _new_figure, _rect)
 from .folder import RunFolder, _agent_list, _as_folder, _need_meshheal
 from .stats import (
-    default_agents, degraded_intervals, healing_marks, state_series, STATES, _reference_band, _rolling, _spans)
+    choose_agents, degraded_intervals, healing_marks, state_series, STATES, _reference_band, _rolling, _spans)
 
 
 def _shade_degraded(ax, spans: list[tuple[int, int]], label: bool = True) -> None:
@@ -147,7 +147,7 @@ def agent_timeline(run: Any, agent: str, ax=None, seed: Optional[int] = None, wi
 
 
 def timeline(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[int] = None, fig=None,
-             window: Optional[int] = None):
+             window: Optional[int] = None, note: Optional[str] = None):
     """Fig. C1 for several agents, one panel each (shared task axis).
 
     ``agents`` defaults to the degraded agents (then falsely isolated ones).
@@ -156,7 +156,7 @@ def timeline(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[in
     """
     rf = _as_folder(run, seed)
     _need_meshheal(rf, "timeline")
-    chosen = list(agents) if agents else default_agents(rf)
+    chosen, note = (list(agents), note) if agents else choose_agents(rf)
     if len(chosen) > MAX_PANELS:
         if fig is None:
             fig = _new_figure(heatmap_height(len(chosen)))
@@ -171,8 +171,8 @@ def timeline(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[in
         agent_timeline(rf, a, ax=ax, window=window, legend=False)
     axes[-1].set_xlabel("task index")
     fig.legend(handles=_state_legend_handles(), loc="outside lower center", ncol=8, fontsize=8, frameon=False)
-    fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detection and reintegration",
-                 fontsize=10)
+    fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detection and reintegration"
+                 + (f"\n{note}" if note else ""), fontsize=10)
     return fig
 
 
@@ -348,12 +348,15 @@ def detector_view(run: Any, agent: str, ax=None, seed: Optional[int] = None, leg
     return ax
 
 
-def detector_figure(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[int] = None, fig=None):
+def detector_figure(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[int] = None, fig=None,
+                    note: Optional[str] = None):
     """:func:`detector_view` for several agents, one panel each."""
     rf = _as_folder(run, seed)
     _need_meshheal(rf, "detector view")
-    chosen = list(agents) if agents else default_agents(rf)
-    chosen = chosen[:MAX_PANELS]
+    chosen, note = (list(agents), note) if agents else choose_agents(rf)
+    if len(chosen) > MAX_PANELS:
+        note = f"showing {MAX_PANELS} of the {len(chosen)} agents asked for: the first {MAX_PANELS}"
+        chosen = chosen[:MAX_PANELS]
     if fig is None:
         fig = _new_figure(0.9 + 2.8 * len(chosen))
     axes = fig.subplots(len(chosen), 1, sharex=True, squeeze=False)[:, 0]
@@ -362,5 +365,6 @@ def detector_figure(run: Any, agents: Optional[Sequence[str]] = None, seed: Opti
     axes[-1].set_xlabel("task index")
     fig.legend(handles=_state_legend_handles(curve=False, band=False), loc="outside lower center", ncol=6,
                fontsize=8, frameon=False)
-    fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detector statistic per review", fontsize=10)
+    fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detector statistic per review"
+                 + (f"\n{note}" if note else ""), fontsize=10)
     return fig

@@ -22,7 +22,7 @@ from .graph import topology
 from .healing import detector_figure, heatmap_height, state_heatmap, timeline
 from .phases import phase_bars
 from .sac import SAC_FIELDS, sac_figure, sac_runs
-from .stats import default_agents, healing_stats, phase_stats, Stat
+from .stats import choose_agents, healing_stats, phase_stats, Stat
 
 __all__ = ["Table", "phase_table", "healing_table", "audit_table", "sac_table", "tables", "write_tables",
            "write_report", "print_tables"]
@@ -291,7 +291,7 @@ def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[
                     lambda: phase_bars(rs)))
     if rf.is_meshheal:
         n_agents = len(rf.agents())
-        chosen = default_agents(rf)
+        chosen, note = choose_agents(rf)
         if n_agents > 12:
             out.append(("Inferred state of every agent",
                         f"Seed {rf.seed}. Rows: agents (degraded first); colour: inferred routing state; "
@@ -303,12 +303,12 @@ def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[
                         "state after the update, hollow: recovery probes; black: rolling mean review score; "
                         "blue: 10th–90th percentile of normal agents' mean score; bottom strip: inferred "
                         "state; dashed: detection c and reintegration u with their delays.",
-                        lambda: timeline(rf, agents=chosen)))
+                        lambda: timeline(rf, agents=chosen, note=note)))
             if str(rf.params.get("detector", "relative")) != "none" and rf.params.get("review", True):
                 out.append(("Detector statistic",
                             f"Seed {rf.seed}. One point per matched detector update; dotted lines: watch and "
                             "isolate thresholds from protocol.params.",
-                            lambda: detector_figure(rf, agents=chosen)))
+                            lambda: detector_figure(rf, agents=chosen, note=note)))
     if rf.is_sac:
         out.append(("SAC: per-round accuracy and BFTI", "Strong (solid) and weak (dashed) honest agents' "
                     "accuracy per round; BFTI = FAA − IAA.", lambda: sac_figure([rs])))

@@ -294,11 +294,35 @@ def healing_stats(run: Any) -> list[dict[str, Any]]:
 
 def default_agents(run: Any, limit: int = 4) -> list[str]:
     """Degraded agents, then falsely isolated ones; else the first agents."""
+    return choose_agents(run, limit)[0]
+
+
+def choose_agents(run: Any, limit: int = 4) -> tuple[list[str], Optional[str]]:
+    """The agents a figure shows by default (:func:`default_agents`) and, when
+    that is a subset, a note saying which and how they were chosen (figures
+    print it, so a 96-agent run's timeline does not silently show 4 of 32)."""
     rf = _as_folder(run)
-    picks = list(degraded_intervals(rf))
-    for s in rf.states():
-        if s["new"] == "isolated" and s["agent"] not in picks:
-            picks.append(s["agent"])
+    degraded = list(degraded_intervals(rf))  # natural order
+    false = []
+    for s in rf.states():  # in order of isolation
+        if s["new"] == "isolated" and s["agent"] not in degraded and s["agent"] not in false:
+            false.append(s["agent"])
+    picks = degraded + false
     if not picks:
-        picks = rf.agents()
-    return picks[:limit]
+        everyone = rf.agents()
+        chosen = everyone[:limit]
+        note = None if len(everyone) <= limit else \
+            f"showing {limit} of {len(everyone)} agents (none degraded or isolated): the first {limit} by name"
+        return chosen, note
+    chosen = picks[:limit]
+    if len(picks) <= limit:
+        return chosen, None
+    if len(degraded) >= limit:
+        note = f"showing {limit} of {len(degraded)} degraded agents: the first {limit} by name"
+        if false:
+            note += f" ({len(false)} falsely isolated not shown)"
+    else:
+        k = limit - len(degraded)
+        note = (f"showing all {len(degraded)} degraded agents and {k} of {len(false)} falsely isolated "
+                "ones: the first isolated")
+    return chosen, note
