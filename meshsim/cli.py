@@ -251,6 +251,14 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
 
 
 @main.command()
+def schema() -> None:
+    """Print the scenario file's JSON Schema (for editors and other tools)."""
+    from .scenario import scenario_schema
+
+    click.echo(json.dumps(scenario_schema(), indent=2, sort_keys=True))
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
 def report(run_dir: str, seed: int | None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from .types import LatencySpec, parse_duration
 
@@ -22,7 +22,11 @@ def _duration(v: Any) -> float:
     return secs
 
 
-Duration = Annotated[float, BeforeValidator(_duration)]
+#: JSON Schema of a duration (what ``meshsim schema`` tells editors)
+DURATION_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0},
+                             {"type": "string", "pattern": r"^\s*[0-9.eE+-]+\s*(us|ms|s|sec|m|min|h)?\s*$"}],
+                   "description": "seconds, or a number with a unit: 12.5, '12.5s', '50ms', '2min', '1h'"}
+Duration = Annotated[float, BeforeValidator(_duration), WithJsonSchema(DURATION_SCHEMA)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
