@@ -11,10 +11,29 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import events as _events  # noqa: F401  (registers event types)
+from typing import TYPE_CHECKING, Any
+
 from .errors import InputError, MeshsimError, ScenarioError
-from .runner import MultiRunResult, RunResult, run
-from .scenario import Scenario, load_scenario, parse_scenario
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .runner import MultiRunResult, RunResult, run
+    from .scenario import Scenario, load_scenario, parse_scenario
+
+# The face is loaded on first use, so that importing one part (meshsim.graphs,
+# meshsim.plots) does not load the simulator, its protocols and backends.
+_LAZY = {"run": "runner", "RunResult": "runner", "MultiRunResult": "runner",
+         "Scenario": "scenario", "load_scenario": "scenario", "parse_scenario": "scenario"}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'meshsim' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["load_scenario", "parse_scenario", "run", "Scenario", "RunResult", "MultiRunResult",
            "MeshsimError", "InputError", "ScenarioError", "__version__"]

@@ -81,6 +81,8 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
     """Run SCENARIO and write its run folder."""
     from .runner import run as run_api
 
+    if make_report:
+        _need_plotting()  # before any work: not after an hour of simulation
     sc = _load(scenario, sets, smoke)
     out_dir = Path(out) if out else Path("runs") / _safe(sc.name)
     show = not quiet and sys.stderr.isatty()
@@ -101,11 +103,17 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
     if not quiet:
         _print_result(result, out_dir)
     if make_report:
-        from .report import write_report
+        from .plots.report import write_report
 
         path = write_report(out_dir)
         if not quiet:
             click.echo(f"report -> {path}")
+
+
+def _need_plotting() -> None:
+    from .plots.canvas import require_matplotlib
+
+    require_matplotlib()
 
 
 def _safe(name: str) -> str:
@@ -150,6 +158,11 @@ def _headline(s: dict) -> str:
         parts.append(f"accuracy={acc['overall']:.3f}")
     if "routing" in s:
         parts.append(f"tables_correct_at_end={s['routing']['tables_correct_at_end']}")
+    # SAC / CP-WBFT (SAC Tab. 1): initial and final honest accuracy, their gap, majority
+    for key, label in (("iaa", "IAA"), ("faa", "FAA"), ("bfti", "BFTI"), ("h_majority", "H-Majority")):
+        v = s.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            parts.append(f"{label}={v:+.3f}" if key == "bfti" else f"{label}={v:.3f}")
     agents = s.get("agents")
     if isinstance(agents, dict) and 0 < len(agents) <= 4:
         for name, a in agents.items():
@@ -183,7 +196,7 @@ def validate(scenario: str, sets: tuple[str, ...]) -> None:
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
 def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]) -> None:
     """Describe the graph of a scenario file or a topology file (GraphML / edge list)."""
-    from . import topology as topo
+    from . import graphs as topo
     from .scenario import build_graph
 
     path = Path(source)
@@ -195,7 +208,7 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
         G = topo.from_file(path)
     info = topo.describe(G)
     try:
-        from . import robustness
+        from .graphs import robustness
 
         if G.number_of_nodes() <= 60:
             info["r_robustness"] = robustness.robustness(G)
@@ -216,16 +229,20 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
 @click.option("--agents", default=None, metavar="A3,A5", help="Agents to show (timeline, heatmap, detector).")
 @click.option("--seed", type=int, default=None, help="Seed of a multi-seed folder (default: its first).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="PNG file (default: RUN_DIR/<kind>.png).")
+              help="Figure file: .png, .pdf or .svg (default: RUN_DIR/<kind>.png).")
 def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: int | None,
          out: str | None) -> None:
     """Draw a figure of RUN_DIR (several RUN_DIRs for --kind sac); see docs/plots.md."""
     from . import plots
 
+    _need_plotting()
+    if out is not None:
+        plots.check_figure_path(out)
+
     path = plots.render(list(run_dirs), kind=kind, agents=plots.parse_agents(agents), seed=seed, out=out)
     click.echo(f"wrote {path}")
     if kind == "phases":
-        from .report import healing_table, phase_table, print_tables, write_tables
+        from .plots.report import healing_table, phase_table, print_tables, write_tables
 
         tabs = [t for t in (phase_table(run_dirs[0]), healing_table(run_dirs[0])) if t is not None]
         print_tables(tabs)
@@ -234,11 +251,21 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
 
 
 @main.command()
+def schema() -> None:
+    """Print the scenario file's JSON Schema (for editors and other tools)."""
+    from .scenario import scenario_schema
+
+    click.echo(json.dumps(scenario_schema(), indent=2, sort_keys=True))
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
 def report(run_dir: str, seed: int | None) -> None:
     """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file."""
-    from .report import write_report
+    from .plots.report import write_report
+
+    _need_plotting()
 
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 
@@ -278,7 +305,9 @@ def backends_fit(source: str, out: str, name: str | None, base: str | None, chec
     for n in notes:
         click.echo(f"  {n}")
     rows = None
-    if check and Path(source).is_dir() and (Path(source) / "tasks.jsonl").is_file():
+    from .records import has_records
+
+    if check and Path(source).is_dir() and has_records(Path(source), "tasks.jsonl"):
         from . import fitcheck
 
         with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as tmp:

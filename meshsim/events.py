@@ -1,25 +1,68 @@
 """Scenario events: a registry of types, each validated and applied the same way.
 
 An event type is a pydantic model (subclass of :class:`EventSpec`) with two
-methods: ``check(nodes, edges, scenario)`` updates the *expected* graph and
-raises :class:`InputError` for unknown agents or links (run before the
-simulation starts), and ``apply(run)`` changes the live network. Later
-capabilities (degrade/recover, Byzantine roles) register more types here.
+methods: ``check(nodes, edges, ctx)`` updates the *expected* graph and raises
+:class:`InputError` for unknown agents or links (run before the simulation
+starts; ``ctx`` is an :class:`EventCheck`), and ``apply(world)`` changes the
+running world through the small :class:`World` interface. Events know neither
+the scenario model nor the runner: both sit above this module.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional, Protocol
 
 from pydantic import Field
 
 from .errors import InputError
-from .scenario import AgentPair, EventSpec, Latency, Probability
-from .scenario import Role  # set_role (consensus protocols)
+from .fields import AgentPair, EventSpec, Latency, Probability, Role
+from .types import LatencySpec
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .runner import RunContext
+__all__ = ["EVENT_TYPES", "register_event", "EventCheck", "World"]
 
-__all__ = ["EVENT_TYPES", "register_event"]
+
+@dataclass(frozen=True)
+class EventCheck:
+    """What the checks of events need to know of the scenario (built by ``check_semantics``)."""
+
+    protocol: str
+    #: the protocol has model backends that can be degraded (MeshHeal)
+    supports_degradation: bool = False
+    #: the protocol has agent roles (SAC, CP-WBFT)
+    supports_roles: bool = False
+    #: the profile's degradation targets; None when the scenario has no profile
+    targets: Optional[list[str]] = None
+
+
+class World(Protocol):
+    """The running world as events see it (implemented by the runner)."""
+
+    #: links a partition took down (``heal`` brings them back)
+    partitioned: set[tuple[str, str]]
+    #: degradation targets of the agents' profile (``agents: targets``)
+    targets: list[str]
+
+    def link_pairs(self) -> list[tuple[str, str]]: ...
+
+    def link_is_up(self, u: str, v: str) -> bool: ...
+
+    def set_link_up(self, u: str, v: str, up: bool) -> None: ...
+
+    def set_link(self, u: str, v: str, latency: Optional[LatencySpec], loss: Optional[float],
+                 bandwidth: Optional[float]) -> None: ...
+
+    def add_link(self, u: str, v: str, latency: Optional[LatencySpec], loss: Optional[float],
+                 bandwidth: Optional[float]) -> None: ...
+
+    def remove_link(self, u: str, v: str) -> None: ...
+
+    def add_agent(self, name: str, links: list[str], abilities: list[str]) -> None: ...
+
+    def remove_agent(self, name: str) -> None: ...
+
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None: ...
+
+    def set_role(self, agent: str, role: str) -> None: ...
 
 EVENT_TYPES: dict[str, type[EventSpec]] = {}
 
@@ -46,7 +89,7 @@ def _need_link(nodes: set, edges: set, link: list[str], field: str = "link") -> 
 class _LinkEvent(EventSpec):
     link: AgentPair
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         _need_link(nodes, edges, self.link)
 
 
@@ -54,14 +97,14 @@ class _LinkEvent(EventSpec):
 class LinkDown(_LinkEvent):
     """Take a link down: messages on it are dropped; endpoints notice at once."""
 
-    def apply(self, run: "RunContext") -> None:
-        run.net.set_link_up(*self.link, up=False)
+    def apply(self, world: World) -> None:
+        world.set_link_up(*self.link, up=False)
 
 
 @register_event("link_up")
 class LinkUp(_LinkEvent):
-    def apply(self, run: "RunContext") -> None:
-        run.net.set_link_up(*self.link, up=True)
+    def apply(self, world: World) -> None:
+        world.set_link_up(*self.link, up=True)
 
 
 @register_event("set_link")
@@ -73,7 +116,7 @@ class SetLink(EventSpec):
     loss: Optional[Probability] = None
     bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         if isinstance(self.link, str):
             if self.link != "all":
                 raise InputError("expected [A, B] or 'all'", field="link", value=self.link)
@@ -82,15 +125,11 @@ class SetLink(EventSpec):
         if self.latency is None and self.loss is None and self.bandwidth is None:
             raise InputError("set at least one of latency, loss, bandwidth", field="link")
 
-    def apply(self, run: "RunContext") -> None:
-        links = list(run.net.links.values()) if self.link == "all" else [run.net.link(*self.link)]
-        for link in links:
-            if self.latency is not None:
-                link.set_latency(self.latency.spec())
-            if self.loss is not None:
-                link.loss = self.loss
-            if self.bandwidth is not None:
-                link.bandwidth = self.bandwidth
+    def apply(self, world: World) -> None:
+        pairs = world.link_pairs() if self.link == "all" else [tuple(self.link)]
+        latency = self.latency.spec() if self.latency is not None else None
+        for u, v in pairs:
+            world.set_link(u, v, latency, self.loss, self.bandwidth)
 
 
 @register_event("add_link")
@@ -100,7 +139,7 @@ class AddLink(EventSpec):
     loss: Optional[Probability] = None
     bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         for a in self.link:
             _need_agent(nodes, a, "link")
         if self.link[0] == self.link[1]:
@@ -109,19 +148,18 @@ class AddLink(EventSpec):
             raise InputError("link already exists", field="link", value=self.link)
         edges.add(frozenset(self.link))
 
-    def apply(self, run: "RunContext") -> None:
-        run.net.add_link(*self.link, latency=self.latency.spec() if self.latency else None,
-                         loss=self.loss, bandwidth=self.bandwidth)
+    def apply(self, world: World) -> None:
+        world.add_link(*self.link, self.latency.spec() if self.latency else None, self.loss, self.bandwidth)
 
 
 @register_event("remove_link")
 class RemoveLink(_LinkEvent):
-    def check(self, nodes: set, edges: set, sc) -> None:
-        super().check(nodes, edges, sc)
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
+        super().check(nodes, edges, ctx)
         edges.discard(frozenset(self.link))
 
-    def apply(self, run: "RunContext") -> None:
-        run.net.remove_link(*self.link)
+    def apply(self, world: World) -> None:
+        world.remove_link(*self.link)
 
 
 @register_event("add_agent")
@@ -132,7 +170,7 @@ class AddAgent(EventSpec):
     links: list[str] = []
     abilities: list[str] = []
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         if self.agent in nodes:
             raise InputError("agent already exists", field="agent", value=self.agent)
         for i, peer in enumerate(self.links):
@@ -141,22 +179,22 @@ class AddAgent(EventSpec):
         for peer in self.links:
             edges.add(frozenset((self.agent, peer)))
 
-    def apply(self, run: "RunContext") -> None:
-        run.add_agent(self.agent, self.links, self.abilities)
+    def apply(self, world: World) -> None:
+        world.add_agent(self.agent, self.links, self.abilities)
 
 
 @register_event("remove_agent")
 class RemoveAgent(EventSpec):
     agent: str
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         _need_agent(nodes, self.agent, "agent")
         nodes.discard(self.agent)
         for e in [e for e in edges if self.agent in e]:
             edges.discard(e)
 
-    def apply(self, run: "RunContext") -> None:
-        run.remove_agent(self.agent)
+    def apply(self, world: World) -> None:
+        world.remove_agent(self.agent)
 
 
 @register_event("partition")
@@ -168,7 +206,7 @@ class Partition(EventSpec):
 
     groups: Annotated[list[list[str]], Field(min_length=1)]
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         seen: set[str] = set()
         for g, group in enumerate(self.groups):
             for i, a in enumerate(group):
@@ -177,27 +215,28 @@ class Partition(EventSpec):
                     raise InputError("agent is in two groups", field=f"groups[{g}][{i}]", value=a)
                 seen.add(a)
 
-    def apply(self, run: "RunContext") -> None:
+    def apply(self, world: World) -> None:
         where = {a: g for g, group in enumerate(self.groups) for a in group}
         rest = len(self.groups)
-        for (u, v), link in list(run.net.links.items()):
-            if where.get(u, rest) != where.get(v, rest) and link.up:
-                run.net.set_link_up(u, v, False)
-                run.partitioned.add((u, v))
+        for u, v in world.link_pairs():
+            if where.get(u, rest) != where.get(v, rest) and world.link_is_up(u, v):
+                world.set_link_up(u, v, False)
+                world.partitioned.add((u, v))
 
 
 @register_event("heal")
 class Heal(EventSpec):
     """Bring back up every link that a partition took down."""
 
-    def check(self, nodes: set, edges: set, sc) -> None:
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         return None
 
-    def apply(self, run: "RunContext") -> None:
-        for u, v in sorted(run.partitioned):
-            if (u, v) in run.net.links:
-                run.net.set_link_up(u, v, True)
-        run.partitioned.clear()
+    def apply(self, world: World) -> None:
+        pairs = set(world.link_pairs())
+        for u, v in sorted(world.partitioned):
+            if (u, v) in pairs:
+                world.set_link_up(u, v, True)
+        world.partitioned.clear()
 
 
 class _HealthEvent(EventSpec):
@@ -207,27 +246,21 @@ class _HealthEvent(EventSpec):
 
     agents: list[str] | str
 
-    def names(self, sc, nodes=None) -> list[str]:
+    def names(self, targets: Optional[list[str]]) -> list[str]:
         if isinstance(self.agents, str):
             if self.agents != "targets":
                 raise InputError("expected a list of agents or 'targets'", field="agents", value=self.agents)
-            from .scenario import profile_of
-            from .tasks import replicate
-
-            prof = profile_of(sc)
-            if prof is None:
+            if targets is None:
                 raise InputError("'targets' needs a dataset profile (agents.profile or tasks.dataset)",
                                  field="agents")
-            return replicate(prof, sc.agents.replicas)[1]
+            return list(targets)
         return list(self.agents)
 
-    def check(self, nodes: set, edges: set, sc) -> None:
-        from .protocols import PROTOCOLS
-
-        if not getattr(PROTOCOLS[sc.protocol.name], "supports_degradation", False):
-            raise InputError(f"protocol '{sc.protocol.name}' has no model backends to degrade", field="type",
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
+        if not ctx.supports_degradation:
+            raise InputError(f"protocol '{ctx.protocol}' has no model backends to degrade", field="type",
                              value=self.type)
-        for i, a in enumerate(self.names(sc)):
+        for i, a in enumerate(self.names(ctx.targets)):
             _need_agent(nodes, a, f"agents[{i}]")
 
 
@@ -247,20 +280,20 @@ class Degrade(_HealthEvent):
     rate: Probability = 0.3
     factor: Annotated[float, Field(gt=0)] = 4.0
 
-    def apply(self, run: "RunContext") -> None:
+    def apply(self, world: World) -> None:
         fault = {"mode": self.mode, "temperature": self.temperature, "keep": self.keep, "rate": self.rate,
                  "factor": self.factor}
-        for a in self.names(run.scenario):
-            run.protocol.set_degraded(a, True, fault)
+        for a in self.names(world.targets):
+            world.set_degraded(a, True, fault)
 
 
 @register_event("recover")
 class Recover(_HealthEvent):
     """Backend restored: the agents' calls use the strong model again where they hold the ability."""
 
-    def apply(self, run: "RunContext") -> None:
-        for a in self.names(run.scenario):
-            run.protocol.set_degraded(a, False)
+    def apply(self, world: World) -> None:
+        for a in self.names(world.targets):
+            world.set_degraded(a, False)
 
 
 @register_event("set_role")
@@ -271,14 +304,12 @@ class SetRole(EventSpec):
     agents: Annotated[list[str], Field(min_length=1)]
     role: Role
 
-    def check(self, nodes: set, edges: set, sc) -> None:
-        from .protocols import PROTOCOLS
-
-        if not getattr(PROTOCOLS[sc.protocol.name], "supports_roles", False):
-            raise InputError(f"protocol '{sc.protocol.name}' has no agent roles", field="type", value=self.type)
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
+        if not ctx.supports_roles:
+            raise InputError(f"protocol '{ctx.protocol}' has no agent roles", field="type", value=self.type)
         for i, a in enumerate(self.agents):
             _need_agent(nodes, a, f"agents[{i}]")
 
-    def apply(self, run: "RunContext") -> None:
+    def apply(self, world: World) -> None:
         for a in self.agents:
-            run.protocol.set_role(a, self.role)
+            world.set_role(a, self.role)

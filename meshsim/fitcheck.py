@@ -15,7 +15,6 @@ accuracy, then simulates again (a damped fixed-point iteration).
 from __future__ import annotations
 
 import copy
-import json
 import math
 import tempfile
 from collections import defaultdict
@@ -25,6 +24,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from .errors import InputError
+from .records import find_records, iter_records
 
 __all__ = ["recorded_accuracy", "simulated_accuracy", "compare", "calibrate"]
 
@@ -32,16 +32,14 @@ Counts = dict[str, list[int]]  # task type -> [correct, total]
 
 
 def recorded_accuracy(run_dir: str | Path) -> Counts:
-    path = Path(run_dir) / "tasks.jsonl"
-    if not path.is_file():
+    path = find_records(Path(run_dir), "tasks.jsonl")
+    if path is None:
         raise InputError("not a MeshHeal run folder (no tasks.jsonl): the check needs the recorded run",
                          file=str(run_dir))
     out: Counts = defaultdict(lambda: [0, 0])
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            out[row["type"]][0] += int(bool(row.get("correct")))
-            out[row["type"]][1] += 1
+    for row in iter_records(path):
+        out[row["type"]][0] += int(bool(row.get("correct")))
+        out[row["type"]][1] += 1
     return dict(out)
 
 

@@ -10,8 +10,6 @@ already completed with the same resolved scenario (resume).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,44 +21,19 @@ from .errors import InputError, MeshsimError, RunFolderError, SimulationError
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
 from .protocols import PROTOCOLS, ProtocolContext
+from .records import json_default, read_records, write_atomic, write_records
 from .backends import make_backend
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics
 from .sim import Environment
+from .types import LatencySpec
 
 __all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic"]
 
 Progress = Callable[[str, float, float], None]
 
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def dump_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=_json_default) + "\n"
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=json_default) + "\n"
 
 
 def _clean(obj: Any) -> Any:
@@ -104,7 +77,7 @@ class MultiRunResult:
 
 
 class RunContext:
-    """What events act on: the live network and protocol of one run."""
+    """The running world of one run: what events act on (:class:`meshsim.events.World`)."""
 
     def __init__(self, scenario: Scenario, seed: int, env: Environment, net: Network, trace: Callable):
         self.scenario = scenario
@@ -115,7 +88,36 @@ class RunContext:
         self.protocol: Any = None
         self.partitioned: set[tuple[str, str]] = set()
         self.abilities: dict[str, list[str]] = {}
+        self.targets: list[str] = []
 
+    # -- links -------------------------------------------------------------
+    def link_pairs(self) -> list[tuple[str, str]]:
+        return list(self.net.links)
+
+    def link_is_up(self, u: str, v: str) -> bool:
+        return self.net.link(u, v).up
+
+    def set_link_up(self, u: str, v: str, up: bool) -> None:
+        self.net.set_link_up(u, v, up)
+
+    def set_link(self, u: str, v: str, latency: Optional[LatencySpec], loss: Optional[float],
+                 bandwidth: Optional[float]) -> None:
+        link = self.net.link(u, v)
+        if latency is not None:
+            link.set_latency(latency)
+        if loss is not None:
+            link.loss = loss
+        if bandwidth is not None:
+            link.bandwidth = bandwidth
+
+    def add_link(self, u: str, v: str, latency: Optional[LatencySpec], loss: Optional[float],
+                 bandwidth: Optional[float]) -> None:
+        self.net.add_link(u, v, latency=latency, loss=loss, bandwidth=bandwidth)
+
+    def remove_link(self, u: str, v: str) -> None:
+        self.net.remove_link(u, v)
+
+    # -- agents ------------------------------------------------------------
     def add_agent(self, name: str, links: list[str], abilities: list[str]) -> None:
         node = self.net.add_node(name)
         self.abilities[name] = list(abilities)
@@ -126,6 +128,15 @@ class RunContext:
     def remove_agent(self, name: str) -> None:
         self.net.remove_node(name)
         self.protocol.detach(name)
+
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None:
+        if degraded:
+            self.protocol.set_degraded(agent, True, fault)
+        else:
+            self.protocol.set_degraded(agent, False)
+
+    def set_role(self, agent: str, role: str) -> None:
+        self.protocol.set_role(agent, role)
 
 
 class _Trace:
@@ -181,13 +192,12 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
         ov = overrides.get(frozenset((u, v)))
         lat = ov.latency.spec() if ov and ov.latency else None
         if lat is None and "latency" in d:
-            from .types import LatencySpec
             lat = LatencySpec("constant", d["latency"])
         loss = ov.loss if ov and ov.loss is not None else d.get("loss")
         bw = ov.bandwidth if ov and ov.bandwidth is not None else d.get("bandwidth")
         net.add_link(u, v, latency=lat, loss=loss, bandwidth=bw)
 
-    ctx.abilities, _targets = agent_abilities(scenario, G)
+    ctx.abilities, ctx.targets = agent_abilities(scenario, G)
     backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
                            int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
     pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
@@ -288,11 +298,6 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
                      transport=_clean(transport))
 
 
-def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
-    lines = [json.dumps(r, separators=(",", ":"), default=_json_default) for r in records]
-    write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
 def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
             progress: Optional[Progress] = None, force: bool = False) -> RunResult:
     """Run one seed; with ``out``, write (or resume from) its run folder."""
@@ -305,8 +310,7 @@ def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
         old = out / "scenario.resolved.yaml"
         if done.exists() and not force:
             if old.exists() and old.read_text() == resolved:
-                records = [json.loads(l) for l in (out / "events.jsonl").read_text().splitlines() if l] \
-                    if (out / "events.jsonl").exists() else []
+                records = read_records(out, "events.jsonl")
                 return RunResult(seed, json.loads(done.read_text()), records, out, resumed=True)
             raise RunFolderError("folder holds a completed run of a different scenario or seed; "
                                  "use --force to overwrite or choose another --out", file=str(out))
@@ -328,9 +332,10 @@ def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
                               + (f" (traceback in {out / 'error.txt'})" if out else "")) from exc
     if out is not None:
         result.out = out
-        _write_records(out / "events.jsonl", result.records)
+        fmt = scenario.output.format
+        write_records(out, "events.jsonl", result.records, fmt)
         for name, rows in result.tables.items():
-            _write_records(out / name, rows)
+            write_records(out, name, rows, fmt)
         write_atomic(out / "summary.json", dump_json(result.summary))
     return result
 

@@ -13,72 +13,21 @@ from typing import Annotated, Any, Literal, Optional
 
 import networkx as nx
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny,
+from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny,
                       ValidationError, field_validator, model_validator)
 
 from .errors import InputError, ScenarioError, TopologyError
-from .types import LatencySpec, parse_duration
+from .events import EVENT_TYPES, EventCheck
+from .fields import DURATION_SCHEMA, AgentPair, Duration, EventSpec, Latency, Probability, Role, Strict
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "build_graph",
-           "check_semantics", "Duration"]
-
-
-def _duration(v: Any) -> float:
-    secs = parse_duration(v)
-    if secs < 0:
-        raise ValueError("must be >= 0")
-    return secs
-
-
-Duration = Annotated[float, BeforeValidator(_duration)]
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Latency(Strict):
-    """A latency distribution; a bare duration means ``constant``."""
-
-    dist: Literal["constant", "uniform", "lognormal"] = "constant"
-    value: Optional[Duration] = None
-    low: Optional[Duration] = None
-    high: Optional[Duration] = None
-    median: Optional[Duration] = None
-    sigma: Optional[Annotated[float, Field(ge=0.0)]] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bare(cls, v: Any) -> Any:
-        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-            return {"dist": "constant", "value": v}
-        return v
-
-    @model_validator(mode="after")
-    def _complete(self) -> "Latency":
-        need = {"constant": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma")}
-        for name in need[self.dist]:
-            if getattr(self, name) is None:
-                raise ValueError(f"'{self.dist}' latency needs '{name}'")
-        if self.dist == "uniform" and self.high < self.low:  # type: ignore[operator]
-            raise ValueError(f"'high' must be >= 'low' (got low={self.low}, high={self.high})")
-        if self.dist == "lognormal" and not self.median:
-            raise ValueError("'median' must be > 0")
-        return self
-
-    def spec(self) -> LatencySpec:
-        return LatencySpec(self.dist, self.value or 0.0, self.low or 0.0, self.high or 0.0,
-                           self.median or 0.0, self.sigma or 0.0)
+           "check_semantics", "Duration", "scenario_schema"]
 
 
 class LinkDefaults(Strict):
     latency: Latency = Latency(dist="constant", value=0.01)
     loss: Probability = 0.0
     bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
-
-
-AgentPair = Annotated[list[str], Field(min_length=2, max_length=2)]
 
 
 class LinkOverride(Strict):
@@ -101,10 +50,6 @@ class NetworkSpec(Strict):
     require_connected: bool = True
     links: LinkDefaults = LinkDefaults()
     overrides: list[LinkOverride] = []
-
-
-#: Agent roles of the consensus protocols (SAC, CP-WBFT; docs/sac.md).
-Role = Literal["strong", "weak", "faulty", "adversarial", "equivocating", "colluding"]
 
 
 class AgentsSpec(Strict):
@@ -166,21 +111,9 @@ class BackendSpec(BaseModel):
 
 class OutputSpec(Strict):
     trace: Literal["none", "states", "messages"] = "states"
-
-
-class EventSpec(BaseModel):
-    """Base of every scenario event: when it fires and its ``type``."""
-
-    model_config = ConfigDict(extra="forbid")
-    type: str
-    at: Optional[Duration] = None
-    at_task: Optional[Annotated[int, Field(ge=1)]] = None
-
-    @model_validator(mode="after")
-    def _when(self) -> "EventSpec":
-        if (self.at is None) == (self.at_task is None):
-            raise ValueError("give exactly one of 'at' (simulated time) or 'at_task' (task index)")
-        return self
+    #: per-record tables (tasks, reviews, states, rounds, queries, events):
+    #: gzip-compressed JSONL (``NAME.jsonl.gz``, default) or plain ``NAME.jsonl``
+    format: Literal["jsonl.gz", "jsonl"] = "jsonl.gz"
 
 
 class Scenario(Strict):
@@ -317,8 +250,6 @@ def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> 
 
 
 def _resolve_events(raw_events: Any, source: str) -> Any:
-    from .events import EVENT_TYPES
-
     if not isinstance(raw_events, list):
         return raw_events  # let pydantic report the type error
     out = []
@@ -462,7 +393,7 @@ def topology_seed(sc: Scenario, seed: int) -> int:
 
 def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
     """The scenario's initial graph for ``seed`` (default: the scenario seed)."""
-    from . import topology
+    from . import graphs
 
     seed = sc.seed if seed is None else seed
     spec = sc.network.topology
@@ -473,7 +404,7 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
             params["abilities"] = {a: list(k) for a, k in prof.agents.items()}
             params["targets"] = list(prof.targets)
     try:
-        G = topology.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
+        G = graphs.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
     except InputError as exc:
         if exc.file and exc.file != sc.source:
             # a referenced topology file is bad: name the scenario and its field too
@@ -522,6 +453,17 @@ def agent_abilities(sc: Scenario, G: nx.Graph) -> tuple[dict[str, list[str]], li
     return abilities, targets
 
 
+def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
+    """What event checks need of ``sc``: its protocol's capabilities and the profile's targets."""
+    from .protocols import PROTOCOLS
+
+    proto = PROTOCOLS[sc.protocol.name]
+    return EventCheck(protocol=sc.protocol.name,
+                      supports_degradation=bool(getattr(proto, "supports_degradation", False)),
+                      supports_roles=bool(getattr(proto, "supports_roles", False)),
+                      targets=list(targets) if profile_of(sc) is not None else None)
+
+
 def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     """Checks that need the graph: every named agent and link must exist.
 
@@ -531,7 +473,7 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     src = sc.source
     nodes = set(G.nodes)
     edges = {frozenset(e) for e in G.edges}
-    agent_abilities(sc, G)
+    _abilities, targets = agent_abilities(sc, G)
     if sc.backend is not None:
         from .backends import check_backend
 
@@ -555,10 +497,11 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     # time events first (by time), then task events (by index): a static order
     order = sorted(range(len(sc.events)),
                    key=lambda i: (sc.events[i].at is None, sc.events[i].at or 0, sc.events[i].at_task or 0, i))
+    ctx = event_check(sc, targets)
     for i in order:
         ev = sc.events[i]
         try:
-            ev.check(nodes, edges, sc)  # type: ignore[attr-defined]
+            ev.check(nodes, edges, ctx)  # type: ignore[attr-defined]
         except InputError as exc:
             field = f"events[{i}]" + (f".{exc.field}" if exc.field else "")
             raise ScenarioError(exc.message, file=src, field=field, value=exc.value) from None
@@ -568,3 +511,65 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
             proto_check(sc, G)
         except InputError as exc:
             raise exc.with_file(src) from None
+
+
+# --------------------------------------------------------------------------
+# JSON Schema (``meshsim schema``)
+
+
+def scenario_schema() -> dict[str, Any]:
+    """The scenario file's JSON Schema (draft 2020-12), for editors and other tools.
+
+    Built from the same models that validate a file, with the registries
+    filled in: one schema per event type (by ``type``) and per protocol (its
+    ``params``), the topology kinds, and durations and latencies that may be
+    written as numbers or strings. Checks that need the graph (unknown
+    agents, connectivity) are beyond a schema: ``meshsim validate`` runs them.
+    """
+    from . import graphs
+    from .protocols import PROTOCOLS
+
+    ref = "#/$defs/{model}"
+    schema = Scenario.model_json_schema(ref_template=ref)
+    defs = schema.setdefault("$defs", {})
+
+    def add(name: str, model: type[BaseModel]) -> dict[str, Any]:
+        sub = model.model_json_schema(ref_template=ref)
+        defs.update(sub.pop("$defs", {}))
+        defs[name] = sub
+        return {"$ref": ref.format(model=name)}
+
+    events = []
+    for kind, cls in sorted(EVENT_TYPES.items()):
+        r = add(f"event_{kind}", cls)
+        defs[f"event_{kind}"]["properties"]["type"] = {"const": kind}
+        events.append(r)
+    schema["properties"]["events"] = {"type": "array", "items": {"oneOf": events}, "default": []}
+    protocols = []
+    for name, cls in sorted(PROTOCOLS.items()):
+        params = add(f"params_{name}", cls.Params)
+        _widen_parsed(defs, f"params_{name}", cls.Params)
+        protocols.append({"type": "object", "additionalProperties": False, "required": ["name"],
+                          "properties": {"name": {"const": name}, "params": params}})
+    schema["properties"]["protocol"] = {"oneOf": protocols, "default": {"name": "routing"}}
+    kinds = sorted(set(graphs.GENERATORS) | {"file"})
+    defs["Topology"]["properties"]["kind"] = {"enum": kinds, "description": "generator (its own keys beside "
+                                              "kind are checked when the graph is built)"}
+    lat = defs["Latency"]
+    defs["Latency"] = {"anyOf": [DURATION_SCHEMA, lat], "description": lat.get("description", "")}
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "meshsim scenario"
+    return schema
+
+
+def _widen_parsed(defs: dict[str, Any], name: str, model: type[BaseModel]) -> None:
+    """A field with a before-validator parses its input (a protocol's durations
+    such as ``refresh: 5s``): its schema also accepts a string."""
+    from pydantic.functional_validators import BeforeValidator
+
+    props = defs[name].get("properties", {})
+    for field, info in model.model_fields.items():
+        key = info.alias or field
+        if key in props and any(isinstance(m, BeforeValidator) for m in info.metadata):
+            props[key] = {"anyOf": [props[key], {"type": "string"}], "description": "also a string the "
+                          "protocol parses, e.g. a duration such as '5s'"}

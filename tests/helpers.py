@@ -6,7 +6,7 @@ import networkx as nx
 from meshsim.net.network import Network
 from meshsim.net.routing import DistanceVector
 from meshsim.sim import Environment
-from meshsim.topology import relabel
+from meshsim.graphs import relabel
 from meshsim.types import LatencySpec
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from meshsim import topology
-from meshsim.ability_topology import (DEFAULT_PROFILE, ability_distance, ability_sparse_graph,
+from meshsim import graphs as topology
+from meshsim.graphs.ability import (DEFAULT_PROFILE, ability_distance, ability_sparse_graph,
                                       check_ability_graph, default_edges, default_profile,
                                       replicate_profile)
 from meshsim.errors import TopologyError

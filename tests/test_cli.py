@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from meshsim.cli import main
+from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = ROOT / "scenarios" / "routing" / "sparse-failures.yaml"
@@ -130,7 +131,7 @@ def test_run_writes_run_folder(tmp_path):
     out = tmp_path / "run"
     res = invoke("run", GOOD, "--out", out, *SHORT)
     assert res.exit_code == 0, res.stderr
-    for name in ("scenario.resolved.yaml", "summary.json", "events.jsonl"):
+    for name in ("scenario.resolved.yaml", "summary.json", "events.jsonl.gz"):
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
     assert summary["scenario"] == "routing-sparse-failures"
@@ -139,8 +140,7 @@ def test_run_writes_run_folder(tmp_path):
     assert data["duration"] == pytest.approx(60.0)
     assert data["events"] == []
     assert data["network"]["links"]["loss"] == pytest.approx(0.02)
-    for line in (out / "events.jsonl").read_text().splitlines():
-        json.loads(line)
+    assert read_records(out, "events.jsonl")  # gzip-compressed JSONL, one record per line
     assert "(resumed)" not in res.output
 
 

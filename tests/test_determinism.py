@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import meshsim
+from meshsim.records import read_records
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "routing" / "sparse-failures.yaml"
 
@@ -17,7 +18,7 @@ def test_same_seed_byte_identical(tmp_path):
     meshsim.run(sc, seed=3, out=tmp_path / "a")
     meshsim.run(meshsim.load_scenario(SCENARIO, smoke=True), seed=3, out=tmp_path / "b")
     a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
-    assert set(a) == {"scenario.resolved.yaml", "summary.json", "events.jsonl"}
+    assert set(a) == {"scenario.resolved.yaml", "summary.json", "events.jsonl.gz"}
     assert a == b
 
 
@@ -25,7 +26,7 @@ def test_different_seeds_differ(tmp_path):
     sc = meshsim.load_scenario(SCENARIO, smoke=True)
     r1 = meshsim.run(sc, seed=1, out=tmp_path / "a")
     r2 = meshsim.run(sc, seed=2, out=tmp_path / "b")
-    assert (tmp_path / "a" / "events.jsonl").read_bytes() != (tmp_path / "b" / "events.jsonl").read_bytes()
+    assert read_records(tmp_path / "a", "events.jsonl") != read_records(tmp_path / "b", "events.jsonl")
     assert r1.summary["messages"] != r2.summary["messages"]
 
 

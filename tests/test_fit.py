@@ -19,6 +19,7 @@ import meshsim
 from meshsim.backends.fake import load_fake_profile
 from meshsim.cli import main
 from meshsim import fitcheck
+from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 TYPES = {  # (strong, weak) accuracy per BBH type: far from the default profile's 0.97 / 0.06
@@ -51,10 +52,16 @@ def _runner() -> CliRunner:
         return CliRunner()
 
 
-def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path):
+# Full size (20 re-simulations per check, 0.05 limit) runs with the slow checks;
+# the default run checks the same path with 4 draws and a limit to match.
+@pytest.mark.parametrize("draws,limit", [
+    (4, 0.1),
+    pytest.param(20, 0.05, marks=pytest.mark.slow),
+])
+def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path, draws, limit):
     out = tmp_path / "fitted.yaml"
     res = _runner().invoke(main, ["backends", "fit", str(recorded), "-o", str(out), "--calibrate", "4",
-                                  "--draws", "20", "--fail-above", "0.05"])
+                                  "--draws", str(draws), "--fail-above", str(limit)])
     assert res.exit_code == 0, res.output + res.stderr
     prof = load_fake_profile(out)
     assert prof.graded
@@ -64,15 +71,20 @@ def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path):
     for t, (s, _w) in TYPES.items():
         assert prof.models["strong"].skill_by_type["bbh"][t] == pytest.approx(s, abs=0.2), t
     # and the outcome: per-type task accuracy of the same stream, re-simulated
-    rows = fitcheck.compare(fitcheck.recorded_accuracy(recorded), fitcheck.simulated_accuracy(recorded, out, 20))
+    rows = fitcheck.compare(fitcheck.recorded_accuracy(recorded),
+                            fitcheck.simulated_accuracy(recorded, out, draws))
     assert len(rows) == len(TYPES) and all(r["tasks"] == 24 for r in rows)
-    assert max(abs(r["diff"]) for r in rows) <= 0.05, rows
+    assert max(abs(r["diff"]) for r in rows) <= limit, rows
     assert max(r["recorded"] for r in rows) - min(r["recorded"] for r in rows) > 0.3  # types do differ
     text = out.read_text()
     assert "# check: the recorded scenario re-run" in text and "navigate" in text
 
 
-def test_calibration_repairs_a_misfit_profile(recorded, tmp_path):
+@pytest.mark.parametrize("rounds,draws,tol,limit", [
+    (2, 4, 0.05, 0.06),
+    pytest.param(4, 20, 0.02, 0.05, marks=pytest.mark.slow),
+])
+def test_calibration_repairs_a_misfit_profile(recorded, tmp_path, rounds, draws, tol, limit):
     """Start from a profile that is wrong for one type; calibration by simulation
     brings every type within tolerance."""
     from meshsim.backends.fit import find_cassettes, fit_profile, load_entries
@@ -83,8 +95,8 @@ def test_calibration_repairs_a_misfit_profile(recorded, tmp_path):
     before = fitcheck.compare(fitcheck.recorded_accuracy(recorded), _sim(prof, recorded, tmp_path))
     nav = next(r for r in before if r["type"] == "navigate")
     assert nav["diff"] < -0.3
-    tuned, rows = fitcheck.calibrate(recorded, prof, tmp_path, rounds=4, draws=20, tol=0.02)
-    assert max(abs(r["diff"]) for r in rows) <= 0.05, rows
+    tuned, rows = fitcheck.calibrate(recorded, prof, tmp_path, rounds=rounds, draws=draws, tol=tol)
+    assert max(abs(r["diff"]) for r in rows) <= limit, rows
     assert tuned["models"]["strong"]["skill_by_type"]["bbh"]["navigate"] > 0.6
 
 
@@ -113,8 +125,8 @@ def test_backend_draw_varies_outcomes_not_the_stream(recorded, tmp_path):
     b = meshsim.run(meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml",
                                           ["seeds=1", "tasks.count=42", "phases=[]", "events=[]",
                                            "output.trace=none", "backend.draw=3"]), out=tmp_path / "b")
-    ta = [yaml.safe_load(l) for l in (tmp_path / "a" / "tasks.jsonl").read_text().splitlines()]
-    tb = [yaml.safe_load(l) for l in (tmp_path / "b" / "tasks.jsonl").read_text().splitlines()]
+    ta = read_records(tmp_path / "a", "tasks.jsonl")
+    tb = read_records(tmp_path / "b", "tasks.jsonl")
     assert [r["id"] for r in ta] == [r["id"] for r in tb]  # same stream
     assert [r["correct"] for r in ta] != [r["correct"] for r in tb] or a.summary != b.summary
     with pytest.raises(meshsim.errors.InputError):

@@ -21,6 +21,7 @@ import pytest
 import meshsim
 from meshsim.backends import make_backend
 from meshsim.backends.base import CallKind, Request, TaskRef
+from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "backends" / "local-llm.sh"
@@ -92,7 +93,7 @@ def test_record_meshheal_and_sac_then_replay_with_server_stopped(server, tmp_pat
         rec[name] = meshsim.run(_load(example, tmp_path / f"{name}.jsonl", "record"), out=tmp_path / f"{name}-rec")
 
     mh, sac = rec["meshheal"], rec["sac"]
-    assert len((tmp_path / "meshheal-rec" / "tasks.jsonl").read_text().splitlines()) == 10
+    assert len(read_records(tmp_path / "meshheal-rec", "tasks.jsonl")) == 10
     assert mh.summary["network"]["agents"] == 6 and sac.summary["network"]["agents"] == 7
     for r in rec.values():
         t = r.transport

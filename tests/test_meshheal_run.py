@@ -10,13 +10,15 @@ import pytest
 
 import meshsim
 from meshsim.tasks import load_profile
+from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = ROOT / "scenarios" / "meshheal" / "staggered-math.yaml"
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+    """A table of a run folder by its logical name (``tasks.jsonl``), compressed or not."""
+    return read_records(path.parent, path.name)
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +184,7 @@ def test_meshheal_same_seed_identical_folders(tmp_path):
     meshsim.run(meshsim.load_scenario(STAGGERED, ["tasks.count=84", "phases=[]",
                                                   "events=[{at_task: 20, type: degrade, agents: [A5]}]"]),
                 seed=5, out=tmp_path / "b")
-    for name in ("summary.json", "tasks.jsonl", "reviews.jsonl", "states.jsonl", "events.jsonl"):
+    for name in ("summary.json", "tasks.jsonl.gz", "reviews.jsonl.gz", "states.jsonl.gz", "events.jsonl.gz"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
@@ -290,7 +292,7 @@ def test_async_backend_calls_of_one_instant_fly_together_and_results_match(tmp_p
     monkeypatch.setattr(fake_mod, "FakeBackend", AsyncFake)
     res = meshsim.run(meshsim.load_scenario(STAGGERED, sets), seed=2, out=tmp_path / "async")
     assert AsyncFake.peak >= 3 and res.transport["max_in_flight"] >= 3
-    for name in ("tasks.jsonl", "reviews.jsonl", "states.jsonl"):
+    for name in ("tasks.jsonl.gz", "reviews.jsonl.gz", "states.jsonl.gz"):
         assert (tmp_path / "sync" / name).read_bytes() == (tmp_path / "async" / name).read_bytes(), name
 
 
@@ -304,7 +306,7 @@ def test_poisson_arrivals_overlap_tasks_and_stay_deterministic(tmp_path):
     overlaps = sum(1 for (s1, e1), (s2, _e2) in zip(spans, spans[1:]) if s2 < e1)
     assert overlaps > 10  # open loop: tasks run concurrently
     meshsim.run(meshsim.load_scenario(STAGGERED, sets), seed=3, out=tmp_path / "b")
-    assert (tmp_path / "a" / "tasks.jsonl").read_bytes() == (tmp_path / "b" / "tasks.jsonl").read_bytes()
+    assert (tmp_path / "a" / "tasks.jsonl.gz").read_bytes() == (tmp_path / "b" / "tasks.jsonl.gz").read_bytes()
     with pytest.raises(meshsim.ScenarioError, match="tasks.arrival"):
         meshsim.load_scenario(STAGGERED, ["tasks.arrival=poisson(-1)"])
 

@@ -1,4 +1,4 @@
-"""Figures, tables and the HTML report (meshsim.plots, meshsim.report, ``meshsim plot|report``).
+"""Figures, tables and the HTML report (meshsim.plots, meshsim.plots.report, ``meshsim plot|report``).
 
 A small real MeshHeal run (two seeds, degradation and staggered recovery) is
 made once per module; SAC / CP-WBFT and 576-agent folders are synthetic
@@ -7,6 +7,7 @@ records written by the tests. Rendering uses matplotlib's Agg canvas.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import re
@@ -24,8 +25,10 @@ pytest.importorskip("matplotlib")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import meshsim  # noqa: E402
-from meshsim import plots, report  # noqa: E402
+from meshsim import plots  # noqa: E402
+from meshsim.plots import report  # noqa: E402
 from meshsim.cli import main  # noqa: E402
+from meshsim.records import find_records, read_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSISTENT = ROOT / "scenarios" / "meshheal" / "persistent-math.yaml"
@@ -205,14 +208,14 @@ def big_dir(tmp_path_factory) -> Path:
 
 
 def test_plots_module_does_not_import_matplotlib():
-    code = ("import sys, meshsim.plots, meshsim.report, meshsim.cli; "
+    code = ("import sys, meshsim.plots, meshsim.plots.report, meshsim.cli; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 @pytest.mark.parametrize("kind,height", [
     ("timeline", plots.timeline_height(2)),
-    ("heatmap", plots._heatmap_height(6)),
+    ("heatmap", plots.heatmap_height(6)),
     ("phases", 3.6),
     ("detector", 0.9 + 2.8 * 2),
     ("topology", 6.0),
@@ -260,8 +263,9 @@ def _first(rows, pred):
 @pytest.mark.parametrize("agent", ["A3", "A5"])
 def test_timeline_marks_match_states_jsonl(run_dir, agent):
     seed_dir = run_dir / "seed-1"
-    states = sorted((s for s in jsonl(seed_dir / "states.jsonl") if s["agent"] == agent), key=lambda s: s["task"])
-    reviews = [r for r in jsonl(seed_dir / "reviews.jsonl") if r["agent"] == agent]
+    states = sorted((s for s in read_records(seed_dir, "states.jsonl") if s["agent"] == agent),
+                    key=lambda s: s["task"])
+    reviews = [r for r in read_records(seed_dir, "reviews.jsonl") if r["agent"] == agent]
     # ground truth from the reviews' degraded flags: first degraded review >= 43 (degrade event)
     b = {"A3": 43, "A5": 43}[agent]
     r = {"A3": 127, "A5": 85}[agent]
@@ -427,7 +431,7 @@ def _copy_seed(run_dir: Path, dst: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", ["absent", "not-a-run", "unfinished", "no-aggregate", "no-reviews",
-                                  "bad-jsonl", "bad-seed", "sac-kind"])
+                                  "bad-jsonl", "cut-gzip", "bad-seed", "sac-kind"])
 def test_missing_or_partial_folder_exit_2(run_dir, tmp_path, case):
     args = []
     if case == "absent":
@@ -445,13 +449,19 @@ def test_missing_or_partial_folder_exit_2(run_dir, tmp_path, case):
         expect = "aggregate.json missing"
     elif case == "no-reviews":
         target = _copy_seed(run_dir, tmp_path / "r")
-        (target / "reviews.jsonl").unlink()
+        find_records(target, "reviews.jsonl").unlink()
         args, expect = ["--kind", "timeline"], "reviews.jsonl missing"
-    elif case == "bad-jsonl":
+    elif case == "bad-jsonl":  # a plain table with a cut last line
         target = _copy_seed(run_dir, tmp_path / "r")
-        with open(target / "states.jsonl", "a") as fh:
-            fh.write('{"agent": "A1", "ta')
+        gz = find_records(target, "states.jsonl")
+        (target / "states.jsonl").write_bytes(gzip.decompress(gz.read_bytes()) + b'{"agent": "A1", "ta')
+        gz.unlink()
         args, expect = ["--kind", "heatmap"], "not valid JSON"
+    elif case == "cut-gzip":  # a compressed table cut short
+        target = _copy_seed(run_dir, tmp_path / "r")
+        gz = find_records(target, "states.jsonl")
+        gz.write_bytes(gz.read_bytes()[:-12])
+        args, expect = ["--kind", "heatmap"], "truncated file"
     elif case == "bad-seed":
         target, args, expect = run_dir, ["--seed", "99"], "no seed 99"
     else:
@@ -489,7 +499,7 @@ def test_576_agent_heatmap(big_dir, tmp_path):
     out = tmp_path / "heat.png"
     res = invoke("plot", big_dir, "-o", out)  # default kind for a large run: heatmap
     assert res.exit_code == 0, res.output
-    assert_png(out, plots._heatmap_height(576))
+    assert_png(out, plots.heatmap_height(576))
     # the timeline with too many agents falls back to the heatmap; a few chosen agents stay panels
     fig = plots.timeline(rf, agents=[f"A{i}" for i in range(1, 31)])
     assert len(fig.axes) == 1
@@ -499,3 +509,57 @@ def test_576_agent_heatmap(big_dir, tmp_path):
     res = invoke("plot", big_dir, "--kind", "topology", "-o", out2)
     assert res.exit_code == 0, res.output
     assert_png(out2, 3.8)
+
+
+def test_default_agents_of_a_large_run_say_which_were_chosen(big_dir):
+    rf = plots.open_run(big_dir).first
+    chosen, note = plots.choose_agents(rf)
+    assert chosen == ["A3", "A5", "A9", "A11"]  # the first degraded agents by name
+    assert note == "showing 4 of 192 degraded agents: the first 4 by name"
+    fig = plots.timeline(rf)
+    assert note in fig._suptitle.get_text()
+    # agents named by the caller: nothing to explain
+    assert "showing" not in plots.timeline(rf, agents=["A3"])._suptitle.get_text()
+
+
+def test_small_run_shows_every_degraded_agent_without_a_note(run_dir):
+    rf = plots.open_run(run_dir).first
+    chosen, note = plots.choose_agents(rf)
+    assert set(chosen) == {"A3", "A5"} and note is None
+
+
+@pytest.mark.parametrize("suffix,magic", [(".pdf", b"%PDF"), (".svg", b"<?xml"), (".png", b"\x89PNG")])
+def test_out_suffix_chooses_the_format(run_dir, tmp_path, suffix, magic):
+    out = tmp_path / f"fig{suffix}"
+    res = invoke("plot", run_dir, "--kind", "phases", "-o", out)
+    assert res.exit_code == 0, res.stderr
+    data = out.read_bytes()
+    assert data.startswith(magic)
+    if suffix == ".svg":
+        assert b"<svg" in data[:2000]
+    again = tmp_path / f"again{suffix}"
+    assert invoke("plot", run_dir, "--kind", "phases", "-o", again).exit_code == 0
+    assert again.read_bytes() == data  # no dates or random ids inside
+
+
+def test_unknown_figure_suffix_is_one_line_exit_2(run_dir, tmp_path):
+    res = invoke("plot", run_dir, "-o", tmp_path / "fig.jpg")
+    assert res.exit_code == 2
+    assert "fig.jpg" in one_error_line(res.stderr) and ".pdf" in res.stderr
+    assert not (tmp_path / "fig.jpg").exists()
+
+
+@pytest.mark.parametrize("argv", [["run", "--plot"], ["report"], ["plot"]])
+def test_without_matplotlib_plotting_stops_first_in_one_line(argv, tmp_path, monkeypatch, run_dir):
+    """The README's install has no matplotlib: say so before simulating anything."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    out = tmp_path / "run"
+    if argv[0] == "run":
+        args = ["run", str(PERSISTENT), "--out", str(out), *[f"--set={s}" for s in SMALL], "--plot"]
+    else:
+        args = [*argv, str(run_dir)]
+    res = _runner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 2
+    line = one_error_line(res.stderr)
+    assert "matplotlib" in line and "meshsim[plot]" in line
+    assert not out.exists()  # nothing was simulated

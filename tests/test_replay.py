@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -310,14 +311,15 @@ def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
     # the whole run folder, byte for byte
     names = sorted(p.name for p in (tmp_path / "rec").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "rep").iterdir())
-    assert {"summary.json", "scenario.resolved.yaml", "tasks.jsonl"} <= set(names)
+    assert {"summary.json", "scenario.resolved.yaml", "tasks.jsonl.gz"} <= set(names)
     for name in names:
         assert (tmp_path / "rec" / name).read_bytes() == (tmp_path / "rep" / name).read_bytes(), name
     assert rec.summary["backend"]["calls"] == n_calls
     assert rec.transport["recorded"] == n_calls and rec.transport["inner"]["calls"] == n_calls
     assert rep.transport["hits"] == n_calls and rep.transport["misses"] == 0 and rep.transport["inner"]["calls"] == 0
     for d in (tmp_path / "rec", tmp_path / "rep"):
-        assert SECRET not in "".join(p.read_text() for p in d.iterdir())
+        assert SECRET not in "".join(gzip.decompress(p.read_bytes()).decode() if p.suffix == ".gz" else p.read_text()
+                                     for p in d.iterdir())
 
 
 # ------------------------------------------------------------------ backends fit

@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from meshsim.cli import main
 from meshsim.errors import TopologyError
-from meshsim.robustness import robustness
-from meshsim.topology import GENERATORS, build
-
-from test_bad_scenarios import cli_env, meshsim_cmd
+from meshsim.graphs import GENERATORS, build
+from meshsim.graphs.robustness import robustness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,8 +101,7 @@ def test_bad_parameters_name_the_field(kind, params, field):
 def test_cli_topology_prints_robustness(tmp_path):
     sc = tmp_path / "g.yaml"
     sc.write_text("name: g\nduration: 1s\nnetwork:\n  topology: {kind: merg, n: 9}\n")
-    proc = subprocess.run(meshsim_cmd() + ["topology", str(sc), "--json"], capture_output=True, text=True,
-                          env=cli_env(), timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    info = json.loads(proc.stdout)
+    res = CliRunner().invoke(main, ["topology", str(sc), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    info = json.loads(res.stdout)
     assert info["r_robustness"] == 5 and info["nodes"] == 9

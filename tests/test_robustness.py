@@ -1,4 +1,4 @@
-"""Tests for meshsim.robustness (r-robustness, SAC paper Def. 3.3; F-local model)."""
+"""Tests for meshsim.graphs.robustness (r-robustness, SAC paper Def. 3.3; F-local model)."""
 from __future__ import annotations
 
 import itertools
@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from meshsim.errors import InputError, MeshsimError
-from meshsim.robustness import (
+from meshsim.graphs.robustness import (
     EXACT_MAX_N,
     byzantine_neighbour_counts,
     f_local_violations,
@@ -206,7 +206,7 @@ def test_milp_on_medium_graphs():
 
 def test_heuristic_witnesses_are_valid():
     # the heuristic may miss pairs but must never return an invalid one
-    from meshsim.robustness import _heuristic_pair, _pair_value, _prepare
+    from meshsim.graphs.robustness import _heuristic_pair, _pair_value, _prepare
     for G in _random_graphs(40, 12, seed=9):
         _, adj = _prepare(G)
         for r in range(1, 5):

@@ -18,9 +18,10 @@ from meshsim.backends.base import CallKind, Request, Response
 from meshsim.errors import InputError, ScenarioError
 from meshsim.protocols import PROTOCOLS
 from meshsim.protocols.consensus import DATASETS, ROLES, make_queries, parse_answer, parse_score, sac_filter
-from meshsim.robustness import robustness
+from meshsim.graphs.robustness import robustness
 from meshsim.scenario import Role, build_graph, check_semantics
-from meshsim.topology import build
+from meshsim.graphs import build
+from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SAC_DIR = ROOT / "scenarios" / "sac"
@@ -187,10 +188,10 @@ def test_sac_run_writes_metrics_and_tables(tmp_path):
     assert s["f_local"] and s["warnings"] == []
     assert s["calls"]["by_kind"]["sac_score"] > s["calls"]["by_kind"]["sac_refine"] > 0
     assert s["tokens"]["per_query"] > 0 and s["messages"]["by_kind"]["sac"]["sent"] == s["traffic"]["answers_sent"]
-    queries = [json.loads(x) for x in (tmp_path / "queries.jsonl").read_text().splitlines()]
+    queries = read_records(tmp_path, "queries.jsonl")
     assert [q["query"] for q in queries] == list(range(1, 7))
     assert all(len(v) == 7 for q in queries for v in q["answers"].values())
-    rounds = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
+    rounds = read_records(tmp_path, "rounds.jsonl")
     honest = [r for r in rounds if r["role"] != "adversarial" and r["round"] > 0]
     assert all(len(r["retained"]) + len(r["dropped"]) == r["received"] for r in honest)
     assert all(len(r["dropped"]) <= 3 for r in honest)
@@ -203,7 +204,7 @@ def test_same_seed_same_outputs(tmp_path):
         a = meshsim.run(load(name, "tasks.count=4"), seed=3, out=tmp_path / name / "a")
         b = meshsim.run(load(name, "tasks.count=4"), seed=3, out=tmp_path / name / "b")
         assert a.summary == b.summary
-        for f in ("summary.json", "queries.jsonl", "rounds.jsonl"):
+        for f in ("summary.json", "queries.jsonl.gz", "rounds.jsonl.gz"):
             assert (tmp_path / name / "a" / f).read_bytes() == (tmp_path / name / "b" / f).read_bytes()
         c = meshsim.run(load(name, "tasks.count=4"), seed=4)
         assert c.summary != a.summary
@@ -218,7 +219,7 @@ def test_protocols_share_initial_answers():
 
 def test_cpwbft_takes_reported_confidence(tmp_path):
     meshsim.run(load("cpwbft-complete-7", "tasks.count=3"), seed=1, out=tmp_path)
-    rounds = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
+    rounds = read_records(tmp_path, "rounds.jsonl")
     seen = [r["scores"]["A7"] for r in rounds if r["role"] != "adversarial" and r["round"] > 0 and "A7" in r.get("scores", {})]
     assert seen and set(seen) == {1.0}  # the adversary always claims 1.0
     assert not any("retained" in r for r in rounds)  # nothing is filtered
@@ -254,7 +255,7 @@ def scenario(tmp_path, topology="{kind: complete, n: 7}", roles="{A7: adversaria
 def test_equivocator_and_colluders(tmp_path):
     p = scenario(tmp_path, roles="{A5: equivocating, A6: colluding, A7: colluding}", F=3)
     meshsim.run(meshsim.load_scenario(p), out=tmp_path / "run")
-    rounds = [json.loads(x) for x in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    rounds = read_records(tmp_path / "run", "rounds.jsonl")
     eq = [r for r in rounds if r["agent"] == "A5" and r["round"] > 0]
     assert all(len(set(r["sent_answers"].values())) > 1 for r in eq)  # different lies to different neighbours
     col = [r for r in rounds if r["role"] == "colluding"]
@@ -268,7 +269,7 @@ def test_set_role_event_changes_roles_mid_run(tmp_path):
     p = scenario(tmp_path, roles="{}", count=4, extra="events:\n  - {at_task: 3, type: set_role, agents: [A2], role: adversarial}\n"
                  "  - {at_task: 4, type: set_role, agents: [A2], role: weak}\n")
     res = meshsim.run(meshsim.load_scenario(p), out=tmp_path / "run")
-    q = [json.loads(x) for x in (tmp_path / "run" / "queries.jsonl").read_text().splitlines()]
+    q = read_records(tmp_path / "run", "queries.jsonl")
     assert [row["roles"]["A2"] for row in q] == ["strong", "strong", "adversarial", "weak"]
     assert [c["role"] for c in res.summary["role_changes"]] == ["adversarial", "weak"]
     assert res.summary["role_counts"] == {"strong": 6, "weak": 1}
@@ -364,11 +365,27 @@ def test_queries_come_from_the_task_file_when_one_is_given(tmp_path):
     sets = ("tasks.file=../data/bbh-sample.jsonl", "tasks.count=6", "seeds=1")
     meshsim.run(load("sac-complete-7", *sets), out=tmp_path / "a")
     meshsim.run(load("sac-complete-7", *sets), out=tmp_path / "b")
-    rows = [json.loads(l) for l in (tmp_path / "a" / "queries.jsonl").read_text().splitlines()]
+    rows = read_records(tmp_path / "a", "queries.jsonl")
     assert len(rows) == 6 and len({r["id"] for r in rows}) == 6
     assert all(r["id"] in items and r["truth"] == items[r["id"]]["answer"] for r in rows)
-    assert (tmp_path / "a" / "queries.jsonl").read_bytes() == (tmp_path / "b" / "queries.jsonl").read_bytes()
+    assert (tmp_path / "a" / "queries.jsonl.gz").read_bytes() == (tmp_path / "b" / "queries.jsonl.gz").read_bytes()
     with pytest.raises(InputError) as ei:
         meshsim.run(load("sac-complete-7", "tasks.file=../data/bbh-sample.jsonl", "tasks.count=500",
                          "seeds=1"), out=tmp_path / "c")
     assert ei.value.field == "tasks.count" and "only 96 items" in ei.value.message
+
+
+def test_console_summary_shows_sac_metrics(tmp_path):
+    from click.testing import CliRunner
+
+    from meshsim.cli import main
+
+    res = CliRunner().invoke(main, ["run", str(ROOT / "scenarios" / "sac" / "sac-er-7.yaml"), "--seed", "3",
+                                    "--set", "tasks.count=4", "--out", str(tmp_path / "run")],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    line = res.output.splitlines()[1]
+    for label, key in (("IAA", "iaa"), ("FAA", "faa"), ("H-Majority", "h_majority")):
+        assert f"{label}={s[key]:.3f}" in line, line
+    assert f"BFTI={s['bfti']:+.3f}" in line, line

@@ -6,9 +6,9 @@ import functools
 import networkx as nx
 import pytest
 
-from meshsim import topology
+from meshsim import graphs as topology
 from meshsim.errors import InputError, TopologyError
-from meshsim.topology import GENERATORS, build, describe, from_file
+from meshsim.graphs import GENERATORS, build, describe, from_file
 
 N = 12
 # parameters for the built-in generators

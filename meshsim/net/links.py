@@ -9,16 +9,14 @@ from __future__ import annotations
 import math
 import random
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from simpy.events import NORMAL, Event
 
 from ..errors import InputError
 from ..types import LatencySpec
+from .fabric import Fabric
 from .messages import Message
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .network import Network
 
 __all__ = ["Link", "make_delay"]
 
@@ -49,7 +47,7 @@ class Link:
     __slots__ = ("u", "v", "net", "env", "latency", "_loss", "_bandwidth", "up", "epoch", "batchable",
                  "_delay", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
 
-    def __init__(self, net: "Network", u: str, v: str, latency: LatencySpec, loss: float,
+    def __init__(self, net: Fabric, u: str, v: str, latency: LatencySpec, loss: float,
                  bandwidth: float | None, rnd: "random.Random | Callable[[], random.Random]"):
         self.net = net
         self.env = net.env

@@ -5,7 +5,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import InputError
 from ..sim import Environment
-from ..topology import node_order
+from ..names import node_order
 from ..types import LatencySpec
 from .links import Link
 from .messages import KindStats, Message

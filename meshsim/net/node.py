@@ -8,16 +8,13 @@ that slow work (an LLM call) never blocks routing traffic.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Generator
+from typing import Any, Callable, Generator
 
 from simpy import Interrupt
 from simpy.events import NORMAL, Event, Process
 
+from .fabric import Fabric, Wire
 from .messages import HEADER_BYTES, Message, payload_size
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .links import Link
-    from .network import Network
 
 __all__ = ["Node"]
 
@@ -25,11 +22,11 @@ Handler = Callable[[Message], Any]
 
 
 class Node:
-    def __init__(self, net: "Network", name: str):
+    def __init__(self, net: Fabric, name: str):
         self.net = net
         self.env = net.env
         self.name = name
-        self.links: dict[str, "Link"] = {}
+        self.links: dict[str, Wire] = {}
         self.handlers: dict[str, Handler] = {}
         self.inline: set[str] = set()
         self.link_listeners: list[Callable[[str, bool], None]] = []

@@ -42,7 +42,7 @@ from simpy.events import Event
 from ..backends.base import CallKind, Request, Response, TaskInfo, TaskRef
 from ..errors import InputError
 from ..net.messages import HEADER_BYTES
-from ..topology import node_order
+from ..names import node_order
 from ..types import parse_duration
 from .base import Protocol
 from .llm import LLMClient
@@ -392,7 +392,7 @@ class ConsensusProtocol(Protocol):
         info: dict[str, Any] = {"min_degree": min(degs) if degs else 0, "r_robustness": None,
                                 "f_plus_1_robust": None}
         if 2 <= G.number_of_nodes() <= 16:
-            from ..robustness import robustness
+            from ..graphs.robustness import robustness
 
             r = robustness(G, method="exact")
             info["r_robustness"] = r

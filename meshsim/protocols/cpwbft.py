@@ -23,7 +23,7 @@ import math
 from typing import Any, Literal, Optional
 
 from ..backends.base import TaskRef
-from ..topology import node_order
+from ..names import node_order
 from .consensus import (ADVERSARIAL_ROLES, CPWBFT_AGGREGATE, ConsensusAgent, ConsensusParams, ConsensusProtocol,
                         parse_answer)
 

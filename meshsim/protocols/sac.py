@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends.base import CallKind, TaskRef
-from ..topology import node_order
+from ..names import node_order
 from .consensus import ConsensusAgent, ConsensusParams, ConsensusProtocol, parse_answer, parse_score, sac_filter
 
 __all__ = ["SAC", "SACParams", "SACAgent"]

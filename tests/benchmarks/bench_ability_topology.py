@@ -16,7 +16,7 @@ import time
 
 import networkx as nx
 
-from meshsim.ability_topology import (ability_distance, ability_sparse_graph, check_ability_graph,
+from meshsim.graphs.ability import (ability_distance, ability_sparse_graph, check_ability_graph,
                                       default_edges, default_profile)
 
 

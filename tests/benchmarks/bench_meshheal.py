@@ -4,15 +4,28 @@ Runs scenarios/meshheal/scale-576-sparse.yaml (one third of the agents degrade
 half-way) and prints tasks/s and wall time, plus the headline results.
 Goal: <= 30 s on one core of the reference 2-core machine.
 
+In the same run it also times the bare-SimPy model of bench_net.py (tokens
+wandering between SimPy stores, one timeout per hop) on the same graph with
+the same link latencies until it has delivered as many messages as MeshHeal
+did, and prints MeshHeal's wall time over that: what MeshHeal costs beyond
+moving its messages (LLM calls, reviews, detectors, records). Goal: <= 2.0.
+
 Run: python tests/benchmarks/bench_meshheal.py [--tasks N] [--scenario PATH]
 """
 from __future__ import annotations
 
 import argparse
+import gc
+import math
+import random
+import sys
 import time
 from pathlib import Path
 
 import meshsim
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_net import bare_simpy_on  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,6 +57,41 @@ def main() -> None:
     degraded = len(s["agents"])
     isolated = sum(1 for a in s["agents"].values() if a["isolated_at"] is not None)
     print(f"isolation  : {isolated}/{degraded} degraded agents isolated, {s['false_isolations']} false isolations")
+    delivered = s["messages"]["total"]["delivered"]
+    nbrs, lat = _same_network(sc, args.seed)
+    # the run's records would otherwise sit on the heap and make the collector
+    # slow the bare model down (it walks every live object)
+    del res
+    gc.collect()
+    c1 = time.process_time()
+    n_bare, bare = bare_simpy_on(nbrs, lat, delivered, args.seed)
+    bare_cpu = time.process_time() - c1
+    print(f"bare simpy : {bare:.1f} s (cpu {bare_cpu:.1f} s) to deliver the same {n_bare:,} messages on the "
+          f"same graph ({n_bare / bare:,.0f} msgs/s)")
+    print(f"ratio      : {wall / bare:.2f} (MeshHeal wall time / bare SimPy; cpu {cpu / bare_cpu:.2f}; goal <= 2.0; "
+          f"{s['messages']['total']['sent'] / n:.0f} messages per task)")
+
+
+def _same_network(sc, seed: int) -> tuple[dict, dict]:
+    """The run's initial graph as bench_net's model takes it: neighbours and per-link latency (s)."""
+    from meshsim.scenario import build_graph
+
+    G = build_graph(sc, seed)
+    spec = sc.network.links.latency.spec()
+    rnd = random.Random(seed)
+    lat = {}
+    for u, v, d in sorted(G.edges(data=True)):
+        if "latency" in d:
+            x = float(d["latency"])
+        elif spec.dist == "constant":
+            x = spec.value
+        elif spec.dist == "uniform":
+            x = rnd.uniform(spec.low, spec.high)
+        else:
+            x = rnd.lognormvariate(math.log(spec.median), spec.sigma)
+        lat[(u, v)] = lat[(v, u)] = x
+    nbrs = {v: sorted(G.neighbors(v)) for v in G}
+    return nbrs, lat
 
 
 if __name__ == "__main__":

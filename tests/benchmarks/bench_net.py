@@ -31,16 +31,24 @@ def graph(seed: int):
 
 
 def bare_simpy(target: int, seed: int) -> tuple[int, float]:
-    G, lat, nbrs = graph(seed)
+    _G, lat, nbrs = graph(seed)
+    return bare_simpy_on(nbrs, lat, target, seed, LOSS)
+
+
+def bare_simpy_on(nbrs: dict, lat: dict, target: int, seed: int, loss: float = 0.0,
+                  tokens_per_agent: int = TOKENS_PER_AGENT) -> tuple[int, float]:
+    """The bare-SimPy model on any graph: ``nbrs`` node -> sorted neighbours,
+    ``lat[(u, v)]`` seconds; returns (deliveries, wall seconds) once ``target``
+    messages were delivered (bench_meshheal.py runs it on MeshHeal's graph)."""
     env = simpy.Environment()
-    stores = {v: simpy.Store(env) for v in G}
+    stores = {v: simpy.Store(env) for v in nbrs}
     rnd = random.Random(seed + 1)
     count = [0]
     lost = [0, 0]  # lost, re-injected
     done = env.event()
 
     def send(u, v, msg):
-        if rnd.random() < LOSS:
+        if loss and rnd.random() < loss:
             lost[0] += 1
             return
         t = env.timeout(lat[(u, v)])
@@ -60,9 +68,9 @@ def bare_simpy(target: int, seed: int) -> tuple[int, float]:
                     lost[1] += 1
                     send(v, rnd.choice(nb), msg)
 
-    for v in G:
+    for v in nbrs:
         env.process(node(v))
-        for _ in range(TOKENS_PER_AGENT):
+        for _ in range(tokens_per_agent):
             if nbrs[v]:
                 send(v, rnd.choice(nbrs[v]), "tok")
     t0 = time.perf_counter()
@@ -73,7 +81,7 @@ def bare_simpy(target: int, seed: int) -> tuple[int, float]:
 def meshsim_net(target: int, seed: int) -> tuple[int, float]:
     from meshsim.net.network import Network
     from meshsim.sim import Environment
-    from meshsim.topology import agent_name
+    from meshsim.graphs import agent_name
     from meshsim.types import LatencySpec
 
     G, lat, nbrs = graph(seed)

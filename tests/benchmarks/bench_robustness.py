@@ -23,7 +23,7 @@ import time
 
 import networkx as nx
 
-from meshsim.robustness import is_r_robust, robustness, robustness_bounds, violating_pair
+from meshsim.graphs.robustness import is_r_robust, robustness, robustness_bounds, violating_pair
 
 
 class _Timing:

@@ -1,7 +1,7 @@
 """Robust graph generators of the SAC paper (App. A), registered as topology kinds.
 
 Every generator takes ``(params, seed)``, returns a graph on integer nodes
-``0..n-1`` (``topology.build`` renames them ``A1..An``) and draws every random
+``0..n-1`` (``meshsim.graphs.build`` renames them ``A1..An``) and draws every random
 choice from ``random.Random(seed)``:
 
 ``merg`` (n)
@@ -22,7 +22,7 @@ choice from ``random.Random(seed)``:
 
 ``er_robust`` (n, r, max_tries = 10000, optional p)
     Erdos-Renyi G(n, p) with p = (ln n + (r-1) ln ln n) / n (Zhang et al. 2015),
-    resampled until :func:`meshsim.robustness.is_r_robust` verifies it is
+    resampled until :func:`meshsim.graphs.robustness.is_r_robust` verifies it is
     r-robust; ``TopologyError`` after ``max_tries`` samples.
 
 ``k_circulant`` (n, k)
@@ -42,10 +42,15 @@ import random
 
 import networkx as nx
 
-from .errors import TopologyError
-from .topology import _need, er_threshold_p, register_generator
+from ..errors import TopologyError
+from .registry import need as _need, register_generator
 
-__all__ = ["merg", "pa_robust", "er_robust", "k_circulant"]
+__all__ = ["merg", "pa_robust", "er_robust", "k_circulant", "er_threshold_p"]
+
+
+def er_threshold_p(n: int, r: int) -> float:
+    """p = (ln n + (r-1) ln ln n) / n (SAC App. A), clipped to [0, 1]."""
+    return min(1.0, max(0.0, (math.log(n) + (r - 1) * math.log(math.log(n))) / n))
 
 
 def _bool(params: dict, key: str, default: bool) -> bool:

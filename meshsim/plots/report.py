@@ -16,8 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from . import plots
-from .plots import RunSet, Stat, open_run
+from .canvas import _new_figure, _png_bytes
+from .folder import open_run, RunSet
+from .graph import topology
+from .healing import detector_figure, heatmap_height, state_heatmap, timeline
+from .phases import phase_bars
+from .sac import SAC_FIELDS, sac_figure, sac_runs
+from .stats import choose_agents, healing_stats, phase_stats, Stat
 
 __all__ = ["Table", "phase_table", "healing_table", "audit_table", "sac_table", "tables", "write_tables",
            "write_report", "print_tables"]
@@ -91,7 +96,7 @@ def phase_table(run: Any) -> Table:
     """Accuracy, tokens and model calls per task for each phase (Tab. 2a / 3a)."""
     rs = open_run(run)
     rows, data = [], []
-    for r in plots.phase_stats(rs):
+    for r in phase_stats(rs):
         rows.append([r["phase"], r["tasks"], r["accuracy"].fmt(3), r["tokens"].fmt(1, 1e-3), r["calls"].fmt(1)])
         data.append([r["phase"], r["tasks"].replace("–", "-"), *_stat_cols("accuracy", r["accuracy"]),
                      *_stat_cols("tokens", r["tokens"]), *_stat_cols("calls", r["calls"])])
@@ -103,7 +108,7 @@ def phase_table(run: Any) -> Table:
 def healing_table(run: Any) -> Optional[Table]:
     """Detection delay, closure and reintegration delay per degraded agent (Tab. 3b)."""
     rs = open_run(run)
-    stats = plots.healing_stats(rs)
+    stats = healing_stats(rs)
     if not stats:
         return None
     rows, data = [], []
@@ -175,8 +180,8 @@ def audit_table(run: Any) -> Optional[Table]:
 
 def sac_table(runs: Any) -> Optional[Table]:
     """IAA, FAA, BFTI, RA and H-Majority per method and topology (SAC Tab. 1)."""
-    data_runs = plots.sac_runs(runs)
-    cols = [f for f in plots.SAC_FIELDS if any(f in s.metrics for s in data_runs)]
+    data_runs = sac_runs(runs)
+    cols = [f for f in SAC_FIELDS if any(f in s.metrics for s in data_runs)]
     labels = {"iaa": "IAA (%)", "faa": "FAA (%)", "bfti": "BFTI (pp)", "ra": "RA (%)", "h_majority": "H-Majority (%)"}
     rows, data = [], []
     for s in data_runs:
@@ -232,7 +237,7 @@ def tables(run: Any) -> list[Table]:
 def write_tables(tabs: Sequence[Table], folder: Path, md_name: str = "tables.md",
                  prefix: str = "") -> list[Path]:
     """``<prefix><table>.csv`` per table and one Markdown file holding them all."""
-    from .runner import write_atomic
+    from ..records import write_atomic
 
     folder = Path(folder)
     paths = []
@@ -272,7 +277,7 @@ figure{margin:14px 0}figcaption{color:#495057;font-size:0.88em;margin-top:4px}
 
 
 def _img(fig) -> str:
-    data = base64.b64encode(plots._png_bytes(fig)).decode("ascii")
+    data = base64.b64encode(_png_bytes(fig)).decode("ascii")
     return f'<img alt="figure" src="data:image/png;base64,{data}">'
 
 
@@ -283,10 +288,10 @@ def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[
     if isinstance(rf.summary.get("accuracy"), dict) and rf.phases():
         out.append(("Accuracy and cost per phase",
                     "Bars: mean over seeds, error bars: sample std; pink phases had a degraded agent.",
-                    lambda: plots.phase_bars(rs)))
+                    lambda: phase_bars(rs)))
     if rf.is_meshheal:
         n_agents = len(rf.agents())
-        chosen = plots.default_agents(rf)
+        chosen, note = choose_agents(rf)
         if n_agents > 12:
             out.append(("Inferred state of every agent",
                         f"Seed {rf.seed}. Rows: agents (degraded first); colour: inferred routing state; "
@@ -298,23 +303,23 @@ def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[
                         "state after the update, hollow: recovery probes; black: rolling mean review score; "
                         "blue: 10th–90th percentile of normal agents' mean score; bottom strip: inferred "
                         "state; dashed: detection c and reintegration u with their delays.",
-                        lambda: plots.timeline(rf, agents=chosen)))
+                        lambda: timeline(rf, agents=chosen, note=note)))
             if str(rf.params.get("detector", "relative")) != "none" and rf.params.get("review", True):
                 out.append(("Detector statistic",
                             f"Seed {rf.seed}. One point per matched detector update; dotted lines: watch and "
                             "isolate thresholds from protocol.params.",
-                            lambda: plots.detector_figure(rf, agents=chosen)))
+                            lambda: detector_figure(rf, agents=chosen, note=note)))
     if rf.is_sac:
         out.append(("SAC: per-round accuracy and BFTI", "Strong (solid) and weak (dashed) honest agents' "
-                    "accuracy per round; BFTI = FAA − IAA.", lambda: plots.sac_figure([rs])))
+                    "accuracy per round; BFTI = FAA − IAA.", lambda: sac_figure([rs])))
     out.append(("Topology", "Initial graph rebuilt from scenario.resolved.yaml; colour: final inferred state "
-                "(or role); black ring: agents degraded at some point.", lambda: plots.topology(rf)))
+                "(or role); black ring: agents degraded at some point.", lambda: topology(rf)))
     return out
 
 
 def _heatmap(rf):
-    fig = plots._new_figure(plots._heatmap_height(len(rf.agents())))
-    plots.state_heatmap(rf, ax=fig.add_subplot(1, 1, 1))
+    fig = _new_figure(heatmap_height(len(rf.agents())))
+    state_heatmap(rf, ax=fig.add_subplot(1, 1, 1))
     return fig
 
 
@@ -323,12 +328,12 @@ def _check_records(rs: RunSet) -> None:
     for rf in rs.runs.values():
         if rf.protocol == "meshheal":
             rf.require("tasks.jsonl", "states.jsonl", "reviews.jsonl", why="partial MeshHeal run folder")
-            rf.tasks(), rf.states(), rf.reviews()
+            rf.agents(), rf.states()  # reads every row of the three tables once
 
 
 def build_report(run: Any, seed: Optional[int] = None) -> str:
     """The report's HTML text."""
-    from .errors import MeshsimError
+    from ..errors import MeshsimError
 
     rs = open_run(run)
     rf = rs.run(seed)
@@ -369,7 +374,7 @@ def build_report(run: Any, seed: Optional[int] = None) -> str:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -403,7 +408,7 @@ def _headline_html(rs: RunSet) -> str:
 def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str] = None,
                  with_tables: bool = True) -> Path:
     """Write ``RUN_DIR/report.html`` (and the tables as CSV + Markdown); returns its path."""
-    from .runner import write_atomic
+    from ..records import write_atomic
 
     rs = open_run(run)
     text = build_report(rs, seed)

@@ -33,9 +33,9 @@ from typing import Any, Iterable, Mapping
 
 import networkx as nx
 
-from . import topology
-from .errors import TopologyError
-from .topology import agent_name, node_order
+from ..errors import TopologyError
+from ..names import agent_name, node_order
+from .registry import register_generator
 
 __all__ = [
     "ability_sparse_graph",
@@ -612,4 +612,4 @@ def _generator(params: dict, seed: int) -> nx.Graph:
     return ability_sparse_graph(abilities, targets, m=m, seed=seed, max_distance=max_distance)
 
 
-topology.register_generator("ability_sparse", _generator)
+register_generator("ability_sparse", _generator)

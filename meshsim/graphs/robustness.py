@@ -57,7 +57,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from meshsim.errors import InputError, MeshsimError
+from ..errors import InputError, MeshsimError
 
 __all__ = [
     "EXACT_AUTO_MAX_N",

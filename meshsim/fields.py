@@ -1,0 +1,90 @@
+"""Field types shared by the scenario model and its events (the bottom of the scenario layer).
+
+Durations accept ``12.5``, ``"12.5s"``, ``"50ms"``; a latency is a bare
+duration (constant) or a distribution; :class:`EventSpec` is the base of every
+scenario event (:mod:`meshsim.events` registers the types).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+
+from .types import LatencySpec, parse_duration
+
+__all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec"]
+
+
+def _duration(v: Any) -> float:
+    secs = parse_duration(v)
+    if secs < 0:
+        raise ValueError("must be >= 0")
+    return secs
+
+
+#: JSON Schema of a duration (what ``meshsim schema`` tells editors)
+DURATION_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0},
+                             {"type": "string", "pattern": r"^\s*[0-9.eE+-]+\s*(us|ms|s|sec|m|min|h)?\s*$"}],
+                   "description": "seconds, or a number with a unit: 12.5, '12.5s', '50ms', '2min', '1h'"}
+Duration = Annotated[float, BeforeValidator(_duration), WithJsonSchema(DURATION_SCHEMA)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Latency(Strict):
+    """A latency distribution; a bare duration means ``constant``."""
+
+    dist: Literal["constant", "uniform", "lognormal"] = "constant"
+    value: Optional[Duration] = None
+    low: Optional[Duration] = None
+    high: Optional[Duration] = None
+    median: Optional[Duration] = None
+    sigma: Optional[Annotated[float, Field(ge=0.0)]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, v: Any) -> Any:
+        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            return {"dist": "constant", "value": v}
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Latency":
+        need = {"constant": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma")}
+        for name in need[self.dist]:
+            if getattr(self, name) is None:
+                raise ValueError(f"'{self.dist}' latency needs '{name}'")
+        if self.dist == "uniform" and self.high < self.low:  # type: ignore[operator]
+            raise ValueError(f"'high' must be >= 'low' (got low={self.low}, high={self.high})")
+        if self.dist == "lognormal" and not self.median:
+            raise ValueError("'median' must be > 0")
+        return self
+
+    def spec(self) -> LatencySpec:
+        return LatencySpec(self.dist, self.value or 0.0, self.low or 0.0, self.high or 0.0,
+                           self.median or 0.0, self.sigma or 0.0)
+
+
+AgentPair = Annotated[list[str], Field(min_length=2, max_length=2)]
+
+
+#: Agent roles of the consensus protocols (SAC, CP-WBFT; docs/sac.md).
+Role = Literal["strong", "weak", "faulty", "adversarial", "equivocating", "colluding"]
+
+
+class EventSpec(BaseModel):
+    """Base of every scenario event: when it fires and its ``type``."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    at: Optional[Duration] = None
+    at_task: Optional[Annotated[int, Field(ge=1)]] = None
+
+    @model_validator(mode="after")
+    def _when(self) -> "EventSpec":
+        if (self.at is None) == (self.at_task is None):
+            raise ValueError("give exactly one of 'at' (simulated time) or 'at_task' (task index)")
+        return self

@@ -1,0 +1,334 @@
+"""Reading a run folder: one seed (:class:`RunFolder`) or a multi-seed folder (:class:`RunSet`).
+
+Files are read on first use and cached; per-record files are read in plain
+(``.jsonl``) or compressed (``.jsonl.gz``) form. Every check of what is missing
+raises :class:`~meshsim.errors.RunFolderError` naming the folder.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import yaml
+
+from ..errors import RunFolderError
+from ..names import node_order
+from ..records import find_records, has_records, iter_records
+
+
+SAC_METHODS = {"sac": "SAC", "cp-wbft": "CP-WBFT", "cp_wbft": "CP-WBFT", "cpwbft": "CP-WBFT"}
+
+
+def _order(agents: Iterable[str]) -> list[str]:
+    return sorted(set(agents), key=node_order)
+
+
+class RunFolder:
+    """One seed's run folder; files are read on first use and cached."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self._cache: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    def has(self, name: str) -> bool:
+        """Whether the folder holds ``name``; a table (``*.jsonl``) also as ``*.jsonl.gz``."""
+        if name.endswith(".jsonl"):
+            return has_records(self.path, name)
+        return (self.path / name).is_file()
+
+    def require(self, *names: str, why: str = "") -> None:
+        missing = [n for n in names if not self.has(n)]
+        if missing:
+            raise RunFolderError(f"{' and '.join(missing)} missing" + (f" ({why})" if why else ""),
+                                 file=str(self.path))
+
+    def json(self, name: str) -> Any:
+        if name not in self._cache:
+            self.require(name)
+            try:
+                self._cache[name] = json.loads((self.path / name).read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise RunFolderError(f"not valid JSON ({exc.msg}, line {exc.lineno})",
+                                     file=str(self.path / name)) from None
+        return self._cache[name]
+
+    def jsonl(self, name: str, why: str = "") -> list[dict[str, Any]]:
+        """Every row of table ``name`` (kept in memory: the figures use the slim
+        per-agent index of :meth:`agent_reviews` for reviews instead)."""
+        if name not in self._cache:
+            self._cache[name] = list(self.iter_jsonl(name, why))
+        return self._cache[name]
+
+    def iter_jsonl(self, name: str, why: str = ""):
+        """The rows of table ``name``, one at a time, not kept."""
+        self.require(name, why=why)
+        return iter_records(find_records(self.path, name))
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.json("summary.json")
+
+    @property
+    def scenario(self) -> dict[str, Any]:
+        if "scenario" not in self._cache:
+            self.require("scenario.resolved.yaml")
+            try:
+                data = yaml.safe_load((self.path / "scenario.resolved.yaml").read_text(encoding="utf-8"))
+            except yaml.YAMLError as exc:
+                raise RunFolderError(f"not valid YAML ({str(exc).splitlines()[0]})",
+                                     file=str(self.path / "scenario.resolved.yaml")) from None
+            self._cache["scenario"] = data if isinstance(data, dict) else {}
+        return self._cache["scenario"]
+
+    @property
+    def seed(self) -> Optional[int]:
+        s = self.summary.get("seed", self.scenario.get("seed"))
+        return s if isinstance(s, int) else None
+
+    @property
+    def protocol(self) -> str:
+        return str((self.scenario.get("protocol") or {}).get("name", ""))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict((self.scenario.get("protocol") or {}).get("params") or {})
+
+    @property
+    def is_meshheal(self) -> bool:
+        return self.has("reviews.jsonl") and self.has("states.jsonl")
+
+    @property
+    def is_sac(self) -> bool:
+        s = self.summary
+        return self.protocol.lower() in SAC_METHODS or any(k in s for k in ("iaa", "faa", "bfti"))
+
+    def tasks(self) -> list[dict]:
+        return self.jsonl("tasks.jsonl", why="a MeshHeal run writes it")
+
+    def states(self) -> list[dict]:
+        if "_states" not in self._cache:
+            rows = self.jsonl("states.jsonl", why="a MeshHeal run writes it")
+            self._cache["_states"] = sorted(rows, key=lambda r: (r["task"], r.get("t", 0.0)))
+        return self._cache["_states"]
+
+    def reviews(self) -> list[dict]:
+        """Every row of reviews.jsonl, whole (a 576-agent run: about 100k rows)."""
+        return self.jsonl("reviews.jsonl", why="a MeshHeal run writes it")
+
+    # What the figures read of the reviews, one slim row per review (task, type,
+    # q, probe, degraded and the detector's ability / state / z), grouped by
+    # agent in file order: one streaming pass, so a large run's reviews are
+    # never held whole (and never twice).
+    _SLIM = ("task", "type", "q", "probe", "degraded")
+    _SLIM_DET = ("ability", "state", "z")
+
+    def review_index(self) -> dict[str, list[dict[str, Any]]]:
+        if "_rindex" not in self._cache:
+            intern: dict[Any, Any] = {}
+            index: dict[str, list[dict[str, Any]]] = {}
+            for r in self.iter_jsonl("reviews.jsonl", why="a MeshHeal run writes it"):
+                slim = {k: r.get(k) for k in self._SLIM}
+                slim["type"] = intern.setdefault(slim["type"], slim["type"])
+                slim["detector"] = [{k: intern.setdefault(d.get(k), d.get(k)) if k != "z" else d.get(k)
+                                     for k in self._SLIM_DET} for d in r.get("detector") or ()]
+                agent = r["agent"]
+                index.setdefault(intern.setdefault(agent, agent), []).append(slim)
+            self._cache["_rindex"] = index
+        return self._cache["_rindex"]
+
+    def agent_reviews(self, agent: str) -> list[dict[str, Any]]:
+        """Slim review rows of ``agent`` (see :meth:`review_index`), in file order."""
+        return self.review_index().get(agent, [])
+
+    def _task_scan(self) -> tuple[set[str], int]:
+        """Agents named by tasks.jsonl (entry and route) and its largest task index, in one pass."""
+        if "_tscan" not in self._cache:
+            names: set[str] = set()
+            top = 0
+            for t in self.iter_jsonl("tasks.jsonl", why="a MeshHeal run writes it"):
+                names.update(t.get("route") or ())
+                if t.get("entry"):
+                    names.add(t["entry"])
+                top = max(top, t["index"])
+            self._cache["_tscan"] = (names, top)
+        return self._cache["_tscan"]
+
+    @property
+    def n_tasks(self) -> int:
+        if "_n" not in self._cache:
+            n = self.summary.get("tasks")
+            if not isinstance(n, int):
+                n = (self.scenario.get("tasks") or {}).get("count")
+            if not isinstance(n, int):
+                n = self._task_scan()[1] if self.has("tasks.jsonl") else 0
+            self._cache["_n"] = n
+        return self._cache["_n"]
+
+    def phases(self) -> list[tuple[str, int, int]]:
+        """(name, first task, last task) of each phase, in scenario order."""
+        out, k = [], 1
+        for ph in self.scenario.get("phases") or []:
+            n = int(ph.get("tasks", 0))
+            out.append((str(ph["name"]), k, k + n - 1))
+            k += n
+        return out
+
+    def agents(self) -> list[str]:
+        """Every agent named in the records (natural order)."""
+        if "_agents" not in self._cache:
+            names: set[str] = set(self.review_index())
+            for s in self.states():
+                names.add(s["agent"])
+            names.update(_summary_agents(self.summary))
+            if self.has("tasks.jsonl"):
+                names.update(self._task_scan()[0])
+            self._cache["_agents"] = _order(names)
+        return self._cache["_agents"]
+
+
+def _summary_agents(summary: dict) -> dict[str, dict]:
+    a = summary.get("agents")
+    return a if isinstance(a, dict) else {}
+
+
+@dataclass
+class RunSet:
+    """A run folder as given on the command line: one seed, or a multi-seed
+    folder (``seed-<s>/`` sub-folders plus ``aggregate.json``)."""
+
+    path: Path
+    runs: dict[int, RunFolder]
+    aggregate: Optional[dict[str, Any]] = None
+    _single: Optional[RunFolder] = field(default=None, repr=False)
+
+    @property
+    def multi(self) -> bool:
+        return self.aggregate is not None
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.runs)
+
+    def run(self, seed: Optional[int] = None) -> RunFolder:
+        if seed is None:
+            return next(iter(self.runs.values()))
+        if seed not in self.runs:
+            raise RunFolderError(f"no seed {seed} in this run folder (seeds: {', '.join(map(str, self.runs))})",
+                                 file=str(self.path))
+        return self.runs[seed]
+
+    @property
+    def first(self) -> RunFolder:
+        return self.run()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        return [r.summary for r in self.runs.values()]
+
+    def stat(self, path: str) -> Optional[dict[str, Any]]:
+        """``{mean, std, min, max, n[, missing]}`` (or ``{true, n}``) of a flattened summary field."""
+        if self.aggregate is not None:
+            return (self.aggregate.get("metrics") or {}).get(path)
+        v = _dig(self.first.summary, path)
+        if isinstance(v, bool):
+            return {"true": int(v), "n": 1}
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            return {"mean": float(v), "std": 0.0, "min": float(v), "max": float(v), "n": 1}
+        return None
+
+
+def _dig(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def _seed_dirs(path: Path) -> dict[int, Path]:
+    out = {}
+    for p in path.iterdir():
+        if p.is_dir() and p.name.startswith("seed-") and p.name[5:].lstrip("-").isdigit():
+            out[int(p.name[5:])] = p
+    return dict(sorted(out.items()))
+
+
+def _check_single(path: Path) -> None:
+    has_sum = (path / "summary.json").is_file()
+    has_sc = (path / "scenario.resolved.yaml").is_file()
+    if has_sum and has_sc:
+        return
+    if not has_sum and not has_sc:
+        raise RunFolderError("not a run folder (no summary.json, scenario.resolved.yaml or seed-*/ folders)",
+                             file=str(path))
+    if not has_sum:
+        why = "the run failed, see error.txt" if (path / "error.txt").is_file() else "the run did not finish"
+        raise RunFolderError(f"summary.json missing ({why})", file=str(path))
+    raise RunFolderError("scenario.resolved.yaml missing (partial run folder)", file=str(path))
+
+
+def open_run(path: Path | str | RunSet | RunFolder) -> RunSet:
+    """Open and check a run folder; raises :class:`RunFolderError` naming what is missing."""
+    if isinstance(path, RunSet):
+        return path
+    if isinstance(path, RunFolder):
+        _check_single(path.path)
+        return RunSet(path.path, {path.seed if path.seed is not None else 0: path})
+    p = Path(path)
+    if not p.exists():
+        raise RunFolderError("run folder not found", file=str(p))
+    if not p.is_dir():
+        raise RunFolderError("not a folder (give the run folder, e.g. runs/<scenario>)", file=str(p))
+    seeds = _seed_dirs(p)
+    has_agg = (p / "aggregate.json").is_file()
+    if not seeds and not has_agg:
+        _check_single(p)
+        rf = RunFolder(p)
+        return RunSet(p, {rf.seed if rf.seed is not None else 0: rf})
+    # multi-seed folder
+    agg = None
+    if has_agg:
+        agg = RunFolder(p).json("aggregate.json")
+        if not isinstance(agg, dict) or "metrics" not in agg:
+            raise RunFolderError("aggregate.json has no 'metrics'", file=str(p / "aggregate.json"))
+    listed = [int(s) for s in (agg or {}).get("seeds", [])] or list(seeds)
+    problems = []
+    for s in listed:
+        d = seeds.get(s)
+        if d is None:
+            problems.append(f"seed-{s}/")
+            continue
+        for name in ("summary.json", "scenario.resolved.yaml"):
+            if not (d / name).is_file():
+                problems.append(f"seed-{s}/{name}")
+    if agg is None:
+        problems.insert(0, "aggregate.json")
+    if problems:
+        shown = ", ".join(problems[:4]) + (f" and {len(problems) - 4} more" if len(problems) > 4 else "")
+        raise RunFolderError(f"partial multi-seed run folder: {shown} missing (rerun 'meshsim run' to resume)",
+                             file=str(p))
+    return RunSet(p, {s: RunFolder(seeds[s]) for s in listed}, agg)
+
+
+def _as_runset(run: Any) -> RunSet:
+    return open_run(run)
+
+
+def _as_folder(run: Any, seed: Optional[int] = None) -> RunFolder:
+    if isinstance(run, RunFolder):
+        return run
+    return open_run(run).run(seed)
+
+
+def _need_meshheal(rf: RunFolder, what: str) -> None:
+    rf.require("states.jsonl", "reviews.jsonl", why=f"the {what} needs a MeshHeal run")
+
+
+def _agent_list(rf: RunFolder, k: int = 8) -> str:
+    names = rf.agents()
+    return ", ".join(names[:k]) + (f", … ({len(names)} in all)" if len(names) > k else "")
