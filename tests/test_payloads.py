@@ -21,7 +21,7 @@ import pytest
 import meshsim
 from meshsim.backends.base import TaskInfo
 from meshsim.net.node import Node
-from meshsim.protocols.meshheal.agent import Output, TaskState
+from meshsim.protocols.meshheal.state import Output, TaskState
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -144,23 +144,15 @@ class Backend:
 
     def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
         """The observer's grade of a text this backend produced for ``task``
-        (metrics only; no agent ever calls it). A real model's text is graded
-        against the gold answer; an intermediate half (``action`` contribute)
-        has no gold answer of its own: None."""
-        if action == "contribute" or not text:
-            return None
-        from ..datasets import grade_task
-
-        return grade_task(task, text)
+        (metrics only; no agent ever calls it): does a committed final answer
+        match the gold one? None when it cannot tell (an intermediate half has
+        no gold answer of its own; a backend without a grader)."""
+        return None
 
     def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
         """The answer a final text commits to, as the observer reads it (metrics
         only: tells a Takeover that changed the answer from one that kept it)."""
-        if not text:
-            return None
-        from ..prompts import extract_answer
-
-        return extract_answer(text, task)
+        return None
 
     def forget(self, task_id: str) -> None:
         """The observer is done with ``task_id``: drop whatever was kept for it."""

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any, Literal, Optional

@@ -48,15 +48,13 @@ Calibration targets and how each number was set: ``docs/sac.md``.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any, Optional
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
 from .profiles import hash_unit, load_validated, model_role

@@ -55,7 +55,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
-from .base import Backend, CallKind, LatencyModel, Request, Response
+from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
 
@@ -241,11 +241,30 @@ class _Failure(Exception):
         self.retry_after = retry_after
 
 
+def grade_text(task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
+    """The observer's grade of a real model's text: a committed final answer
+    against the gold one; an intermediate half (Contribute) has none."""
+    if action == "contribute" or not text:
+        return None
+    from ..datasets import grade_task
+
+    return grade_task(task, text)
+
+
 class OpenAIBackend(Backend):
     """Chat completions over HTTP (see module doc). ``transport`` and ``sleep``
     are injectable for tests (``httpx.MockTransport``, a recording sleep)."""
 
     synchronous = False
+
+    def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
+        """A real text is graded against the gold answer (observer only)."""
+        return grade_text(task, text, action)
+
+    def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
+        from ..prompts import extract_answer
+
+        return extract_answer(text, task) if text else None
 
     def __init__(self, profile: OpenAIProfile, *, seed: int = 0, transport: Any = None,
                  sleep: Optional[Callable[[float], Awaitable[None]]] = None,

@@ -227,11 +227,11 @@ class ReplayBackend(Backend):
 
     def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
         got = self._grades.get(task.id, {}).get(text)
-        return got[0] if got is not None and got[0] is not None else super().grade(task, text, action)
+        return got[0] if got is not None and got[0] is not None else self.inner.grade(task, text, action)
 
     def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
         got = self._grades.get(task.id, {}).get(text)
-        return got[1] if got is not None and got[1] is not None else super().final_answer(task, text)
+        return got[1] if got is not None and got[1] is not None else self.inner.final_answer(task, text)
 
     def forget(self, task_id: str) -> None:
         self._grades.pop(task_id, None)

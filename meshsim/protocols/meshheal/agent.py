@@ -9,7 +9,6 @@ model choice and the opaque output records that only backends interpret.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
 from simpy.events import Event
@@ -20,8 +19,9 @@ from ...net.node import Node
 from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
 from ...types import RoutingState
-from .detector import PeerSummary, Update
+from .detector import Update
 from .review import Assessment, assess, serve_review
+from .state import Output, TaskState
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..llm import LLMClient
@@ -32,40 +32,6 @@ _STATES = {s.value: s for s in RoutingState}
 ANY = "*"  # pseudo-ability every eligible agent advertises: RawRelay heads for the nearest one
 
 __all__ = ["MeshHealAgent", "TaskState", "Output"]
-
-
-@dataclass(frozen=True)
-class Output:
-    """One accepted output in Y_t: who wrote it, for which abilities, and its
-    text (an opaque token with fakes). Whether it is right is not in it: only
-    a model reading the text, or the observer grading it, can tell."""
-
-    agent: str
-    abilities: tuple[str, ...]
-    action: str
-    text: str = ""
-    replaced_by: Optional[str] = None
-
-    def replaced(self, by: str, text: str) -> "Output":
-        return replace(self, replaced_by=by, text=text)
-
-
-@dataclass
-class TaskState:
-    """X_t = (Q, T, R, C, Y, P) plus routing bookkeeping (Sec. 4.1)."""
-
-    task: TaskInfo
-    R: Optional[tuple[str, ...]] = None
-    C: set = field(default_factory=set)
-    Y: list = field(default_factory=list)
-    P: list = field(default_factory=list)
-    probe: bool = False
-    leg_hops: int = 0  # hops since the last contribution (routing limit, App. B.7)
-    visits: list = field(default_factory=list)  # every agent the state passed through
-    actions: list = field(default_factory=list)
-
-    def size_bytes(self) -> int:
-        return 200 + 400 * len(self.Y) + 16 * len(self.visits)
 
 
 class MeshHealAgent:

@@ -11,13 +11,34 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generator, Optional
+from typing import Any, Generator, Optional, Protocol
 
 from ...backends.base import CallKind
 from ...types import RoutingState
+from .state import Output, TaskState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .agent import MeshHealAgent, Output, TaskState
+
+class MeshHealAgent(Protocol):
+    """What the review code needs of a controller (agent.MeshHealAgent is one):
+    its own state, parameters, model and random stream, and its messaging."""
+
+    name: str
+    params: Any
+    rnd: Any
+    llm: Any
+    K_orig: frozenset
+    peer_state: dict
+    state: RoutingState
+
+    def eligible_reviewers(self, H: frozenset) -> list[str]: ...
+
+    def ask(self, reviewer: str, req: dict, y: Output, H: frozenset,
+            X: TaskState) -> Generator[Any, Any, Optional[dict]]: ...
+
+    def ask_all(self, reviewers: list[str], reqs: list[dict], y: Output, H: frozenset,
+                X: TaskState) -> Generator[Any, Any, list[Optional[dict]]]: ...
+
+    def sink_record(self, kind: str, task_index: int, agent: str) -> None: ...
 
 NORMAL = RoutingState.NORMAL
 
@@ -48,7 +69,7 @@ class Assessment:
     """Outcome of Assess(i, y, H, h_i, b_probe, X) for one output."""
 
     q: Optional[float]  # final score attributed to the producer (None: no reviewer reachable)
-    output: "Output"  # accepted output or the Takeover synthesis
+    output: Output  # accepted output or the Takeover synthesis
     q0: Optional[float] = None
     s_u: Optional[float] = None
     initial: list[float] = field(default_factory=list)
@@ -76,7 +97,7 @@ def committee_triggers(q0: float, s_u: float, watched: bool, probe: bool, tau: f
     return why
 
 
-def assess(agent: "MeshHealAgent", y: "Output", H: frozenset, X: "TaskState",
+def assess(agent: MeshHealAgent, y: Output, H: frozenset, X: TaskState,
            probe: bool) -> Generator[Any, Any, Assessment]:
     """Alg. 2 at the producer's controller."""
     p = agent.params
@@ -146,8 +167,8 @@ def assess(agent: "MeshHealAgent", y: "Output", H: frozenset, X: "TaskState",
     return res
 
 
-def _takeover(agent: "MeshHealAgent", members: list[str], y: "Output", H: frozenset, X: "TaskState",
-              single: bool = False) -> Generator[Any, Any, "Output"]:
+def _takeover(agent: MeshHealAgent, members: list[str], y: Output, H: frozenset, X: TaskState,
+              single: bool = False) -> Generator[Any, Any, Output]:
     """Takeover: the reviewers write correction candidates; a normal committee
     reviewer synthesizes them (Mixture-of-Agents); the synthesis replaces y
     and is not reviewed again (App. B.5)."""
@@ -165,7 +186,7 @@ def _takeover(agent: "MeshHealAgent", members: list[str], y: "Output", H: frozen
     return y.replaced(by=members[0], text=synth.get("text", ""))
 
 
-def serve_review(agent: "MeshHealAgent", req: dict) -> Generator[Any, Any, dict]:
+def serve_review(agent: MeshHealAgent, req: dict) -> Generator[Any, Any, dict]:
     """Reviewer side: run the LLM calls a review request asks for, return the reply."""
     mode = req["mode"]
     task = req["task"]

@@ -6,9 +6,9 @@ which are call-level and were calibrated (``backends/sac-default.yaml``).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
-from .reproduce import PREDICTION, TARGET, Cell, Experiment, Sensitivity, _pair, _seeds, _vals
+from .core import PREDICTION, TARGET, Cell, Experiment, Sensitivity, _seeds, _vals
 
 __all__ = ["sac_experiments", "sac_sensitivities", "PAPER"]
 
