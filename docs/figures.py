@@ -20,11 +20,10 @@ import argparse
 import copy
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import yaml
 
@@ -128,43 +127,26 @@ def sac_section(runs: Runs, img: Path) -> dict[str, str]:
 
 
 def backends_section(runs: Runs, img: Path) -> dict[str, str]:
-    """docs/backends.md: what the default fake profile gives against the MeshHeal paper's targets."""
-    from meshsim.plots import open_run
+    """docs/backends.md: the default fake profile against its calibration targets
+    (App. C.5), as `meshsim backends calibrate` prints them."""
+    from meshsim import calibration as cal
 
-    names = {"math": "MATH", "bbh": "BBH", "mmlu-pro": "MMLU-Pro"}
-    agg = {d: open_run(runs.get(f"persistent-{d}", SC / "meshheal" / f"persistent-{d}.yaml")).stat
-           for d in names}
-    ctl = open_run(runs.get("no-healing-math", SC / "meshheal" / "no-healing-math.yaml")).stat
-    stag = open_run(runs.get("staggered-math", SC / "meshheal" / "staggered-math.yaml")).stat
-
-    def mean(stat: Callable[[str], Any], key: str) -> float:
-        return float(stat(key)["mean"])
-
-    def over(key: str) -> list[float]:
-        return [mean(s, key) for s in agg.values()]
-
-    h, d = over("accuracy.by_phase.healthy"), over("accuracy.by_phase.degraded")
-    per = ", ".join(f"{names[k]} {mean(s, 'accuracy.by_phase.healthy'):.3f} → "
-                    f"{mean(s, 'accuracy.by_phase.degraded'):.3f}" for k, s in agg.items())
-    c = ctl("accuracy.by_phase.degraded")
-    ch, cd = over("calls_per_task_by_phase.healthy"), over("calls_per_task_by_phase.degraded")
-    ih, idg = over("audit.initial_score_healthy"), over("audit.initial_score_degraded")
-    fm = statistics.fmean
-    rows = [
-        "| quantity | paper | fake-default |",
-        "| --- | --- | --- |",
-        f"| healthy / degraded-phase accuracy (mean of datasets) | 0.831 / 0.839 | {fm(h):.3f} / {fm(d):.3f} ({per}) |",
-        f"| no-healing control degraded-phase accuracy | (AutoGen-like collapse) | {c['min']:.2f}–{c['max']:.2f} |",
-        f"| model calls per task | 12.4 → 13.6 | {fm(ch):.1f} → {fm(cd):.1f} |",
-        f"| tokens per task | 51k | {fm(over('tokens_per_task')) / 1000:.0f}k |",
-        f"| review audit: mean initial score healthy / degraded | 0.89 / 0.08 | {fm(ih):.2f} / "
-        f"{min(idg):.2f}–{max(idg):.2f} |",
-        f"| staggered: detection delay A5 / A3 | 8.0 / 12.4 | {mean(stag, 'agents.A5.detection_delay'):.1f} / "
-        f"{mean(stag, 'agents.A3.detection_delay'):.1f} |",
-        f"| staggered: reintegration delay A5 / A3 | 46.0 / 45.0 | "
-        f"{mean(stag, 'agents.A5.reintegration_delay'):.1f} / {mean(stag, 'agents.A3.reintegration_delay'):.1f} |",
-        "| Takeover of wrong finals | fixes 15 of 32 | see `audit.takeover` in each summary |",
-    ]
+    print("  run calibration audit", file=sys.stderr, flush=True)
+    m = cal.measure(ROOT / "backends" / "fake-default.yaml", ROOT / cal.AUDIT_SCENARIO, [1, 2, 3, 4, 5])
+    rows = ["| target (App. C.5) | paper | fake-default (5 seeds) | within |", "| --- | --- | --- | --- |"]
+    for r in cal.rows(m):
+        paper = f"{r['paper']:.3f}" + (f" ± {r['spread']:.3f}" if r["spread"] else "")
+        ok = "yes" if r["within"] else "**no**"
+        if r["within_spread"] is not None:
+            ok += " (in the paper's spread)" if r["within_spread"] else " (outside the paper's spread)"
+        rows.append(f"| {r['label']} | {paper} | {r['value']:.3f} ± {r['sd']:.3f} | {ok} |")
+    tc = m["takeover_counts"]
+    rows.append("")
+    rows.append(f"Takeover of Finalize outputs, pooled over the five seeds: {tc.get('wrong_fixed', 0)} of "
+                f"{tc.get('wrong_entering', 0)} wrong finals corrected ({tc.get('wrong_changed', 0)} changed), "
+                f"{tc.get('right_broken', 0)} of {tc.get('right_entering', 0)} right finals broken; "
+                f"{tc.get('contribute_final_correct', 0)} of {tc.get('contribute', 0)} tasks with a Contribute "
+                f"Takeover ended correct.")
     return {"backends-calibration": "\n\n" + "\n".join(rows) + "\n\n"}
 
 
@@ -186,7 +168,8 @@ def fit_section(runs: Runs, img: Path) -> dict[str, str]:
     d.mkdir(parents=True)
     truth = yaml.safe_load((ROOT / "backends" / "fake-default.yaml").read_text())
     truth.update(name="truth", graded=True)
-    truth["accuracy"]["bbh"]["by_type"] = {t: {"strong": s, "weak": w} for t, (s, w) in _FIT_TYPES.items()}
+    for role, k in (("strong", 0), ("weak", 1)):
+        truth["models"][role]["skill_by_type"] = {"bbh": {t: v[k] for t, v in _FIT_TYPES.items()}}
     (d / "truth.yaml").write_text(yaml.safe_dump(truth, sort_keys=False))
     sets = ["seeds=1", "tasks.count=168", "phases=[{name: healthy, tasks: 84}, {name: degraded, tasks: 84}]",
             "events=[{at_task: 85, type: degrade, agents: [A3, A5]}]",

@@ -91,6 +91,7 @@ FIT_PARAMS: tuple[tuple[str, float, float], ...] = (
     ("models.weak.skill.default", 0.0, 0.3),
     ("models.weak.garbage", 0.5, 1.0),
     ("difficulty_rho", 0.0, 0.95),
+    ("type_spread", 0.0, 0.8),
     ("committee.hint", 0.0, 0.95),
     ("committee.mislead", 0.0, 0.9),
     ("takeover.hint.finalize", 0.0, 0.95),
@@ -215,38 +216,51 @@ def loss(measured: dict[str, Any]) -> float:
     return total
 
 
+def _measure_job(args: tuple) -> tuple[float, dict[str, Any]]:
+    profile, scenario, seeds = args
+    m = measure(profile, scenario, seeds)
+    return loss(m), m
+
+
 def fit(profile: dict[str, Any], scenario: str | Path = AUDIT_SCENARIO, seeds: Optional[list[int]] = None,
-        params: tuple[tuple[str, float, float], ...] = FIT_PARAMS, sweeps: int = 3,
+        params: tuple[tuple[str, float, float], ...] = FIT_PARAMS, sweeps: int = 3, workers: int = 2,
         progress: Optional[Callable[[str], None]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Coordinate search over ``params`` (golden-section-like shrinking steps per
-    coordinate); returns (best profile, its measurement)."""
+    """Coordinate search with shrinking grids: each sweep tries, for one parameter
+    at a time, four values around the current one (spaced by that parameter's
+    step, evaluated in parallel) and keeps the best; steps shrink each sweep.
+    The objective is deterministic (same seeds: common random numbers).
+    Returns (best profile, its measurement)."""
+    import concurrent.futures as cf
+
     best = copy.deepcopy(profile)
-    best_m = measure(best, scenario, seeds)
-    best_l = loss(best_m)
+    best_l, best_m = _measure_job((best, str(scenario), seeds))
     if progress:
         progress(f"start: loss {best_l:.2f}")
     step = {p: (hi - lo) / 4 for p, lo, hi in params}
-    for sweep in range(sweeps):
-        for path, lo, hi in params:
-            for _ in range(8):
-                if step[path] < 0.005:
-                    break
+    pool = cf.ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        for sweep in range(sweeps):
+            for path, lo, hi in params:
                 x0 = float(get_path(best, path))
-                found = None
-                for x in sorted({round(min(hi, max(lo, x0 - step[path])), 4),
-                                 round(min(hi, max(lo, x0 + step[path])), 4)} - {round(x0, 4)}):
-                    cand = copy.deepcopy(best)
-                    set_path(cand, path, x)
-                    m = measure(cand, scenario, seeds)
-                    ls = loss(m)
-                    if ls < best_l - 1e-9 and (found is None or ls < found[2]):
-                        found = (cand, m, ls, x)
-                if found is None:
-                    step[path] /= 2
-                    continue
-                best, best_m, best_l = found[0], found[1], found[2]
-                if progress:
-                    progress(f"sweep {sweep + 1}: {path} = {found[3]}: loss {best_l:.2f}")
+                xs = sorted({round(min(hi, max(lo, x0 + k * step[path])), 4) for k in (-2, -1, 1, 2)}
+                            - {round(x0, 4)})
+                cands = []
+                for x in xs:
+                    c = copy.deepcopy(best)
+                    set_path(c, path, x)
+                    cands.append((x, c))
+                jobs = [(c, str(scenario), seeds) for _, c in cands]
+                got = list(pool.map(_measure_job, jobs)) if pool else [_measure_job(j) for j in jobs]
+                k = min(range(len(got)), key=lambda n: got[n][0]) if got else None
+                if k is not None and got[k][0] < best_l - 1e-9:
+                    best, best_l, best_m = cands[k][1], got[k][0], got[k][1]
+                    if progress:
+                        progress(f"sweep {sweep + 1}: {path} = {cands[k][0]}: loss {best_l:.2f}")
+            for p in step:
+                step[p] *= 0.5
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return best, best_m
 
 

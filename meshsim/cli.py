@@ -370,9 +370,12 @@ def backends_explain(profile: str, only: str | None) -> None:
 @click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 100), help="Seeds 1..N.")
 @click.option("--fit", "out", default=None, type=click.Path(dir_okay=False),
               help="Move the profile's calibrated parameters to the targets and write the result here.")
-@click.option("--sweeps", default=2, show_default=True, type=click.IntRange(1, 10),
+@click.option("--sweeps", default=3, show_default=True, type=click.IntRange(1, 10),
               help="Coordinate-search sweeps over the calibrated parameters (with --fit).")
-def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str | None, sweeps: int) -> None:
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Processes evaluating candidate profiles (with --fit).")
+def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str | None, sweeps: int,
+                       workers: int) -> None:
     """Target vs achieved for the MeshHeal review and Takeover audit (App. C.5):
     the mechanism-level statistics a fake profile is calibrated to."""
     import yaml
@@ -390,7 +393,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
     sc = scenario or str(Path(__file__).resolve().parents[1] / cal.AUDIT_SCENARIO)
     seed_list = list(range(1, seeds + 1))
     if out:
-        data, measured = cal.fit(data, sc, seed_list, sweeps=sweeps,
+        data, measured = cal.fit(data, sc, seed_list, sweeps=sweeps, workers=workers,
                                  progress=lambda m: click.echo(f"  {m}", err=True))
         Path(out).write_text(yaml.safe_dump(data, sort_keys=False, width=110))
         click.echo(f"wrote {out}")

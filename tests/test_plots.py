@@ -214,13 +214,15 @@ def test_plots_module_does_not_import_matplotlib():
 
 
 @pytest.mark.parametrize("kind,height", [
-    ("timeline", plots.timeline_height(2)),
-    ("heatmap", plots.heatmap_height(6)),
-    ("phases", 3.6),
-    ("detector", 0.9 + 2.8 * 2),
-    ("topology", 6.0),
+    ("timeline", lambda n: plots.timeline_height(n)),
+    ("heatmap", lambda n: plots.heatmap_height(6)),
+    ("phases", lambda n: 3.6),
+    ("detector", lambda n: 0.9 + 2.8 * n),
+    ("topology", lambda n: 6.0),
 ])
 def test_each_kind_renders_png(run_dir, tmp_path, kind, height):
+    # per-agent figures show the degraded agents and any falsely isolated ones
+    height = height(len(plots.choose_agents(plots.open_run(run_dir).first)[0]))
     out = tmp_path / f"{kind}.png"
     res = invoke("plot", run_dir, "--kind", kind, "-o", out)
     assert res.exit_code == 0, res.output
@@ -525,7 +527,9 @@ def test_default_agents_of_a_large_run_say_which_were_chosen(big_dir):
 def test_small_run_shows_every_degraded_agent_without_a_note(run_dir):
     rf = plots.open_run(run_dir).first
     chosen, note = plots.choose_agents(rf)
-    assert set(chosen) == {"A3", "A5"} and note is None
+    assert chosen[:2] == ["A3", "A5"] and note is None  # degraded first, then any falsely isolated
+    false = {s["agent"] for s in rf.states() if s["new"] == "isolated"} - {"A3", "A5"}
+    assert set(chosen[2:]) == false
 
 
 @pytest.mark.parametrize("suffix,magic", [(".pdf", b"%PDF"), (".svg", b"<?xml"), (".png", b"\x89PNG")])
