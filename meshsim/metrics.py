@@ -334,11 +334,21 @@ def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
         acc[g] = [(_mean([float(answers[a][t] == truth) for a in members]) if members else None)
                   for t in range(T + 1)]
     honest = [a for a in answers if _consensus_group(roles.get(a, "strong")) != "adversarial"]
+    h_majority = _plurality_hit([answers[a][T] for a in honest], truth)
+    if "confs" in row:
+        # CP-WBFT: the authors' global engine over every agent's final (answer, confidence)
+        from .protocols.cpwbft import engine_decision
+
+        confs = _answers_by_round({"answers": row["confs"]}, T)
+        ra_authors = float(engine_decision([(answers[a][T], float(confs[a][T] or 0.0))
+                                            for a in answers if a in confs]) == truth)
+    else:
+        ra_authors = h_majority  # SAC: the authors' code reports the honest agents' majority
     out = {k: row[k] for k in ("query", "id", "truth", "roles")}
     out.update(
         iaa=acc["all"][0], faa=acc["all"][T],
         ra=_plurality_hit([answers[a][T] for a in answers], truth),
-        h_majority=_plurality_hit([answers[a][T] for a in honest], truth),
+        h_majority=h_majority, ra_authors=ra_authors,
         ra_init=_plurality_hit([answers[a][0] for a in answers], truth),
         h_majority_init=_plurality_hit([answers[a][0] for a in honest], truth),
         accuracy_by_round=acc, answers=answers, scores=row["scores"],
@@ -419,6 +429,7 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "F": proto.params.F,
         "iaa": iaa, "faa": faa, "bfti": (faa - iaa) if iaa is not None and faa is not None else None,
         "ra": _mean([q["ra"] for q in rows]),
+        "ra_authors": _mean([q["ra_authors"] for q in rows]),
         "h_majority": _mean([q["h_majority"] for q in rows]),
         "init": {"ra": _mean([q["ra_init"] for q in rows]), "h_majority": _mean([q["h_majority_init"] for q in rows])},
         "honest": group("honest"), "strong": group("strong"), "weak": group("weak"),

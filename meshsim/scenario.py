@@ -104,7 +104,7 @@ class NetworkSpec(Strict):
 
 
 #: Agent roles of the consensus protocols (SAC, CP-WBFT; docs/sac.md).
-Role = Literal["strong", "weak", "faulty", "adversarial", "equivocating", "colluding"]
+Role = Literal["strong", "weak", "faulty", "adversarial", "ood", "persuasive", "equivocating", "colluding"]
 
 
 class AgentsSpec(Strict):
