@@ -1201,6 +1201,7 @@ def _method_order(methods: Iterable[str]) -> list[str]:
 
 
 ROLE_COLORS = {"strong": "#1c7ed6", "weak": "#f08c00", "faulty": "#f08c00", "adversarial": "#e03131",
+               "ood": "#fa5252", "persuasive": "#a61e4d",
                "equivocating": "#c2255c", "colluding": "#862e9c", "no ability": "#ced4da"}
 _TOPO_COLORS = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c"]
 
