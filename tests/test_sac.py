@@ -263,6 +263,14 @@ def test_profile_overrides_are_checked(tmp_path):
         _backend({"latent.difficulty": 0.9})  # difficulty + persist > 1
     b = _backend({"refine.strong.sway": 0.5})
     assert b.profile.refine["strong"].sway == 0.5 and b.describe()["overrides"] == {"refine.strong.sway": 0.5}
+    # in a scenario, the error names the scenario and backend.overrides.<path>
+    for over, field in (('{"refine.strong.nope": 1}', "backend.overrides.refine.strong.nope"),
+                        ('{"refine.strong.sway": "lots"}', "backend.overrides.refine.strong.sway"),
+                        ('{"latent.difficulty": 0.9}', "backend.overrides.latent.difficulty")):
+        sc = load("sac-merg-7", f"backend.overrides={over}")
+        with pytest.raises(InputError) as err:
+            check_semantics(sc, build_graph(sc))
+        assert err.value.field == field and "sac-merg-7.yaml" in str(err.value) and "\n" not in str(err.value)
 
 
 # ---------------------------------------------------------------- CP-WBFT arithmetic (authors' code)

@@ -31,24 +31,30 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
     except yaml.YAMLError as exc:
         raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=str(path)) from None
     if overrides:
-        data = apply_overrides(data, overrides, str(path))
+        data = apply_overrides(data, overrides, path.stem)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         loc = ".".join(str(x) for x in e["loc"])
-        raise InputError(e["msg"], file=str(path), field=loc or None) from None
+        msg = e["msg"].removeprefix("Value error, ")
+        hit = next((str(k) for k in (overrides or {}) if loc == str(k) or loc.startswith(f"{k}.")
+                    or str(k).startswith(f"{loc}.") or (not loc and str(k) in msg)), None)
+        if hit is not None:  # the override is at fault, not the file: the caller names its scenario
+            raise InputError(f"{msg} (profile {path.stem})", field=f"overrides.{hit}",
+                             value=overrides[hit]) from None
+        raise InputError(msg, file=str(path), field=loc or None) from None
 
 
 def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
-    """A copy of profile ``data`` with ``overrides`` (dotted path -> value) applied.
+    """A copy of profile ``data`` with ``overrides`` (dotted path -> value) applied
+    (``source`` names the profile in error messages).
 
     Only existing leaves can be replaced (a typo must not silently add an
     unused field); list items are addressed by index (``score.strong.agree.0``).
     """
     if not isinstance(overrides, dict):
-        raise InputError("must be a mapping of dotted profile path -> value", file=source, field="overrides",
-                         value=overrides)
+        raise InputError("must be a mapping of dotted profile path -> value", field="overrides", value=overrides)
     data = copy.deepcopy(data)
     for path, value in overrides.items():
         parts = str(path).split(".")
@@ -66,8 +72,8 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] 
                 else:
                     cur = cur[int(part)]
             else:
-                raise InputError("no such field in the profile", file=source, field=f"overrides.{path}",
-                                 value=value)
+                where = f" {source}" if source else ""
+                raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value)
     return data
 
 
