@@ -1,7 +1,7 @@
 """Regenerate every image under docs/img/ and every number the docs quote, from runs made here.
 
     python docs/figures.py                 # everything (about ten minutes on 2 cores)
-    python docs/figures.py --only plots    # one section: plots, backends, sac, fit
+    python docs/figures.py --only plots    # one section: plots, backends, fit
     python docs/figures.py --check         # exit 1 if a doc or image would change
 
 Numbers live between markers in the markdown, which this script rewrites:
@@ -84,46 +84,12 @@ def plots_section(runs: Runs, img: Path) -> dict[str, str]:
     return {"plots-tables": "\n\n```text\n" + "\n".join(t.to_markdown().rstrip("\n") for t in tables) + "\n```\n\n"}
 
 
-_SAC_PAPER = {  # SAC paper Tab. 3: IAA, FAA, BFTI, RA, H-Maj, W IAA→FAA, S IAA→FAA
-    ("SAC", "merg"): ("56.1", "62.6", "+6.5", "72.4", "72.6", "43→60", "68→71"),
-    ("SAC", "complete"): ("55.7", "62.1", "+6.4", "74.4", "74.6", "42→55", "68→72"),
-    ("SAC", "er"): ("56.5", "61.9", "+5.4", "72.6", "73.2", "44→58", "68→71"),
-    ("CP-WBFT", "merg"): ("56.5", "53.7", "-2.8", "50.0", "50.0", "43→60", "69→55"),
-    ("CP-WBFT", "complete"): ("56.6", "45.5", "-11.1", "47.2", "47.2", "44→47", "68→47"),
-    ("CP-WBFT", "er"): ("57.2", "47.9", "-9.3", "49.6", "49.6", "45→50", "69→50"),
-}
 _TOPOS = ("merg", "complete", "er")
 
 
 def _sac_runs(runs: Runs) -> dict[tuple[str, str], Path]:
     return {(m, t): runs.get(f"{m}-{t}-7", SC / "sac" / f"{m}-{t}-7.yaml")
             for m in ("sac", "cpwbft") for t in _TOPOS}
-
-
-def sac_section(runs: Runs, img: Path) -> dict[str, str]:
-    """docs/sac.md: the 7-agent results (5 seeds x 100 queries) beside the paper's Tab. 3."""
-    from meshsim import plots
-
-    rows = ["| method | topology | IAA | FAA | BFTI | RA | H-Maj | W IAA→FAA | S IAA→FAA |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for (m, t), path in _sac_runs(runs).items():
-        (s,) = plots.sac_runs([path])
-        paper = _SAC_PAPER[(s.method, t)]
-
-        def pct(f: str, signed: bool = False, spread: bool = False) -> str:
-            st = s.metrics[f]
-            v = f"{st.mean * 100:+.1f}" if signed else f"{st.mean * 100:.1f}"
-            return v + (f" ± {(st.std or 0.0) * 100:.1f}" if spread and st.n > 1 else "")
-
-        def arrow(vals: list[Optional[float]]) -> str:
-            vs = [v for v in vals if v is not None]
-            return f"{vs[0]:.0f}→{vs[-1]:.0f}" if vs else "–"
-
-        rows.append(f"| {s.method} | {s.topology} | {pct('iaa')} [{paper[0]}] | {pct('faa')} [{paper[1]}] | "
-                    f"{pct('bfti', True, True)} [{paper[2]}] | {pct('ra')} [{paper[3]}] | "
-                    f"{pct('h_majority', spread=True)} [{paper[4]}] | {arrow(s.weak)} [{paper[5]}] | "
-                    f"{arrow(s.strong)} [{paper[6]}] |")
-    return {"sac-results": "\n\n" + "\n".join(rows) + "\n\n"}
 
 
 def backends_section(runs: Runs, img: Path) -> dict[str, str]:
@@ -186,7 +152,6 @@ def fit_section(runs: Runs, img: Path) -> dict[str, str]:
 
 SECTIONS: dict[str, tuple[Callable[[Runs, Path], dict[str, str]], list[str]]] = {
     "plots": (plots_section, ["plots.md"]),
-    "sac": (sac_section, ["sac.md"]),
     "backends": (backends_section, ["backends.md"]),
     "fit": (fit_section, ["backends.md"]),
 }

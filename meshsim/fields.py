@@ -72,7 +72,7 @@ AgentPair = Annotated[list[str], Field(min_length=2, max_length=2)]
 
 
 #: Agent roles of the consensus protocols (SAC, CP-WBFT; docs/sac.md).
-Role = Literal["strong", "weak", "faulty", "adversarial", "equivocating", "colluding"]
+Role = Literal["strong", "weak", "faulty", "adversarial", "ood", "persuasive", "equivocating", "colluding"]
 
 
 class EventSpec(BaseModel):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable
+from collections import Counter, deque
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
     from .net.network import Network
@@ -365,6 +365,29 @@ def _answers_by_round(row: dict, T: int) -> dict[str, list]:
     return out
 
 
+def engine_decision(entries: Iterable[tuple[Optional[str], float]], threshold: float = 0.5) -> Optional[str]:
+    """The authors' global consensus engine over every agent's final (answer,
+    confidence), in agent order: within each answer group confidences below
+    ``threshold`` are dropped unless that empties the group; the answer with
+    the highest mean of what is kept wins, ties by the larger kept count, then
+    by first appearance. With no confidence at all: the plurality answer."""
+    entries = list(entries)
+    groups: dict[Optional[str], list[float]] = {}
+    for a, c in entries:
+        groups.setdefault(a, []).append(c)
+    if not groups:
+        return None
+    if sum(c for _a, c in entries) == 0:
+        return Counter(a for a, _c in entries).most_common(1)[0][0]
+    best, key = None, None
+    for a, cs in groups.items():
+        kept = [c for c in cs if c >= threshold] or cs
+        k = (sum(kept) / len(kept), len(kept))
+        if key is None or k > key:
+            best, key = a, k
+    return best
+
+
 def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
     """One line of ``queries.jsonl``: the query's answers per round and its metrics."""
     truth = row["truth"]
@@ -377,11 +400,19 @@ def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
         acc[g] = [(_mean([float(answers[a][t] == truth) for a in members]) if members else None)
                   for t in range(T + 1)]
     honest = [a for a in answers if _consensus_group(roles.get(a, "strong")) != "adversarial"]
+    h_majority = _plurality_hit([answers[a][T] for a in honest], truth)
+    if "confs" in row:
+        # CP-WBFT: the authors' global engine over every agent's final (answer, confidence)
+        confs = _answers_by_round({"answers": row["confs"]}, T)
+        ra_authors = float(engine_decision([(answers[a][T], float(confs[a][T] or 0.0))
+                                            for a in answers if a in confs]) == truth)
+    else:
+        ra_authors = h_majority  # SAC: the authors' code reports the honest agents' majority
     out = {k: row[k] for k in ("query", "id", "truth", "roles")}
     out.update(
         iaa=acc["all"][0], faa=acc["all"][T],
         ra=_plurality_hit([answers[a][T] for a in answers], truth),
-        h_majority=_plurality_hit([answers[a][T] for a in honest], truth),
+        h_majority=h_majority, ra_authors=ra_authors,
         ra_init=_plurality_hit([answers[a][0] for a in answers], truth),
         h_majority_init=_plurality_hit([answers[a][0] for a in honest], truth),
         accuracy_by_round=acc, answers=answers, scores=row["scores"],
@@ -462,6 +493,7 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "F": proto.params.F,
         "iaa": iaa, "faa": faa, "bfti": (faa - iaa) if iaa is not None and faa is not None else None,
         "ra": _mean([q["ra"] for q in rows]),
+        "ra_authors": _mean([q["ra_authors"] for q in rows]),
         "h_majority": _mean([q["h_majority"] for q in rows]),
         "init": {"ra": _mean([q["ra_init"] for q in rows]), "h_majority": _mean([q["h_majority_init"] for q in rows])},
         "honest": group("honest"), "strong": group("strong"), "weak": group("weak"),

@@ -168,7 +168,7 @@ def test_regenerated_parts_are_marked_and_closed():
         assert len(opened) == text.count("<!-- /figures -->"), md.name
         assert [m.group("name") for m in figures.MARK.finditer(text)] == opened, md.name
         names += opened
-    assert {"plots-tables", "sac-results", "backends-calibration", "fit-worst"} <= set(names)
+    assert {"plots-tables", "backends-calibration", "fit-worst"} <= set(names)
     # fill() rewrites a marker's body and leaves the rest alone
     text = "a <!-- figures:x -->old<!-- /figures --> b"
     assert figures.fill(text, {"x": "new"}, "t") == "a <!-- figures:x -->new<!-- /figures --> b"

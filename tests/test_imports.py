@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "meshsim"
 

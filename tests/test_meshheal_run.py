@@ -2,7 +2,6 @@
 in every recorded task (Sec. 4.1, Alg. 1-2, App. B.5), and controllers are local."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

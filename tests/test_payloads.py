@@ -143,13 +143,22 @@ def test_meshheal_fake_run_carries_no_truth(tap, tmp_path):
     assert any(isinstance(p, TaskState) and p.Y for k, p in tap if k == "task")
 
 
-@pytest.mark.parametrize("scenario,kind", [("scenarios/sac/sac-merg-7.yaml", "sac"),
-                                           ("scenarios/sac/cpwbft-merg-7.yaml", "cpwbft"),
-                                           ("scenarios/sac/sac-100-lossy-equivocating.yaml", "sac")])
-def test_consensus_fake_runs_carry_no_truth(tap, tmp_path, scenario, kind):
-    sc = meshsim.load_scenario(ROOT / scenario, smoke=True)
+@pytest.mark.parametrize("scenario,kind,sets", [
+    ("scenarios/sac/sac-merg-7.yaml", "sac", []),
+    ("scenarios/sac/sac-merg-7.yaml", "sac", ["agents.roles.A7=ood"]),
+    ("scenarios/sac/swaying-f3.yaml", "sac", []),
+    ("scenarios/sac/swaying-f0.yaml", "sac", []),
+    ("scenarios/sac/cpwbft-merg-7.yaml", "cpwbft", []),
+    ("scenarios/sac/cpwbft-complete-7.yaml", "cpwbft", ["protocol.params.aggregation=llm",
+                                                        "protocol.params.rounds_mode=iterate",
+                                                        "agents.roles.A7=persuasive"]),
+    ("scenarios/sac/sac-100-lossy-equivocating.yaml", "sac", [])])
+def test_consensus_fake_runs_carry_no_truth(tap, tmp_path, scenario, kind, sets):
+    sc = meshsim.load_scenario(ROOT / scenario, sets, smoke=True)
     meshsim.run(sc, seed=2, out=tmp_path)
     assert kind in check(tap, fake=True)
+    # the Byzantine texts with observable features did travel (as opaque tokens only)
+    assert any(k == kind and p["t"] > 0 for k, p in tap) or kind == "cpwbft"
 
 
 def test_replayed_real_meshheal_run_carries_no_truth(tap, tmp_path, monkeypatch):

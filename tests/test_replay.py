@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 import meshsim
-from meshsim.backends import make_backend
 from meshsim.backends.base import CallKind, Request, TaskRef
 from meshsim.backends.fake import FakeBackend, load_fake_profile
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile

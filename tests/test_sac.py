@@ -135,40 +135,171 @@ def test_parse_score_and_answer():
     assert parse_answer(Response(text="... so the final answer is 17")) == "17"
 
 
-# ---------------------------------------------------------------- the fake
+# ---------------------------------------------------------------- the fake: call-level mechanisms
+
+
+def _backend(overrides=None, seed=5):
+    spec = {"kind": "fake_consensus", "profile": "sac-default"}
+    if overrides:
+        spec["overrides"] = overrides
+    return make_backend(spec, seed, ROOT / "scenarios")
+
+
+def _call(b, kind, model, task, seed, **ctx):
+    return b.complete_sync(Request(kind, "A1", model, task, context=ctx, seed=seed))
 
 
 def test_fake_initial_accuracy_matches_profile():
-    backend = make_backend({"kind": "fake_consensus", "profile": "sac-default"}, 5, ROOT / "scenarios")
-    tasks = make_queries(DATASETS["math500"], 1500, random.Random(1))
+    """The one calibrated number per (model, dataset): a solve's marginal accuracy."""
+    backend = _backend()
     rnd = random.Random(2)
-    acc = {}
-    for model in ("strong", "weak"):
-        hits = [backend.complete_sync(Request(CallKind.SAC_ANSWER, "A1", model, t, seed=rnd.getrandbits(62))).correct
-                for t in tasks]
-        acc[model] = statistics.fmean(hits)
-    assert abs(acc["strong"] - 0.68) < 0.04 and abs(acc["weak"] - 0.43) < 0.04
+    for ds, target in (("math500", (0.683, 0.433, 0.351)), ("boolq", (0.603, 0.574, 0.364))):
+        tasks = make_queries(DATASETS[ds], 1500, random.Random(1))
+        got = [statistics.fmean(_call(backend, CallKind.SAC_ANSWER, m, t, rnd.getrandbits(62), **ctx).correct
+                                for t in tasks)
+               for m, ctx in (("strong", {}), ("weak", {}), ("weak", {"attack": "cached"}))]
+        assert all(abs(g - x) < 0.04 for g, x in zip(got, target)), (ds, got)
     # wrong answers cluster: two wrong weak answers to the same query often agree
-    same = 0
-    wrong_pairs = 0
-    for t in tasks[:600]:
-        a, b = (backend.complete_sync(Request(CallKind.SAC_ANSWER, x, "weak", t, seed=rnd.getrandbits(62)))
-                .fields["answer"] for x in ("A1", "A2"))
+    tasks = make_queries(DATASETS["math500"], 600, random.Random(1))
+    same = wrong_pairs = 0
+    for t in tasks:
+        a, b = (_call(backend, CallKind.SAC_ANSWER, "weak", t, rnd.getrandbits(62)).fields["answer"] for _ in "ab")
         if a != t.answer and b != t.answer:
             wrong_pairs += 1
             same += a == b
     assert same / wrong_pairs > 0.25
-    # boolq answers are labels; a strong scorer rates correct answers above wrong ones
     bq = make_queries(DATASETS["boolq"], 200, random.Random(3))
     assert {t.answer for t in bq} <= {"true", "false"}
-    sc = {True: [], False: []}
-    for t in tasks[:400]:
-        for ans in (t.answer, str(int(t.answer) + 1)):
-            r = backend.complete_sync(Request(CallKind.SAC_SCORE, "A1", "strong", t, context={
-                "response": {"answer": ans}, "own_answer": None}, seed=rnd.getrandbits(62)))
-            if r.fields["score"] is not None:
-                sc[ans == t.answer].append(r.fields["score"])
-    assert statistics.fmean(sc[True]) > statistics.fmean(sc[False]) + 0.2
+    cs = make_queries(DATASETS["commonsense170k"], 300, random.Random(3))
+    assert {t.choices for t in cs} == {f for f, _ in DATASETS["commonsense170k"].formats}
+    assert all(t.answer in t.choices for t in cs)
+
+
+def test_phi_scores_agreement_with_the_scorers_own_solution():
+    """phi solves the query itself and scores the proposed answer by agreement with
+    its own solution: with a scorer that always solves and always gets it right,
+    the truth scores from 'agree' and a wrong answer from 'disagree'."""
+    b = _backend({"score.strong.solves": 1.0, "score.strong.parse_fail": 0.0, "accuracy.math500.strong": 0.999})
+    tasks = make_queries(DATASETS["math500"], 300, random.Random(4))
+    rnd = random.Random(5)
+    right = [_call(b, CallKind.SAC_SCORE, "strong", t, rnd.getrandbits(62), response={"answer": t.answer})
+             .fields["score"] for t in tasks]
+    wrong = [_call(b, CallKind.SAC_SCORE, "strong", t, rnd.getrandbits(62),
+                   response={"answer": b.distractors(t)[0][0]}).fields["score"] for t in tasks]
+    agree, disagree = b.profile.score["strong"].agree, b.profile.score["strong"].disagree
+    assert abs(statistics.fmean(right) - agree[0]) < 0.03 and abs(statistics.fmean(wrong) - disagree[0]) < 0.03
+    # a scorer that never solves cannot tell them apart
+    b = _backend({"score.strong.solves": 0.0})
+    r = [_call(b, CallKind.SAC_SCORE, "strong", t, 7, response={"answer": t.answer}).fields["score"] for t in tasks]
+    w = [_call(b, CallKind.SAC_SCORE, "strong", t, 7, response={"answer": b.distractors(t)[0][0]}).fields["score"]
+         for t in tasks]
+    assert r == w
+
+
+def test_phi_sees_only_what_its_prompt_shows():
+    """Nothing beyond the query and the response changes phi: not the scorer's own
+    answer, not whether it is scoring itself (the prompt is the same)."""
+    b = _backend()
+    t = make_queries(DATASETS["math500"], 1, random.Random(1))[0]
+    base = _call(b, CallKind.SAC_SCORE, "weak", t, 11, response={"answer": "3"})
+    for extra in ({"own_answer": t.answer}, {"self": True}, {"own_answer": "3", "role": "adversarial"}):
+        assert _call(b, CallKind.SAC_SCORE, "weak", t, 11, response={"answer": "3"}, **extra) == base
+
+
+def _refine_adoption(b, task, retained, n=400, model="strong"):
+    rnd = random.Random(8)
+    own = task.answer
+    hits = 0
+    for _ in range(n):
+        r = _call(b, CallKind.SAC_REFINE, model, task, rnd.getrandbits(62), own={"answer": own, "text": ""},
+                  retained=retained)
+        hits += r.fields["answer"] == retained[0]["answer"]
+    return hits / n
+
+
+def test_refine_is_swayed_by_a_persuasive_text_whatever_its_score():
+    b = _backend()
+    t = make_queries(DATASETS["math500"], 1, random.Random(1))[0]
+    lie = _call(b, CallKind.SAC_ANSWER, "weak", t, 3, attack="persuasive")
+    plain = _call(b, CallKind.SAC_ANSWER, "weak", t, 4, attack="plausible_wrong", rank=0)
+    assert lie.fields["answer"] == plain.fields["answer"] != t.answer
+    assert lie.text != plain.text  # tokens only: the feature stays with the backend
+    low = 0.05
+    swayed = _refine_adoption(b, t, [{"answer": lie.fields["answer"], "text": lie.text, "score": low}])
+    calm = _refine_adoption(b, t, [{"answer": plain.fields["answer"], "text": plain.text, "score": low}])
+    assert swayed > calm + 0.15, (swayed, calm)
+    # with sway 0 the feature does nothing
+    b0 = _backend({"refine.strong.sway": 0.0})
+    lie0 = _call(b0, CallKind.SAC_ANSWER, "weak", t, 3, attack="persuasive")
+    assert abs(_refine_adoption(b0, t, [{"answer": lie0.fields["answer"], "text": lie0.text, "score": low}])
+               - _refine_adoption(b0, t, [{"answer": plain.fields["answer"], "text": "", "score": low}])) < 0.06
+
+
+def test_refine_susceptibility_pulls_regardless_of_score():
+    t = make_queries(DATASETS["math500"], 1, random.Random(1))[0]
+    wrong = {"answer": str(int(t.answer) + 1), "text": "", "score": 0.0}
+    rates = [_refine_adoption(_backend({"refine.strong.susceptibility": s}), t, [wrong]) for s in (0.0, 0.5, 2.0)]
+    assert rates[0] < 0.03 and rates[0] < rates[1] < rates[2]
+    # and higher shown scores pull harder
+    hi = _refine_adoption(_backend(), t, [dict(wrong, score=1.0)])
+    assert hi > _refine_adoption(_backend(), t, [wrong]) + 0.1
+
+
+def test_cpwbft_answer_shares_the_solve_and_reports_a_verbal_confidence():
+    b = _backend({"confidence.strong.parse_fail": 0.0})
+    tasks = make_queries(DATASETS["math500"], 200, random.Random(2))
+    for i, t in enumerate(tasks):
+        a = _call(b, CallKind.SAC_ANSWER, "strong", t, 1000 + i)
+        c = _call(b, "cpwbft_answer", "strong", t, 1000 + i)
+        assert a.fields["answer"] == c.fields["answer"]  # same seed, same solve: common random numbers
+        assert 0.0 <= c.fields["confidence"] <= 1.0
+        assert round(c.fields["confidence"] / 0.05, 6) == round(c.fields["confidence"] / 0.05)
+
+
+def test_profile_overrides_are_checked(tmp_path):
+    with pytest.raises(InputError) as err:
+        _backend({"refine.strong.swayy": 1.0})
+    assert "overrides.refine.strong.swayy" in str(err.value)
+    with pytest.raises(InputError):
+        _backend({"latent.difficulty": 0.9})  # difficulty + persist > 1
+    b = _backend({"refine.strong.sway": 0.5})
+    assert b.profile.refine["strong"].sway == 0.5 and b.describe()["overrides"] == {"refine.strong.sway": 0.5}
+    # in a scenario, the error names the scenario and backend.overrides.<path>
+    for over, field in (('{"refine.strong.nope": 1}', "backend.overrides.refine.strong.nope"),
+                        ('{"refine.strong.sway": "lots"}', "backend.overrides.refine.strong.sway"),
+                        ('{"latent.difficulty": 0.9}', "backend.overrides.latent.difficulty")):
+        sc = load("sac-merg-7", f"backend.overrides={over}")
+        with pytest.raises(InputError) as err:
+            check_semantics(sc, build_graph(sc))
+        assert err.value.field == field and "sac-merg-7.yaml" in str(err.value) and "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- CP-WBFT arithmetic (authors' code)
+
+
+def test_cpwbft_mean_confidence_choice():
+    from meshsim.protocols.cpwbft import mean_confidence_choice as pick
+
+    # the highest MEAN wins, not the largest sum: one claimed 1.0 beats three 0.9s
+    assert pick([("5", 1.0), ("7", 0.9), ("7", 0.9), ("7", 0.9)]) == ("5", 1.0)
+    # own answer counts with the rest; no threshold at agent level
+    assert pick([("5", 0.4), ("7", 0.3), ("7", 0.7)]) == ("7", 0.5)
+    # equal means: the larger count wins; then the answer met first
+    assert pick([("5", 0.8), ("7", 0.8), ("7", 0.8)]) == ("7", 0.8)
+    assert pick([("5", 0.8), ("7", 0.8)]) == ("5", 0.8)
+    assert pick([("7", 0.8), ("5", 0.8)]) == ("7", 0.8)
+
+
+def test_cpwbft_engine_decision():
+    from meshsim.metrics import engine_decision as decide
+
+    # below-threshold confidences are dropped within a group: "7" keeps only its 0.9
+    assert decide([("5", 0.8), ("7", 0.9), ("7", 0.1)]) == "7"
+    # unless that empties the group
+    assert decide([("5", 0.3), ("7", 0.2), ("7", 0.2)]) == "5"
+    # ties on mean: larger kept count
+    assert decide([("5", 1.0), ("7", 1.0), ("7", 1.0)]) == "7"
+    assert decide([("5", 0.0), ("7", 0.0), ("7", 0.0)]) == "7"  # no confidence at all: plurality
 
 
 # ---------------------------------------------------------------- runs
@@ -223,6 +354,78 @@ def test_cpwbft_takes_reported_confidence(tmp_path):
     seen = [r["scores"]["A7"] for r in rounds if r["role"] != "adversarial" and r["round"] > 0 and "A7" in r.get("scores", {})]
     assert seen and set(seen) == {1.0}  # the adversary always claims 1.0
     assert not any("retained" in r for r in rounds)  # nothing is filtered
+
+
+def test_cpwbft_as_the_authors_run_it(tmp_path):
+    """Verbal confidence in the solve, mean-confidence arithmetic (no aggregation
+    call), one exchange round then stop, the adversary claiming 1.0 and its
+    neighbours taking its answer unless a group's mean ties it."""
+    res = meshsim.run(load("cpwbft-complete-7", "tasks.count=6"), seed=3, out=tmp_path)
+    s = res.summary
+    assert set(s["calls"]["by_kind"]) == {"cpwbft_answer", "sac_answer"}  # sac_answer: the adversary's cache
+    assert s["calls"]["by_kind"]["cpwbft_answer"] == 6 * 6 and s["calls"]["by_kind"]["sac_answer"] == 6
+    assert s["messages"]["by_kind"]["cpwbft"]["sent"] == 6 * 42  # one round of 7 x 6 messages per query
+    rounds = read_records(tmp_path, "rounds.jsonl")
+    assert all(r["note"] == "stopped" for r in rounds if r["round"] >= 2)
+    from meshsim.protocols.cpwbft import mean_confidence_choice
+
+    first = {(r["query"], r["agent"]): r for r in rounds if r["round"] == 0}
+    for r in rounds:
+        if r["round"] != 1 or r["role"] == "adversarial":
+            continue
+        own = first[(r["query"], r["agent"])]
+        got = [(first[(r["query"], j)]["answer"], c) for j, c in r["scores"].items()]
+        assert (r["answer"], r["conf"]) == pytest.approx(mean_confidence_choice(got + [(own["answer"], own["conf"])]))
+        assert r["scores"]["A7"] == 1.0
+    assert 0.0 <= s["ra_authors"] <= 1.0 and s["per_round"]["1"] == s["per_round"]["6"]
+
+
+@pytest.mark.parametrize("sets", [["protocol.params.aggregation=llm"],
+                                  ["protocol.params.rounds_mode=iterate"],
+                                  ["protocol.params.rounds_mode=resolve", "protocol.params.aggregation=llm"]])
+def test_cpwbft_options_run(sets):
+    s = meshsim.run(load("cpwbft-merg-7", "tasks.count=3", "protocol.params.rounds=3", *sets), seed=1).summary
+    kinds = s["calls"]["by_kind"]
+    assert ("cpwbft_aggregate" in kinds) == ("protocol.params.aggregation=llm" in sets)
+    if "protocol.params.rounds_mode=resolve" in sets:
+        assert kinds["cpwbft_answer"] == 3 * 6 * 3  # a fresh solve every round
+    exchanging = 1 if not any("rounds_mode" in x for x in sets) else 3  # authors: one round, then stop
+    assert s["messages"]["by_kind"]["cpwbft"]["sent"] == 3 * exchanging * 2 * 18
+
+
+def test_adversaries_replay_one_cached_answer(tmp_path):
+    """adversarial: the weak model's answer to the same query (one call per query,
+    the precomputation); ood / persuasive: material with an observable feature."""
+    for role in ("adversarial", "ood", "persuasive"):
+        out = tmp_path / role
+        s = meshsim.run(load("sac-complete-7", "tasks.count=4", f"agents.roles.A7={role}"), seed=2, out=out).summary
+        rounds = read_records(out, "rounds.jsonl")
+        for q in range(1, 5):
+            adv = {r["answer"] for r in rounds if r["agent"] == "A7" and r["query"] == q}
+            assert len(adv) == 1
+        assert s["calls"]["by_kind"]["sac_answer"] == 4 * 7  # six honest answers + one cache per query
+
+
+def test_f_zero_filters_nothing():
+    s = meshsim.run(load("swaying-f0", "tasks.count=3", "protocol.params.rounds=2"), seed=1).summary
+    assert s["F"] == 0 and s["filter"]["dropped_per_round"] == 0 and s["filter"]["retained_rate"]["adversarial"] == 1
+    s3 = meshsim.run(load("swaying-f3", "tasks.count=3", "protocol.params.rounds=2"), seed=1).summary
+    assert 0 < s3["filter"]["dropped_per_round"] <= 3
+
+
+def test_graph_robustness_reported_for_100_agents():
+    from meshsim.graphs.robustness import robustness_report
+
+    G = build("k_circulant", {"n": 100, "k": 4}, 1)
+    info = robustness_report(G, F=2, time_limit=60)
+    assert info["r_robustness"] == 4 and info["r_method"] == "milp" and info["f_plus_1_robust"] is True
+    G = build("merg", {"n": 60}, 1)
+    info = robustness_report(G, F=3, time_limit=0.2)
+    assert info["r_robustness"] == "undecided within 0.2 s"
+    lo, hi = info["r_bounds"]
+    assert lo <= 30 <= hi
+    small = robustness_report(build("merg", {"n": 7}, 1), F=3)
+    assert small["r_robustness"] == 4 and small["r_method"] in ("exact", "bounds") and small["f_plus_1_robust"]
 
 
 def _tmp_scenario(tmp_path, body: str, name: str = "s.yaml") -> Path:
@@ -323,40 +526,6 @@ def test_set_role_bad_input(tmp_path):
         check_semantics(sc, build_graph(sc))
 
 
-# ---------------------------------------------------------------- acceptance (SAC Tab. 3 shape)
-
-
-def _acceptance(seeds: list[int], queries: int | None) -> dict:
-    table = {}
-    for proto in ("sac", "cpwbft"):
-        for topo in TOPOLOGIES:
-            sets = [f"tasks.count={queries}"] if queries else []
-            sc = load(f"{proto}-{topo}-7", *sets)
-            runs = [meshsim.run(sc, seed=s).summary for s in seeds]
-            table[(proto, topo)] = {k: statistics.fmean(r[k] for r in runs) for k in ("iaa", "faa", "bfti", "h_majority")}
-    for topo in TOPOLOGIES:
-        sac, cp = table[("sac", topo)], table[("cpwbft", topo)]
-        assert sac["bfti"] >= -0.03, (topo, sac)
-        assert cp["bfti"] <= sac["bfti"] - 0.05, (topo, sac, cp)
-        assert sac["h_majority"] > cp["h_majority"], (topo, sac, cp)
-    return table
-
-
-def test_acceptance_one_seed():
-    """The slow check's shape on one seed and 40 queries per scenario."""
-    _acceptance([1], 40)
-
-
-@pytest.mark.slow
-def test_acceptance_five_seeds():
-    """7 agents (4 strong, 2 weak, 1 adversarial), F = 3, MERG / complete / ER, 5 seeds x 100 queries."""
-    table = _acceptance(list(range(1, 6)), None)
-    print()
-    for (proto, topo), m in sorted(table.items()):
-        print(f"{proto:7s} {topo:9s} IAA {m['iaa']:.3f} FAA {m['faa']:.3f} BFTI {m['bfti']:+.3f} "
-              f"H-Maj {m['h_majority']:.3f}")
-
-
 def test_queries_come_from_the_task_file_when_one_is_given(tmp_path):
     """Real models need real questions: with ``tasks.file`` the queries are distinct
     items of the file (seeded order) with their gold answers."""
@@ -389,3 +558,25 @@ def test_console_summary_shows_sac_metrics(tmp_path):
     for label, key in (("IAA", "iaa"), ("FAA", "faa"), ("H-Majority", "h_majority")):
         assert f"{label}={s[key]:.3f}" in line, line
     assert f"BFTI={s['bfti']:+.3f}" in line, line
+
+
+def test_sensitivity_sweeps_one_profile_field():
+    """The sweep changes only the named field(s) (through backend.overrides) and
+    returns the headline per value; determinism makes equal values agree."""
+    from meshsim.validation.sac import ASSUMPTIONS, SETTINGS, sensitivity
+
+    rows = sensitivity(["refine.strong.sway", "refine.weak.sway"], [0.0, 4.0, 0.0], "swaying-f0", seeds=1,
+                       queries=4, sets=["protocol.params.rounds=2"])
+    assert [r["value"] for r in rows] == [0.0, 4.0, 0.0]
+    assert rows[0]["bfti"] == rows[2]["bfti"] and rows[0]["bfti"]["n"] == 1
+    with pytest.raises(InputError, match="overrides.refine.strong.nope"):
+        sensitivity("refine.strong.nope", [1.0], "swaying-f0", seeds=1, queries=2)
+    # every listed assumption names fields that exist, and every setting's scenario exists
+    from meshsim.validation.sac import scenario_path
+
+    for spec in ASSUMPTIONS.values():
+        _backend({p: spec["values"][0] for p in spec["paths"]})
+        scenario_path(spec["scenario"])
+    for setting in SETTINGS:
+        for name, _sets in setting.runs:
+            scenario_path(name)

@@ -56,12 +56,13 @@ def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool
 
         load_fake_profile(find_profile(spec["profile"], base_dir))
     elif kind == "fake_consensus":  # SAC / CP-WBFT answer-space fake (docs/sac.md)
-        _fields(spec, {"kind", "profile"})
+        _fields(spec, {"kind", "profile", "overrides"})
         if not spec.get("profile"):
             raise InputError("a fake_consensus backend needs 'profile'", field="profile")
         from .fake_consensus import load_consensus_profile
 
-        load_consensus_profile(find_profile(spec["profile"], base_dir))
+        # overrides: {dotted.profile.path: value}, one profile field changed (sensitivity sweeps)
+        load_consensus_profile(find_profile(spec["profile"], base_dir), spec.get("overrides"))
     elif kind == "openai":  # real endpoints (docs/backends.md)
         from .openai import check_openai_spec
 
@@ -95,5 +96,7 @@ def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[P
     if spec["kind"] == "fake_consensus":
         from .fake_consensus import ConsensusFakeBackend, load_consensus_profile
 
-        return ConsensusFakeBackend(load_consensus_profile(find_profile(spec["profile"], base_dir)), seed=seed)
+        over = spec.get("overrides")
+        return ConsensusFakeBackend(load_consensus_profile(find_profile(spec["profile"], base_dir), over), seed=seed,
+                                    overrides=over)
     return NullBackend()

@@ -1,50 +1,65 @@
-"""Statistical fake for consensus tasks (SAC, CP-WBFT), calibrated to the SAC paper.
+"""Statistical fake for consensus tasks (SAC, CP-WBFT): single LLM calls as
+conditional distributions (papers/sac-2605.09076.md; docs/sac.md "Behaviour model").
 
-Like :mod:`.fake` it never waits and never talks to a network: each call's
-outcome follows from the profile's numbers, the call's own seed and a
-*difficulty* shared by every call on the same query (so a query that is hard
-for one agent is hard for all, and wrong answers cluster on hard queries).
-Difficulties are stratified over blocks of ``STRATA`` consecutive queries, so
-a run's initial accuracies sit close to the profile's numbers on every seed.
+Each call kind is a conditional distribution of what one call of a model
+returns, given the query, the calling model (``Request.model``: strong or
+weak) and what the prompt shows; it never reads another agent's role, the
+call's purpose in the protocol, or anything the real prompt lacks. Only the
+per-group initial accuracies are calibrated (paper: Tab. 1-5, 11-12 Init /
+IAA columns); every other number is an ``assumption`` with a range
+(``sources:`` in the profile, ``meshsim backends explain sac-default``).
 
-Answer space (``TaskRef.choices`` empty: free-form numeric answers; else one
-of the choices). Every query has a fixed, ranked list of *distractors* — the
-wrong answers models actually give — drawn with Zipf weights ``1/k^zipf``, so
-two wrong agents often give the *same* wrong answer (majority votes can be
-wrong, and "wrong but equal" answers reinforce each other in consensus).
+**Latent correctness** (every solve, including the ones inside φ and
+refine). A query has a difficulty D (standard normal, stratified over blocks
+of ``STRATA`` queries); a model has a lasting view V of each query (a
+standard normal per (model, query), the same for every agent running that
+model: same weights, same prompt, the authors sample at temperature 0.1 with
+a fixed seed); each call adds its own noise e. A solve is correct iff
+``sqrt(d) D + sqrt(p_m) V + sqrt(1 - d - p_m) e < inv_Phi(acc)``, so its
+marginal accuracy is ``acc`` (the calibrated number) whatever d and p_m are;
+d (``latent.difficulty``) sets how much models agree on which queries are
+hard, p_m (``latent.persist``) how often the same model repeats itself.
 
-Call kinds (``Request.kind``; the caller's model role is ``Request.model``):
+**Wrong answers** come from the query's ranked distractors (numeric: near
+misses and a few far ones; choices: the other options) with weights
+1/k^``wrong.zipf``, picked through the model's lasting view as well, so two
+wrong agents often agree and a model that is wrong twice is mostly wrong the
+same way.
 
-* ``sac_answer`` — correct with the model's accuracy for the dataset through
-  a Gaussian copula on the query difficulty (correlation ``difficulty_rho``);
-  a wrong answer is a distractor. ``context['attack']``: ``"ood"`` returns a
-  cached answer to an out-of-distribution query (equal to the truth with
-  probability ``ood_hit``; its text is about another question: latent
-  ``ood``); ``"plausible_wrong"`` returns distractor number ``context['rank']``
-  (the most common wrong answer for rank 0).
-* ``sac_score`` — phi_i(x, r): the scorer *verifies* the response (success
-  with probability ``score.<role>.verify`` through the same copula); a
-  verified response is scored from the ``correct`` / ``incorrect`` / ``ood``
-  distribution; an unverified one is judged by agreement with the scorer's
-  own current answer (``context['own_answer']``). Answers equal to the
-  scorer's own get ``own_bias`` on top (self-preference). Scores are clipped
-  to [0, 1] and rounded to ``granularity``; with probability ``parse_fail``
-  the reply has no number (``fields['score'] = None``).
-* ``sac_refine`` — the model weighs its own answer (``anchor`` x self-score)
-  and each retained response (its score) by answer, and picks answer ``a``
-  with probability proportional to ``support(a) ** sharpness``; with
-  probability ``parse_fail`` no answer can be extracted.
-* ``cpwbft_aggregate`` — the same with sender-reported confidences as
-  weights (responses visibly about another question count ``ood_weight``),
-  except that the model adopts the most confident answer (if at least as
-  confident as its own) with probability ``follow_max / k``, k being the
-  number of different answers sharing that top confidence (the "select
-  high-confidence responses" behaviour the SAC paper attributes to CP-WBFT;
-  conflicting 1.0 claims persuade less).
+Call kinds:
+
+* ``sac_answer`` — a solve with the model's accuracy for the dataset.
+  Byzantine material (``context['attack']``): ``cached`` — the weak model's
+  precomputed answer to the same query (accuracy ``accuracy.<d>.adversary``,
+  the authors' ``fixed`` mode); ``ood`` — a cached answer to another
+  question (observable feature ``off_topic``; equal to the truth with
+  ``ood_hit``); ``plausible_wrong`` — distractor number ``rank``;
+  ``persuasive`` — distractor 0 in an insistent, authoritative text
+  (feature ``persuasive`` with probability ``features.persuasive``).
+* ``sac_score`` — φ as the authors' prompt defines it (App. B.1): with
+  probability ``solves`` the scorer solves the query itself (a fresh solve,
+  same latents) and scores the proposed answer from ``agree`` or
+  ``disagree`` by whether it equals its own solution; otherwise it answers
+  without solving (``unsolved``). A text visibly about another question
+  scores from ``off_topic``. Scores are N(mean, sd) clipped to [0, 1] and
+  rounded to ``granularity.score``; with ``parse_fail`` no number.
+* ``sac_refine`` — the model writes a new solution given its current answer
+  and the retained answers with their scores (App. B.2): it returns answer a
+  with probability proportional to W(a), where the current answer gets
+  ``anchor``, the model's own fresh solve gets ``resolve``, and each retained
+  answer gets ``susceptibility + follow * score ** power`` (plus ``sway`` if
+  its text is ``persuasive``): a retained wrong answer pulls with
+  ``susceptibility`` whatever its score.
+* ``cpwbft_answer`` — a solve (the same draw as ``sac_answer`` with the same
+  seed) plus a verbal confidence: N(mean, sd) by whether the answer is right
+  (``confidence.<model>.correct`` / ``wrong``), rounded to
+  ``granularity.confidence``; with ``parse_fail`` no confidence.
+* ``cpwbft_aggregate`` (CP-WBFT ``aggregation: llm``) — the refine rule with
+  the reported confidences in place of scores (``aggregate.<model>``), the
+  own answer counting its own confidence as well; the reply carries a new
+  verbal confidence for the chosen answer.
 * tokens: per-kind prompt base + per-context-item growth, completion drawn
   around the kind's mean.
-
-Calibration targets and how each number was set: ``docs/sac.md``.
 """
 from __future__ import annotations
 
@@ -54,18 +69,21 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError
-from .profiles import hash_unit, load_validated, model_role
 from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .fake import ModelSpec, TokenSpec
+from .profiles import hash_unit, load_validated, model_role
 from .texts import Latent, TextStore
 
-__all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile"]
+__all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile", "CPWBFT_ANSWER",
+           "CPWBFT_AGGREGATE"]
 
 _N = NormalDist()
 STRATA = 50  # queries per difficulty stratum block
+CPWBFT_ANSWER = "cpwbft_answer"
+CPWBFT_AGGREGATE = "cpwbft_aggregate"
 P = Annotated[float, Field(ge=0.0, le=1.0)]
 Pos = Annotated[float, Field(ge=0.0)]
 MeanSd = tuple[P, Pos]
@@ -76,41 +94,69 @@ class _S(BaseModel):
 
 
 class DatasetAcc(_S):
+    """P(a solve is correct | model, dataset), and the adversary's cached answers."""
+
     strong: P
     weak: P
-    #: P(an adversary's cached out-of-distribution answer equals the truth);
-    #: None: 0 for numeric answers, 1/len(choices) for multiple choice.
+    #: accuracy of the weak model's precomputed answer an ``adversarial`` agent replays
+    adversary: P = 0.0
+    #: P(an off-topic cached answer equals the truth); None: 0 (numeric) or 1/len(choices)
     ood_hit: Optional[P] = None
 
 
-class ScoreSpec(_S):
-    verify: P
-    correct: MeanSd
-    incorrect: MeanSd
-    ood: MeanSd
-    own_bias: float = 0.0
-    parse_fail: P = 0.0
-    #: share of the non-difficulty variance of "can verify" that is the scorer's
-    #: lasting view of the query (same every round) rather than per-call noise
-    persist: P = 0.0
-
-
-class RefineSpec(_S):
-    anchor: Pos = 1.0
-    sharpness: Pos = 2.0
-    parse_fail: P = 0.0
-
-
-class AggregateSpec(RefineSpec):
-    follow_max: P = 0.0
-    #: weight factor of a response that is visibly about another question
-    #: (an adversary's out-of-distribution replay) in the weighted part
-    ood_weight: P = 1.0
+class LatentSpec(_S):
+    #: share of the correctness latent common to every model on a query
+    difficulty: P = 0.5
+    #: share fixed per (model, query): the same model answering the same query again
+    persist: dict[str, P] = {"strong": 0.4, "weak": 0.3}
 
 
 class WrongSpec(_S):
-    distractors: Annotated[int, Field(ge=1)] = 6  # numeric answers: how many distinct wrong answers
+    distractors: Annotated[int, Field(ge=1)] = 6  # numeric answers: distinct wrong answers per query
     zipf: Pos = 1.0  # weight of the k-th distractor: 1 / k^zipf
+
+
+class ScoreSpec(_S):
+    """φ_i(x, r) of one model (App. B.1)."""
+
+    solves: P  # P(the scorer actually solves the query before scoring)
+    agree: MeanSd  # proposed answer equals the scorer's own solution
+    disagree: MeanSd  # it does not
+    unsolved: MeanSd  # scored without solving
+    off_topic: MeanSd  # the text is visibly about another question
+    parse_fail: P = 0.0
+
+
+class WeighSpec(_S):
+    """How a model weighs its own answer against shown ones (refine, LLM aggregation)."""
+
+    anchor: Pos  # weight of the current (own) answer
+    resolve: Pos  # weight of the model's own fresh solution in this call
+    follow: Pos  # weight of a shown answer per unit of score ** power
+    power: Pos  # how sharply the shown score / confidence steers
+    susceptibility: Pos  # pull of any shown answer, whatever its score
+    sway: Pos  # extra pull of a shown text with the ``persuasive`` feature
+    parse_fail: P = 0.0
+
+
+class ConfidenceSpec(_S):
+    """Verbal self-reported confidence in a solve (CP-WBFT)."""
+
+    correct: MeanSd
+    wrong: MeanSd
+    parse_fail: P = 0.0
+
+
+class Granularity(_S):
+    score: Annotated[float, Field(ge=0, le=0.5)] = 0.05
+    confidence: Annotated[float, Field(ge=0, le=0.5)] = 0.05
+
+
+class FeatureSpec(_S):
+    """P(the producing adversary's text shows the feature it aims for)."""
+
+    persuasive: P = 1.0
+    off_topic: P = 1.0
 
 
 class ConsensusProfile(_S):
@@ -119,41 +165,53 @@ class ConsensusProfile(_S):
     description: str = ""
     models: dict[str, ModelSpec]
     accuracy: dict[str, DatasetAcc]  # per dataset name, "default" as fallback
-    difficulty_rho: P = 0.5
+    latent: LatentSpec = LatentSpec()
     wrong: WrongSpec = WrongSpec()
-    granularity: Annotated[float, Field(ge=0, le=0.5)] = 0.05
+    granularity: Granularity = Granularity()
     score: dict[str, ScoreSpec]
-    refine: dict[str, RefineSpec]
-    aggregate: dict[str, AggregateSpec]
+    refine: dict[str, WeighSpec]
+    confidence: dict[str, ConfidenceSpec]
+    aggregate: dict[str, WeighSpec]
+    features: FeatureSpec = FeatureSpec()
     tokens: dict[str, TokenSpec]
     #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
     sources: dict[str, str] = {}
 
+    @model_validator(mode="after")
+    def _shares(self) -> "ConsensusProfile":
+        for m, p in self.latent.persist.items():
+            if self.latent.difficulty + p > 1.0:
+                raise ValueError(f"latent.difficulty + latent.persist.{m} must be at most 1")
+        return self
 
-def load_consensus_profile(path: str | Path) -> ConsensusProfile:
+
+def load_consensus_profile(path: str | Path, overrides: Optional[dict[str, Any]] = None) -> ConsensusProfile:
     path = Path(path)
-    prof = load_validated(path, ConsensusProfile)
+    prof = load_validated(path, ConsensusProfile, overrides)
     if prof.kind != "fake_consensus":
         raise InputError("not a fake_consensus profile", file=str(path), field="kind", value=prof.kind)
-    for section in ("models", "score", "refine", "aggregate"):
+    for section in ("models", "score", "refine", "confidence", "aggregate"):
         for role in ("strong", "weak"):
             if role not in getattr(prof, section):
                 raise InputError(f"profile needs '{section}.{role}'", file=str(path), field=section)
+    for role in ("strong", "weak"):
+        if role not in prof.latent.persist:
+            raise InputError(f"profile needs 'latent.persist.{role}'", file=str(path), field="latent.persist")
     if "default" not in prof.accuracy:
         raise InputError("profile needs 'accuracy.default'", file=str(path), field="accuracy")
     return prof
 
 
-_hash_unit = hash_unit
 _role = model_role
 
 
 class ConsensusFakeBackend(Backend):
     synchronous = True
 
-    def __init__(self, profile: ConsensusProfile, seed: int = 0):
+    def __init__(self, profile: ConsensusProfile, seed: int = 0, overrides: Optional[dict[str, Any]] = None):
         self.profile = profile
         self.seed = seed
+        self.overrides = dict(overrides or {})
         self.name = f"fake_consensus:{profile.name}"
         self._lat = {role: LatencyModel(m.ttft, m.rate) for role, m in profile.models.items()}
         self._z: dict[str, float] = {}
@@ -166,7 +224,10 @@ class ConsensusFakeBackend(Backend):
         return self._lat.get(_role(model), self._lat["strong"])
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
+        out: dict[str, Any] = {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
+        if self.overrides:
+            out["overrides"] = {str(k): self.overrides[k] for k in sorted(self.overrides, key=str)}
+        return out
 
     def complete_sync(self, req: Request) -> Response:
         rnd = random.Random(req.seed)
@@ -189,19 +250,22 @@ class ConsensusFakeBackend(Backend):
         self.texts.forget(task_id)
 
     def _features(self, req: Request, text: Any) -> frozenset:
+        """What a reader notices in a received text (reading it = looking up its token)."""
         got = self.texts.get(req.task.id, text)
         return got.features if got is not None else frozenset()
 
-    def _answered(self, req: Request, a: Optional[str], features: frozenset = frozenset()):
+    def _answered(self, req: Request, a: Optional[str], features: frozenset = frozenset(), **extra: Any):
         truth = str(req.task.answer)
-        return {"answer": a, "_latent": Latent(correct=a == truth, answer=a, features=features)}, a == truth
+        fields = {"answer": a, "_latent": Latent(correct=a == truth, answer=a, features=features)}
+        fields.update(extra)
+        return fields, a == truth
 
-    # -- the answer space ------------------------------------------------------
+    # -- latents ---------------------------------------------------------------
     def accuracy(self, model: str, dataset: str) -> DatasetAcc:
         return self.profile.accuracy.get(dataset) or self.profile.accuracy["default"]
 
     def _difficulty(self, task) -> float:
-        """The query's difficulty (a standard normal), stratified over blocks of
+        """The query's difficulty D (a standard normal), stratified over blocks of
         ``STRATA`` consecutive queries so that every block spans the whole
         difficulty range once (a benchmark's difficulty mix, with less
         seed-to-seed noise in initial accuracy than independent draws)."""
@@ -211,23 +275,30 @@ class ConsensusFakeBackend(Backend):
             perm = self._strata.get(block)
             if perm is None:
                 perm = self._strata[block] = list(range(STRATA))
-                random.Random(int(_hash_unit(self.seed, "strata", block) * 2 ** 52)).shuffle(perm)
-            u = (perm[pos] + _hash_unit(self.seed, "difficulty", task.id)) / STRATA
+                random.Random(int(hash_unit(self.seed, "strata", block) * 2 ** 52)).shuffle(perm)
+            u = (perm[pos] + hash_unit(self.seed, "difficulty", task.id)) / STRATA
             z = self._z[task.id] = _N.inv_cdf(u)
         return z
 
-    def _succeeds(self, task, p: float, rnd: random.Random, agent: str = "", persist: float = 0.0) -> bool:
-        """A Gaussian-copula draw with marginal ``p``: the query's difficulty (share
-        ``difficulty_rho``), then the agent's own lasting view of the query (share
-        ``persist`` of the rest), then this call's noise."""
+    def _view(self, what: str, model: str, task) -> float:
+        """A model's lasting view of a query (standard normal; same for every agent on that model)."""
+        return _N.inv_cdf(hash_unit(self.seed, what, model, task.id))
+
+    def _latent(self, task, model: str, rnd: random.Random) -> float:
+        lat = self.profile.latent
+        d, p = lat.difficulty, lat.persist[model]
+        return (math.sqrt(d) * self._difficulty(task) + math.sqrt(p) * self._view("view", model, task)
+                + math.sqrt(max(0.0, 1.0 - d - p)) * rnd.gauss(0.0, 1.0))
+
+    def _solve(self, task, model: str, rnd: random.Random, p: Optional[float] = None) -> str:
+        """One solve of ``task`` by ``model``: the truth or one of its distractors."""
+        if p is None:
+            acc = self.accuracy(model, task.dataset)
+            p = acc.weak if model == "weak" else acc.strong
         p = min(0.999, max(0.001, p))
-        rho = self.profile.difficulty_rho
-        z = math.sqrt(rho) * self._difficulty(task)
-        if persist:
-            u = _N.inv_cdf(_hash_unit(self.seed, "view", agent, task.id))
-            z += math.sqrt((1 - rho) * persist) * u
-        z += math.sqrt((1 - rho) * (1 - persist)) * rnd.gauss(0.0, 1.0)
-        return z < _N.inv_cdf(p)
+        if self._latent(task, model, rnd) < _N.inv_cdf(p):
+            return str(task.answer)
+        return self._wrong(task, model, rnd)
 
     def distractors(self, task) -> tuple[list[str], list[float]]:
         """The query's wrong answers, most common first, and their weights."""
@@ -237,14 +308,14 @@ class ConsensusFakeBackend(Backend):
         truth = str(task.answer)
         if task.choices:
             wrong = [c for c in task.choices if c != truth]
-            wrong.sort(key=lambda c: _hash_unit(self.seed, "distractor", task.id, c))
+            wrong.sort(key=lambda c: hash_unit(self.seed, "distractor", task.id, c))
         else:
             wrong = []
             base = _int_of(truth)
             k = 0
             while len(wrong) < self.profile.wrong.distractors:
                 k += 1
-                u = _hash_unit(self.seed, "distractor", task.id, k)
+                u = hash_unit(self.seed, "distractor", task.id, k)
                 # near misses (sign, off-by-one, factor slips) and a few far ones
                 cand = base + int(round((u - 0.5) * (20 if k % 3 else 400)))
                 s = str(cand)
@@ -254,9 +325,19 @@ class ConsensusFakeBackend(Backend):
         got = self._distractors[task.id] = (wrong, weights)
         return got
 
-    def _wrong(self, task, rnd: random.Random) -> str:
+    def _wrong(self, task, model: str, rnd: random.Random) -> str:
+        """A distractor, picked through the model's lasting view (its usual mistake)
+        with the same fixed share as its correctness, so it tends to repeat itself."""
         wrong, weights = self.distractors(task)
-        return rnd.choices(wrong, weights=weights)[0]
+        lat = self.profile.latent
+        s = min(1.0, lat.difficulty + lat.persist[model])
+        z = math.sqrt(s) * self._view("mistake", model, task) + math.sqrt(1.0 - s) * rnd.gauss(0.0, 1.0)
+        u = _N.cdf(z) * sum(weights)
+        for w, c in zip(weights, wrong):
+            u -= w
+            if u < 0:
+                return c
+        return wrong[-1]
 
     def _ood_answer(self, task, rnd: random.Random) -> str:
         acc = self.accuracy("weak", task.dataset)
@@ -274,88 +355,107 @@ class ConsensusFakeBackend(Backend):
             if s != truth and s not in self.distractors(task)[0]:
                 return s
 
-    # -- call kinds ------------------------------------------------------------
-    def _sac_answer(self, req: Request, rnd: random.Random):
-        task = req.task
-        truth = str(task.answer)
-        attack = req.context.get("attack")
-        weak = _role(req.model) == "weak"
-        if attack == "ood":
-            # a cached answer to another question: visibly off-topic to a reader
-            return self._answered(req, self._ood_answer(task, rnd), frozenset({"off_topic"}))
-        if attack == "plausible_wrong":
-            wrong = self.distractors(task)[0]
-            return self._answered(req, wrong[int(req.context.get("rank", 0)) % len(wrong)])
-        acc = self.accuracy(req.model, task.dataset)
-        p = acc.weak if weak else acc.strong
-        return self._answered(req, truth if self._succeeds(task, p, rnd) else self._wrong(task, rnd))
-
-    def _sac_score(self, req: Request, rnd: random.Random):
-        spec = self.profile.score[_role(req.model)]
-        ctx = req.context
-        resp = ctx.get("response") or {}
-        answer = resp.get("answer")
-        off_topic = "off_topic" in self._features(req, resp.get("text"))
-        own = ctx.get("own_answer")
-        truth = str(req.task.answer)
-        if rnd.random() < spec.parse_fail:
-            return {"score": None}, None
-        if self._succeeds(req.task, spec.verify, rnd, req.agent, spec.persist):
-            dist = spec.ood if off_topic else (spec.correct if answer == truth else spec.incorrect)
-        else:  # cannot verify: judged by agreement with the scorer's own answer
-            dist = spec.correct if (answer is not None and answer == own) else spec.incorrect
-        mean, sd = dist
-        if answer is not None and answer == own:
-            mean += spec.own_bias
-        return {"score": self._clip(rnd.gauss(mean, sd))}, None
-
-    def _clip(self, x: float) -> float:
-        g = self.profile.granularity
+    def _granular(self, x: float, g: float) -> float:
         x = min(1.0, max(0.0, x))
         return round(round(x / g) * g, 4) if g else round(x, 4)
 
-    def _choose(self, own: Optional[str], own_w: float, peers: list[tuple[str, float]], spec: RefineSpec,
-                rnd: random.Random) -> Optional[str]:
+    # -- call kinds ------------------------------------------------------------
+    def _sac_answer(self, req: Request, rnd: random.Random):
+        task = req.task
+        model = _role(req.model)
+        attack = req.context.get("attack")
+        feats = self.profile.features
+        if attack == "cached":
+            # the authors' "fixed" Byzantine mode: the weak model's precomputed answer to this query
+            acc = self.accuracy("weak", task.dataset)
+            return self._answered(req, self._solve(task, "weak", rnd, acc.adversary))
+        if attack == "ood":
+            # a cached answer to another question: visibly off-topic to a reader
+            a = self._ood_answer(task, rnd)
+            return self._answered(req, a, frozenset({"off_topic"}) if rnd.random() < feats.off_topic
+                                  else frozenset())
+        if attack == "plausible_wrong":
+            wrong = self.distractors(task)[0]
+            return self._answered(req, wrong[int(req.context.get("rank", 0)) % len(wrong)])
+        if attack == "persuasive":
+            wrong = self.distractors(task)[0]
+            return self._answered(req, wrong[0], frozenset({"persuasive"}) if rnd.random() < feats.persuasive
+                                  else frozenset())
+        return self._answered(req, self._solve(task, model, rnd))
+
+    def _sac_score(self, req: Request, rnd: random.Random):
+        """φ_i(x, r): the prompt shows the query and the proposed response only."""
+        model = _role(req.model)
+        spec = self.profile.score[model]
+        resp = req.context.get("response") or {}
+        answer = resp.get("answer")
+        if rnd.random() < spec.parse_fail:
+            return {"score": None}, None
+        if "off_topic" in self._features(req, resp.get("text")):
+            dist = spec.off_topic
+        elif rnd.random() < spec.solves:
+            mine = self._solve(req.task, model, rnd)
+            dist = spec.agree if (answer is not None and str(answer) == mine) else spec.disagree
+        else:
+            dist = spec.unsolved
+        return {"score": self._granular(rnd.gauss(*dist), self.profile.granularity.score)}, None
+
+    def _weigh(self, req: Request, spec: WeighSpec, own: Optional[str], own_w: float,
+               shown: list[tuple[Optional[str], float, Any]], rnd: random.Random) -> Optional[str]:
+        """P(answer a) ∝ W(a): own answer, own fresh solution, shown answers by score/confidence."""
         support: dict[str, float] = {}
         if own is not None:
-            support[own] = spec.anchor * own_w
-        for a, w in peers:
-            if a is not None:
-                support[a] = support.get(a, 0.0) + w
-        if not support:
+            support[str(own)] = own_w
+        mine = self._solve(req.task, _role(req.model), rnd)
+        support[mine] = support.get(mine, 0.0) + spec.resolve
+        for a, s, text in shown:
+            if a is None:
+                continue
+            w = spec.susceptibility + spec.follow * max(0.0, min(1.0, s)) ** spec.power
+            if spec.sway and "persuasive" in self._features(req, text):
+                w += spec.sway
+            support[str(a)] = support.get(str(a), 0.0) + w
+        cands = sorted(a for a, w in support.items() if w > 0)
+        if not cands:
             return own
-        cands = sorted(support)
-        weights = [max(support[a], 1e-9) ** spec.sharpness for a in cands]
-        return rnd.choices(cands, weights=weights)[0]
+        return rnd.choices(cands, weights=[support[a] for a in cands])[0]
 
     def _sac_refine(self, req: Request, rnd: random.Random):
         spec = self.profile.refine[_role(req.model)]
         ctx = req.context
         if rnd.random() < spec.parse_fail:
             return {"answer": None}, None
-        own = ctx.get("own") or {}
-        peers = [(r.get("answer"), float(r.get("score", 0.0))) for r in ctx.get("retained", [])]
-        a = self._choose(own.get("answer"), float(own.get("score", 0.5)), peers, spec, rnd)
-        return self._answered(req, a)
+        own = (ctx.get("own") or {}).get("answer")
+        shown = [(r.get("answer"), _num(r.get("score"), 0.5), r.get("text")) for r in ctx.get("retained", [])]
+        return self._answered(req, self._weigh(req, spec, own, spec.anchor, shown, rnd))
+
+    def _confidence(self, model: str, correct: bool, rnd: random.Random) -> Optional[float]:
+        spec = self.profile.confidence[model]
+        if rnd.random() < spec.parse_fail:
+            return None
+        return self._granular(rnd.gauss(*(spec.correct if correct else spec.wrong)),
+                              self.profile.granularity.confidence)
+
+    def _cpwbft_answer(self, req: Request, rnd: random.Random):
+        # the solve is drawn first, exactly as in sac_answer: with the same call
+        # seed both protocols start from the same answers (common random numbers)
+        fields, ok = self._sac_answer(req, rnd)
+        fields["confidence"] = self._confidence(_role(req.model), bool(ok), rnd)
+        return fields, ok
 
     def _cpwbft_aggregate(self, req: Request, rnd: random.Random):
-        spec = self.profile.aggregate[_role(req.model)]
+        model = _role(req.model)
+        spec = self.profile.aggregate[model]
         ctx = req.context
         if rnd.random() < spec.parse_fail:
-            return {"answer": None}, None
+            return {"answer": None, "confidence": None}, None
         own = ctx.get("own") or {}
-        raw = ctx.get("peers", [])
-        peers = [(r.get("answer"), float(r.get("confidence", 0.0))) for r in raw]
-        own_a, own_c = own.get("answer"), float(own.get("confidence", 0.5))
-        top = max((c for _, c in peers), default=0.0)
-        best = sorted({a for a, c in peers if c == top and a is not None})
-        if best and top >= own_c and rnd.random() < spec.follow_max / len(best):
-            a = best[rnd.randrange(len(best))]  # adopt the most confident answer (less often when they disagree)
-        else:  # not persuaded: weigh them all
-            weighed = [(a, c * (spec.ood_weight if "off_topic" in self._features(req, r.get("text")) else 1.0))
-                       for (a, c), r in zip(peers, raw)]
-            a = self._choose(own_a, own_c, weighed, spec, rnd)
-        return self._answered(req, a)
+        own_c = _num(own.get("confidence"), 0.0)
+        shown = [(r.get("answer"), _num(r.get("confidence"), 0.0), r.get("text")) for r in ctx.get("peers", [])]
+        a = self._weigh(req, spec, own.get("answer"), spec.anchor + spec.follow * own_c ** spec.power, shown, rnd)
+        fields, ok = self._answered(req, a)
+        fields["confidence"] = self._confidence(model, bool(ok), rnd)
+        return fields, ok
 
     def _tokens(self, req: Request, rnd: random.Random) -> tuple[int, int]:
         spec = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")
@@ -367,8 +467,14 @@ class ConsensusFakeBackend(Backend):
         return prompt, max(1, completion)
 
 
+def _num(v: Any, default: float) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return default
+
+
 def _int_of(text: str) -> int:
     try:
         return int(float(text))
     except ValueError:
-        return int(_hash_unit("int", text) * 1000)
+        return int(hash_unit("int", text) * 1000)

@@ -1,9 +1,10 @@
 """Helpers shared by the statistical fakes: loading a profile, stable hashing."""
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -13,8 +14,15 @@ from ..errors import InputError
 M = TypeVar("M", bound=BaseModel)
 
 
-def load_validated(path: str | Path, model: type[M]) -> M:
-    """Read a YAML profile into ``model``; one-line InputError naming file and field."""
+def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[str, Any]] = None) -> M:
+    """Read a YAML profile into ``model``; one-line InputError naming file and field.
+
+    ``overrides`` (dotted path -> value, e.g. ``{"refine.strong.sway": 0.5}``)
+    replace numbers of the file before validation: how a scenario or a
+    sensitivity sweep changes one profile field without a copy of the file
+    (``backend: {..., overrides: {...}}``). A path that does not name an
+    existing field is an error naming ``overrides.<path>``.
+    """
     path = Path(path)
     if not path.exists():
         raise InputError("backend profile not found", file=str(path))
@@ -22,12 +30,51 @@ def load_validated(path: str | Path, model: type[M]) -> M:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=str(path)) from None
+    if overrides:
+        data = apply_overrides(data, overrides, path.stem)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         loc = ".".join(str(x) for x in e["loc"])
-        raise InputError(e["msg"], file=str(path), field=loc or None) from None
+        msg = e["msg"].removeprefix("Value error, ")
+        hit = next((str(k) for k in (overrides or {}) if loc == str(k) or loc.startswith(f"{k}.")
+                    or str(k).startswith(f"{loc}.") or (not loc and str(k) in msg)), None)
+        if hit is not None:  # the override is at fault, not the file: the caller names its scenario
+            raise InputError(f"{msg} (profile {path.stem})", field=f"overrides.{hit}",
+                             value=overrides[hit]) from None
+        raise InputError(msg, file=str(path), field=loc or None) from None
+
+
+def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
+    """A copy of profile ``data`` with ``overrides`` (dotted path -> value) applied
+    (``source`` names the profile in error messages).
+
+    Only existing leaves can be replaced (a typo must not silently add an
+    unused field); list items are addressed by index (``score.strong.agree.0``).
+    """
+    if not isinstance(overrides, dict):
+        raise InputError("must be a mapping of dotted profile path -> value", field="overrides", value=overrides)
+    data = copy.deepcopy(data)
+    for path, value in overrides.items():
+        parts = str(path).split(".")
+        cur = data
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(cur, dict) and part in cur:
+                if last:
+                    cur[part] = value
+                else:
+                    cur = cur[part]
+            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+                if last:
+                    cur[int(part)] = value
+                else:
+                    cur = cur[int(part)]
+            else:
+                where = f" {source}" if source else ""
+                raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value)
+    return data
 
 
 def hash_unit(*parts: Any) -> float:

@@ -134,6 +134,7 @@ def _rect(xy, w, h, color, fill=True, **kw):
 
 
 ROLE_COLORS = {"strong": "#1c7ed6", "weak": "#f08c00", "faulty": "#f08c00", "adversarial": "#e03131",
+               "ood": "#fa5252", "persuasive": "#a61e4d",
                "equivocating": "#c2255c", "colluding": "#862e9c", "no ability": "#ced4da"}
 
 

@@ -53,7 +53,12 @@ CONTEXT_KEYS: dict[str, tuple[str, ...]] = {
     CallKind.SAC_ANSWER: ("attack", "rank"),
     CallKind.SAC_SCORE: ("response",),
     CallKind.SAC_REFINE: ("own", "neighbors", "retained"),
+    "cpwbft_answer": (),
+    "cpwbft_aggregate": ("own", "peers"),
 }
+
+#: a verbal confidence line (CP-WBFT's solve prompt): "Confidence: 0.85"
+_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*\**\s*([0-9]+(?:\.[0-9]+)?)", re.IGNORECASE)
 
 _SECTION = re.compile(r"^=== (system|user) ===[ \t]*$", re.MULTILINE)
 
@@ -309,7 +314,19 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
     elif kind == CallKind.SAC_ANSWER:
         attack = ctx.get("attack")
         vals["rank"] = int(ctx.get("rank", 0) or 0) + 1
-        name = {"ood": "sac_ood", "plausible_wrong": "sac_plausible_wrong"}.get(attack, "sac_answer")
+        # "cached" (the authors' adversary: the weak model's own answer) is a plain solve
+        name = {"ood": "sac_ood", "plausible_wrong": "sac_plausible_wrong",
+                "persuasive": "sac_persuasive"}.get(attack, "sac_answer")
+    elif kind == "cpwbft_answer":
+        name = "cpwbft_answer"
+    elif kind == "cpwbft_aggregate":
+        own = ctx.get("own") or {}
+        vals["own"] = _resp_text(own)
+        vals["own_confidence"] = _fmt_score(own.get("confidence") if isinstance(own, Mapping) else None)
+        vals["peers"] = "\n\n".join(
+            f"Answer {k} (reported confidence {_fmt_score(p.get('confidence'))}):\n<<<\n{_resp_text(p)}\n>>>"
+            for k, p in enumerate(ctx.get("peers") or (), 1) if isinstance(p, Mapping)) or "(none)"
+        name = "cpwbft_aggregate"
     elif kind == CallKind.SAC_SCORE:
         vals["response"] = _resp_text(ctx.get("response"))
         name = "sac_score"
@@ -627,6 +644,12 @@ def parse_reply(request: Request, text: str) -> tuple[dict[str, Any], Optional[b
         ans = extract_answer(text, task)
         ok = grade_task(task, text)
         return {"answer": ans, "correct": ok}, ok
+    if kind in ("cpwbft_answer", "cpwbft_aggregate"):
+        ans = extract_answer(text, task)
+        ok = grade_task(task, text)
+        m = _CONFIDENCE.search(text)
+        conf = min(1.0, max(0.0, float(m.group(1)))) if m else None  # none: the protocol's default (0.0)
+        return {"answer": ans, "correct": ok, "confidence": conf}, ok
     if kind == CallKind.SAC_SCORE:
         # no number: score None, so the protocol applies its own default (0.5) and counts it
         parsed = SAC_NUMBER.search(text) is not None

@@ -20,8 +20,19 @@ Roles (``agents.roles`` in the scenario; ``set_role`` events change them):
 * ``strong`` (default) — reliable: strong model, follows the protocol;
 * ``weak`` / ``faulty`` — faulty Byzantine (Def. 3.1): weak model, follows
   the protocol;
-* ``adversarial`` — replays a cached weak-model answer to an
-  out-of-distribution query every round and reports confidence 1.0 (App. B.4);
+* ``adversarial`` — as in the authors' code (``fixed`` Byzantine mode):
+  broadcasts the weak model's precomputed answer to the *same* query, the
+  same to every neighbour in every round, reports confidence 1.0 to CP-WBFT
+  and never scores or refines (one ``sac_answer`` call per query, the
+  precomputation);
+* ``ood`` — the paper's wording of App. B.4: a cached weak-model answer to an
+  *out-of-distribution* query, whose text reads as off-topic (observable
+  feature ``off_topic``), confidence 1.0;
+* ``persuasive`` — a swaying adversary: a plausible wrong answer (the query's
+  most common wrong answer) in an insistent, authoritative text (observable
+  feature ``persuasive``, drawn by the producing fake) every round,
+  confidence 1.0. A model that keeps it in its refine context is pulled
+  toward it whatever score it gave it: the case SAC's filter guards against;
 * ``equivocating`` — sends different plausible wrong answers to different
   neighbours (rotating each round), confidence 1.0;
 * ``colluding`` — all colluders agree out of band on one plausible wrong
@@ -49,13 +60,16 @@ from .llm import LLMClient
 
 __all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusDataset", "make_queries",
            "sac_filter", "parse_score", "parse_answer", "ConsensusParams", "ConsensusProtocol", "ConsensusAgent",
-           "group_of", "CPWBFT_AGGREGATE"]
+           "group_of", "CPWBFT_AGGREGATE", "CPWBFT_ANSWER"]
 
 #: Keep in step with ``meshsim.scenario.Role`` (a test checks it).
-ROLES = ("strong", "weak", "faulty", "adversarial", "equivocating", "colluding")
+ROLES = ("strong", "weak", "faulty", "adversarial", "ood", "persuasive", "equivocating", "colluding")
 HONEST_ROLES = frozenset({"strong", "weak", "faulty"})
-ADVERSARIAL_ROLES = frozenset({"adversarial", "equivocating", "colluding"})
+ADVERSARIAL_ROLES = frozenset({"adversarial", "ood", "persuasive", "equivocating", "colluding"})
 CPWBFT_AGGREGATE = "cpwbft_aggregate"  # CallKind names are plain strings
+CPWBFT_ANSWER = "cpwbft_answer"
+#: the Byzantine material each replaying role fetches once per query (``sac_answer`` context)
+_ATTACK = {"adversarial": "cached", "ood": "ood", "persuasive": "persuasive"}
 
 _Dur = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 _Prob = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -86,22 +100,32 @@ class ConsensusDataset:
     choices: tuple[str, ...] = ()  # empty: free-form numeric answers
     low: int = 0  # numeric answers: range of the ground truth
     high: int = 1000
+    #: mixed-format sets: (choices, how many items of the sample have that format)
+    formats: tuple[tuple[tuple[str, ...], int], ...] = ()
 
     @property
     def numeric(self) -> bool:
-        return not self.choices
+        return not self.choices and not self.formats
 
 
 _ABCD = ("A", "B", "C", "D")
 DATASETS: dict[str, ConsensusDataset] = {d.name: d for d in (
     ConsensusDataset("math500", "MATH-500-like: free-form numeric answers (SAC Tab. 3-4)", low=-100, high=2000),
-    ConsensusDataset("math_l4", "Hendrycks MATH level 4 sample (SAC Tab. 1-2, 7-8)", low=-100, high=2000),
+    ConsensusDataset("math_l4", "Hendrycks MATH level 4 sample, 100 problems (SAC Tab. 1-2)", low=-100, high=2000),
+    ConsensusDataset("math_l4_30", "the 30-problem MATH level 4 subset of the ablations (SAC Tab. 7-8)",
+                     low=-100, high=2000),
     ConsensusDataset("aime", "AIME-2025-like: integers 0-999 (SAC Tab. 5)", low=0, high=999),
     ConsensusDataset("arc", "ARC-Challenge-like: four options", _ABCD),
     ConsensusDataset("hellaswag", "HellaSwag-like: four endings", ("ending1", "ending2", "ending3", "ending4")),
     ConsensusDataset("obqa", "OpenBookQA-like: four options", _ABCD),
     ConsensusDataset("boolq", "BoolQ-like: true / false", ("true", "false")),
     ConsensusDataset("rte", "RTE-like: entailment / not_entailment", ("entailment", "not_entailment")),
+    # SAC App. C.1.2, Tab. 10: the 30 sampled items by format
+    ConsensusDataset("commonsense170k", "Commonsense170k sample: true/false, two options, 2-4 answers, 4 endings "
+                     "(SAC Tab. 1-2, App. C.1.2)", formats=(
+                         (("true", "false"), 15), (("option1", "option2"), 4), (("solution1", "solution2"), 2),
+                         (("answer1", "answer2", "answer3"), 3), (("answer1", "answer2", "answer3", "answer4"), 2),
+                         (("ending1", "ending2", "ending3", "ending4"), 3))),
 )}
 
 
@@ -109,13 +133,16 @@ def make_queries(dataset: ConsensusDataset, count: int, rnd) -> list[TaskRef]:
     """``count`` queries with ground-truth answers drawn from the dataset's answer space."""
     out = []
     for i in range(1, count + 1):
-        if dataset.choices:
-            truth = dataset.choices[rnd.randrange(len(dataset.choices))]
+        choices = dataset.choices
+        if dataset.formats:
+            choices = rnd.choices([f for f, _ in dataset.formats], weights=[w for _, w in dataset.formats])[0]
+        if choices:
+            truth = choices[rnd.randrange(len(choices))]
         else:
             truth = str(rnd.randint(dataset.low, dataset.high))
         out.append(TaskRef(index=i, id=f"{dataset.name}/{i}", type=dataset.name,
                            question=f"[{dataset.name} #{i}]", answer=truth, dataset=dataset.name,
-                           choices=dataset.choices))
+                           choices=choices))
     return out
 
 
@@ -240,6 +267,8 @@ class ConsensusParams(BaseModel):
     equivocation_answers: Annotated[int, Field(ge=2)] = 3  # distinct lies an equivocator spreads
     adversary_confidence: _Prob = 1.0  # what Byzantine agents report to confidence-based protocols
     parse_default: _Prob = 0.5  # score used when a phi_i reply has no number (App. B.1)
+    #: seconds the r-robustness MILP may take for graph.r_robustness (graphs over 16 agents)
+    robustness_time_limit: Annotated[float, Field(gt=0)] = 10.0
 
     @field_validator("dataset")
     @classmethod
@@ -388,16 +417,9 @@ class ConsensusProtocol(Protocol):
         G = nx.Graph()
         G.add_nodes_from(self.ctx.net.nodes)
         G.add_edges_from(self.ctx.net.links)
-        degs = [d for _, d in G.degree()]
-        info: dict[str, Any] = {"min_degree": min(degs) if degs else 0, "r_robustness": None,
-                                "f_plus_1_robust": None}
-        if 2 <= G.number_of_nodes() <= 16:
-            from ..graphs.robustness import robustness
+        from ..graphs.robustness import robustness_report
 
-            r = robustness(G, method="exact")
-            info["r_robustness"] = r
-            info["f_plus_1_robust"] = r >= self.params.F + 1
-        self.graph_info = info
+        self.graph_info = robustness_report(G, self.params.F, time_limit=self.params.robustness_time_limit)
 
     def finished(self):
         return self._finished
@@ -460,10 +482,12 @@ class ConsensusProtocol(Protocol):
             if a in row["answers"]:
                 row["answers"][a].append(kw["answer"])
                 row["scores"][a].append(kw.get("score"))
+                if "conf" in kw:
+                    row.setdefault("confs", {}).setdefault(a, []).append(kw["conf"])
             rec = {"query": row["query"], "round": kw["t"], "agent": a, "role": kw["role"],
                    "answer": kw["answer"], "correct": kw["answer"] is not None and kw["answer"] == row["truth"],
                    "score": kw.get("score")}
-            for k in ("received", "scores", "retained", "dropped", "sent_answers", "note"):
+            for k in ("received", "scores", "retained", "dropped", "sent_answers", "note", "conf"):
                 if kw.get(k) is not None:
                     rec[k] = kw[k]
             self.round_rows.append(rec)
@@ -604,10 +628,13 @@ class ConsensusAgent:
             yield from self._prepare_lies(task)
         self._record(0, note=None)
         for t in range(self.params.rounds):
+            if not self._exchanges(t):
+                # the protocol has stopped for this query: the answer stands, nothing is sent
+                self._record(t + 1, note="stopped")
+                continue
             # a role may change between rounds (set_role): behave as the current one
             if self.role in HONEST_ROLES:
-                if self.score is None:
-                    yield from self._rescore(task)  # back from a Byzantine spell: score own answer
+                yield from self._before_send(task, t)
             else:
                 yield from self._prepare_lies(task)  # no call when this query's lies are cached
             peers, n = self._send_round(t)
@@ -631,7 +658,20 @@ class ConsensusAgent:
     def _record(self, t: int, **extra: Any) -> None:
         score = self.score if self.role in HONEST_ROLES else None
         self.sink("round", agent=self.name, q=self.q, t=t, role=self.role, answer=self.answer, score=score,
-                  **extra)
+                  **self._record_extra(), **extra)
+
+    def _record_extra(self) -> dict:
+        """Fields the observer records with every round (CP-WBFT: the reported confidence)."""
+        return {}
+
+    def _exchanges(self, t: int) -> bool:
+        """Whether round t exchanges messages (CP-WBFT as the authors run it stops after one)."""
+        return True
+
+    def _before_send(self, task: TaskRef, t: int):
+        """An honest agent's step before it broadcasts in round t."""
+        if self.score is None:
+            yield from self._rescore(task)  # back from a Byzantine spell: score own answer
 
     def _set_response(self, resp: Response, answer: str) -> None:
         self.answer = answer
@@ -648,18 +688,20 @@ class ConsensusAgent:
             self._set_response(resp, ans)
         yield from self._rescore(task)
 
-    def _score_requests(self, task: TaskRef, responses: list[dict], self_flags: list[bool]) -> list[Request]:
+    def _score_requests(self, task: TaskRef, responses: list[dict]) -> list[Request]:
+        """phi_i(x, r) calls: the prompt shows the query and the response, nothing
+        else (App. B.1) -- not the scorer's own answer, nor whose response it is."""
         return [self.llm.request(CallKind.SAC_SCORE, task, (),
                                  {"response": {"answer": r.get("answer"), "text": r.get("text", "")},
-                                  "own_answer": self.answer, "self": s, "context_items": 1})
-                for r, s in zip(responses, self_flags)]
+                                  "context_items": 1})
+                for r in responses]
 
     def _rescore(self, task: TaskRef):
         """s_{i->i} = phi_i(x, r_i): the same prompt with the agent's own response."""
         if self.answer is None:
             self.score = 0.0  # nothing to stand on: every neighbour outranks "no answer"
             return
-        (req,) = self._score_requests(task, [{"answer": self.answer, "text": self.text}], [True])
+        (req,) = self._score_requests(task, [{"answer": self.answer, "text": self.text}])
         resp = yield from self.llm.call(req)
         s = parse_score(resp)
         self.score = self.params.parse_default if s is None else s
@@ -671,9 +713,9 @@ class ConsensusAgent:
     # -- Byzantine behaviours (App. B.4 and ours) ------------------------------------
     def _prepare_lies(self, task: TaskRef):
         role = self.role
-        if role == "adversarial" and "ood" not in self.lies:
-            resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, (), {"attack": "ood"}))
-            self.lies["ood"] = (parse_answer(resp), resp.text or "", resp.completion_tokens)
+        if role in _ATTACK and role not in self.lies:
+            resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, (), {"attack": _ATTACK[role]}))
+            self.lies[role] = (parse_answer(resp), resp.text or "", resp.completion_tokens)
         elif role == "equivocating" and "pool" not in self.lies:
             k = self.params.equivocation_answers
             reqs = [self.llm.request(CallKind.SAC_ANSWER, task, (), {"attack": "plausible_wrong", "rank": i})
@@ -697,11 +739,11 @@ class ConsensusAgent:
 
     def _public_lie(self) -> tuple[Optional[str], str]:
         """What the Byzantine agent is recorded as answering (its first lie)."""
-        for key in ("ood", "agreed"):
-            if key in self.lies and self.role == ("adversarial" if key == "ood" else "colluding"):
-                a, text, tok = self.lies[key]
-                self.resp_tokens = tok
-                return a, text
+        key = "agreed" if self.role == "colluding" else self.role
+        if key in self.lies and (self.role in _ATTACK or self.role == "colluding"):
+            a, text, tok = self.lies[key]
+            self.resp_tokens = tok
+            return a, text
         if self.role == "equivocating" and "pool" in self.lies:
             a, text, tok = self.lies["pool"][0]
             self.resp_tokens = tok

@@ -41,7 +41,7 @@ class SACAgent(ConsensusAgent):
         if not senders:  # R empty: the refinement step is skipped (App. B.2)
             extra.update(scores={}, retained=[], dropped=[], note="nothing_received")
             return extra
-        reqs = self._score_requests(task, [got[j] for j in senders], [False] * len(senders))
+        reqs = self._score_requests(task, [got[j] for j in senders])
         resps = yield from self.llm.call_many(reqs)
         scores: dict[str, float] = {}
         unparsed = 0
@@ -59,7 +59,9 @@ class SACAgent(ConsensusAgent):
         if not retained:
             extra["note"] = "retained_empty"
             return extra
-        ctx = {"own": {"answer": self.answer, "text": self.text, "score": self.score},
+        # what the refine prompt shows (App. B.2): the current answer (without its
+        # self-score) and the retained answers with the scores this agent gave them
+        ctx = {"own": {"answer": self.answer, "text": self.text},
                "retained": [{"answer": got[j].get("answer"), "text": got[j].get("text", ""), "score": scores[j]}
                             for j in retained],
                "context_items": len(retained) + 1}

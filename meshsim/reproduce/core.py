@@ -206,7 +206,7 @@ def _pair(a: list, b: list, fn: Callable[[float, float], float]) -> list[Optiona
 @dataclass
 class Sensitivity:
     key: str
-    param: str  # profile path
+    param: str | tuple[str, ...]  # profile path(s), all set to the same value
     values: tuple[float, ...]
     scenario: str
     sets: tuple[str, ...]
@@ -216,7 +216,11 @@ class Sensitivity:
 
 
 def sensitivity_runs(sens: list[Sensitivity], seeds: int) -> dict[tuple[str, float], list[RunSpec]]:
-    return {(s.key, v): _seeds(s.scenario, seeds, s.sets, patch=((s.param, v),), profile=s.profile)
+    def patch(s: Sensitivity, v: float) -> tuple:
+        paths = (s.param,) if isinstance(s.param, str) else s.param
+        return tuple((p, v) for p in paths)
+
+    return {(s.key, v): _seeds(s.scenario, seeds, s.sets, patch=patch(s, v), profile=s.profile)
             for s in sens for v in s.values}
 
 
@@ -235,7 +239,8 @@ def run_sensitivities(sens: list[Sensitivity], out: Path, seeds: int, workers: i
                 pts.append({"x": v, "mean": statistics.fmean(vals) if vals else None,
                             "sd": statistics.stdev(vals) if len(vals) > 1 else 0.0, "n": len(vals)})
             curves.append({"metric": path, "label": label, "points": pts})
-        results.append({"key": s.key, "param": s.param, "why": s.why, "scenario": s.scenario,
+        results.append({"key": s.key, "param": s.param if isinstance(s.param, str) else " = ".join(s.param),
+                        "why": s.why, "scenario": s.scenario,
                         "profile": s.profile, "sets": list(s.sets), "curves": curves})
     return results
 

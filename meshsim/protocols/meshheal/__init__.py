@@ -15,7 +15,7 @@ from simpy.events import Event
 
 from ...backends.base import Request, Response, TaskRef
 from ...errors import InputError
-from ...types import RoutingState, parse_duration
+from ...types import parse_duration
 from ..base import Protocol
 from ..llm import LLMClient
 from .agent import MeshHealAgent
