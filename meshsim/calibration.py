@@ -98,6 +98,7 @@ FIT_PARAMS: tuple[tuple[str, float, float], ...] = (
     ("takeover.hint.contribute", 0.0, 0.95),
     ("takeover.keep.finalize", 0.0, 1.0),
     ("takeover.keep.contribute", 0.0, 1.0),
+    ("takeover.recognize", 0.0, 1.0),
 )
 
 

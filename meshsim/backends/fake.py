@@ -44,11 +44,13 @@ Conditional distributions, by call kind (``Request.kind``):
   other's verdict).
 * ``takeover_candidate`` — a correction: sound iff the writer's derivation
   succeeds (same copula: wrong outputs that reach Takeover are the hard ones).
-* ``synthesis`` — the synthesizer re-derives with help from every sound
-  candidate (skill boosted by ``takeover.hint.<action>`` per sound candidate); if it
-  succeeds its synthesis is sound; otherwise it keeps the original output
-  with probability ``takeover.keep.<action>`` (a committed final answer
-  anchors it more than a half) or else takes one of the candidates.
+* ``synthesis`` — a sound original is recognised and kept with probability
+  ``takeover.recognize``; otherwise, with probability ``takeover.keep.<action>``
+  the synthesizer anchors on the original output and restates it (a committed final answer
+  anchors a synthesis more than a half does); otherwise it re-derives with
+  help from every sound candidate (skill boosted by ``takeover.hint.<action>``
+  per sound candidate): a success is a sound synthesis, a failure takes one of
+  the candidates.
 * tokens — per-kind prompt base + growth per context item; completion
   lengths lognormal around the kind's mean.
 
@@ -133,8 +135,10 @@ class TakeoverSpec(_S):
 
     #: help from each sound candidate to the synthesizer's own re-derivation
     hint: dict[Literal["contribute", "finalize"], P] = {"contribute": 0.5, "finalize": 0.5}
-    #: a synthesizer whose own derivation fails keeps the original output (else takes a candidate)
+    #: the synthesizer anchors on the original output and restates it (else it re-derives)
     keep: dict[Literal["contribute", "finalize"], P] = {"contribute": 0.5, "finalize": 0.5}
+    #: P(a sound original is recognised as sound and kept), before any anchoring
+    recognize: P = 0.0
 
 
 class TokenSpec(_S):
@@ -435,12 +439,20 @@ class FakeBackend(Backend):
         finalize = req.context.get("action") == "finalize"
         act = "finalize" if finalize else "contribute"
         hint = 1.0 - (1.0 - t.hint.get(act, 0.5)) ** sum(1 for c in cands if c.correct)
-        if self._derive(req, rnd, hint=hint):
+        keep = t.keep.get(act, 0.5)
+        if orig.correct and rnd.random() < t.recognize:
+            pick = orig  # reading a sound original next to the candidates, it keeps it
+        elif "empty" not in orig.features and (not cands or rnd.random() < keep):
+            # anchored on the original: the synthesis restates it
+            pick = orig
+        elif self._derive(req, rnd, hint=hint):
+            pick = None  # its own sound synthesis
+        else:
+            pick = cands[rnd.randrange(len(cands))] if cands else orig
+        if pick is None:
             ok = True
             final, answer = self._final(req, rnd, True) if finalize else (None, None)
         else:
-            keep = t.keep.get(act, 0.5)
-            pick = orig if (not cands or rnd.random() < keep) else cands[rnd.randrange(len(cands))]
             ok = pick.correct
             final, answer = (pick.final, pick.answer) if finalize else (None, None)
             if finalize and final is None:  # an unreadable pick commits nothing usable

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from ..errors import InputError
 from .core import Experiment, Sensitivity, plot_sensitivities, render_markdown, run_experiments, run_sensitivities
 
-__all__ = ["experiments", "sensitivities", "reproduce"]
+__all__ = ["experiments", "sensitivities", "reproduce", "fill_docs"]
 
 
 def experiments(which: str, seeds: int, quick: bool) -> list[Experiment]:
@@ -73,3 +73,24 @@ def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, worker
     (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
     (out / "report.md").write_text(render_markdown(title, results, sens))
     return report
+
+
+def fill_docs(path: Path, which: str, report_md: str, out_dir: Path) -> None:
+    """Rewrite the ``<!-- reproduce:WHICH -->...<!-- /reproduce -->`` section of
+    ``path`` with ``report_md`` (its title dropped, headings moved one level
+    down) and copy the sensitivity figures next to it under ``img/``."""
+    import re
+    import shutil
+
+    text = path.read_text()
+    pat = re.compile(rf"(<!-- reproduce:{which} -->)(.*?)(<!-- /reproduce -->)", re.S)
+    if not pat.search(text):
+        raise InputError(f"no <!-- reproduce:{which} --> ... <!-- /reproduce --> section", file=str(path))
+    body = "\n".join(("#" + line if line.startswith("#") else line) for line in report_md.splitlines()[1:])
+    img = path.parent / "img"
+    img.mkdir(exist_ok=True)
+    for fig in sorted(out_dir.glob("sensitivity-*.png")):
+        dest = img / f"{which}-{fig.name}"
+        shutil.copyfile(fig, dest)
+        body = body.replace(f"`{fig.name}`", f"![{fig.stem}](img/{dest.name})")
+    path.write_text(pat.sub(lambda m: m.group(1) + "\n" + body.strip() + "\n" + m.group(3), text))

@@ -68,7 +68,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
             if t.key.startswith("takeover."):
                 v = pooled.get(t.key.split(".", 1)[1])
                 vals = [v]
-                note = "pooled over seeds, as the paper counts '15 of 32'"
+                note = "pooled over seeds"
             else:
                 vals = _vals(sums, "audit." + t.key)
                 note = ""
