@@ -33,7 +33,7 @@ from ..errors import InputError
 from .base import Protocol
 from .llm import LLMClient
 
-__all__ = ["Output", "TaskState", "ExecutionLayer", "infer_pair", "generate"]
+__all__ = ["Output", "TaskState", "ExecutionLayer", "infer_pair", "generate", "generate_answer", "answer_of"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,13 +92,31 @@ def generate(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
     ``declared``) for the abilities ``H``: the worker prompt shows the task,
     the inferred requirement and the accepted outputs so far (App. B.4: the
     same worker prompts for every method)."""
+    y, _answer = yield from generate_answer(llm, agent, declared, action, H, X)
+    return y
+
+
+def generate_answer(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
+                    X: TaskState) -> Generator[Any, Any, tuple[Output, Optional[str]]]:
+    """:func:`generate`, plus the final answer a parser extracts from the reply
+    (an opaque identifier with fakes; None for a half or an unparsable reply):
+    what a vote over final answers compares."""
     kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
     ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
            "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
     r = yield from llm.call(llm.request(kind, X.task, sorted(H), ctx))
     # a failed call leaves no usable text: reviewers will see an empty output
-    return Output(agent=agent, abilities=tuple(sorted(H)), action=action,
-                  text=(r.text or "") if r.error is None else "")
+    y = Output(agent=agent, abilities=tuple(sorted(H)), action=action,
+               text=(r.text or "") if r.error is None else "")
+    return y, answer_of(r)
+
+
+def answer_of(resp: Response) -> Optional[str]:
+    """The final answer parsed from a reply, if it commits one."""
+    if resp.error is not None:
+        return None
+    a = resp.fields.get("answer")
+    return str(a) if a not in (None, "") else None
 
 
 # ---------------------------------------------------------------------------------------------
