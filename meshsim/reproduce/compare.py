@@ -266,6 +266,8 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
         "raps-0.7": ("raps", "isolate_below: 0.7"),
         "agentnet": ("agentnet", ""),
         "agentnet-judge-0.6": ("agentnet", "judge_threshold: 0.6"),
+        "sac_teams": ("sac_teams", ""),
+        "sac_teams-no-rounds": ("sac_teams", "rounds: 0"),
     }
     why = {
         "symphony-share": "plans are distinct chains that may share the best-ranked agents "
@@ -275,6 +277,8 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
         "raps-0.3": "RAPS blacklists below reputation 0.3 (default 0.5)",
         "raps-0.7": "RAPS blacklists below reputation 0.7 (default 0.5)",
         "agentnet-judge-0.6": "AgentNet's entry judge counts success only above 0.6 (default 0.40)",
+        "sac_teams-no-rounds": "ablation: no filter-and-refine round, the three teams' answers go straight to "
+                               "the majority (the paper's SAC runs two)",
     }
     runs = {k: [RunSpec(sc, sets + (f"protocol={{name: {m}" + (f", params: {{{p}}}" if p else "") + "}",),
                         seed=j) for j in range(1, n + 1)] for k, (m, p) in variants.items()}
@@ -291,7 +295,8 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
                                      ("healthy-phase accuracy", "accuracy.by_phase.healthy", "{:.3f}")):
                 out.append(Cell("assumption", f"{k}: {label} (minus default)", NR, note=note, fmt="{:+.3f}",
                                 values=_pair(_vals(alt, path), _vals(base, path), lambda a, b: a - b)))
-            out.append(Cell("assumption", f"{k}: degraded-phase accuracy", NR, values=_vals(alt, "accuracy.by_phase.degraded")))
+            out.append(Cell("assumption", f"{k}: degraded-phase accuracy", NR,
+                            values=_vals(alt, "accuracy.by_phase.degraded")))
             out.append(Cell("assumption", f"{k}: tokens per task (k)", NR, values=_vals(alt, "tokens_per_task", 1e-3),
                             fmt="{:.1f}"))
             out.append(Cell("assumption", f"{k}: degraded agents isolated (of 2)", NR, fmt="{:.1f}",
@@ -316,6 +321,14 @@ def compare_sensitivities() -> list[Any]:
                     ("output.trace=none", "protocol={name: autogen}"),
                     (("accuracy.by_phase.degraded", "AutoGen degraded-phase accuracy"),),
                     "how often a degraded (1B) manager selects a speaker holding the needed ability"),
+        Sensitivity("baselines-weak-infer-agentnet", "models.weak.infer", (0.3, 0.6, 0.8, 0.97), sc,
+                    ("output.trace=none", "protocol={name: agentnet}"),
+                    (("accuracy.by_phase.degraded", "AgentNet degraded-phase accuracy"),),
+                    "how often a degraded entry agent infers the right ability pair (no baseline intercepts it)"),
+        Sensitivity("baselines-weak-infer-symphony", "models.weak.infer", (0.3, 0.6, 0.8, 0.97), sc,
+                    ("output.trace=none", "protocol={name: symphony}"),
+                    (("accuracy.by_phase.degraded", "Symphony degraded-phase accuracy"),),
+                    "how often a degraded coordinator writes a plan with the right ability pair"),
     ]
 
 
@@ -462,6 +475,7 @@ def run_comparison(scenarios: list[str], out: Path, methods: tuple[str, ...] = M
     from ..scenario import load_scenario
 
     t0 = time.perf_counter()
+    sets = ("output.trace=none",) + tuple(sets)  # only summaries are kept: no trace to write
     specs: dict[str, dict[str, list[RunSpec]]] = {}
     for sc in scenarios:
         full = load_scenario(ROOT / sc, list(sets))
