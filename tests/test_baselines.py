@@ -137,11 +137,11 @@ def test_no_baseline_message_carries_truth(runs):
     assert {"result", "feedback"} <= runs["agentnet"]["kinds"]
     assert {"result"} <= runs["raps"]["kinds"]
     assert {"request", "work", "work_done"} <= runs["autogen"]["kinds"]
-    assert {"plan", "plan_done"} <= runs["symphony"]["kinds"]
-    assert {"plan", "plan_done", "sac_team"} <= runs["sac_teams"]["kinds"]
+    assert {"plan", "plan_step"} <= runs["symphony"]["kinds"]
+    assert {"plan", "plan_step", "sac_team"} <= runs["sac_teams"]["kinds"]
     # a parsed answer crosses links as an opaque identifier: comparable, never "right"
     answers = [p.get("answer") for m in ("symphony", "sac_teams") for k, p in runs[m]["payloads"]
-               if k in ("plan_done", "sac_team")]
+               if k in ("plan_step", "sac_team")]
     assert answers and all(a is None or ANSWER_ID.match(a) for a in answers)
 
 

@@ -44,7 +44,7 @@ KEYS = {
     "work": {"state", "ability", "action"},
     "work_done": {"task", "output"},
     "plan": {"state", "chain", "plan", "reps"},
-    "plan_done": {"task", "plan", "output", "answer"},
+    "plan_step": {"task", "plan", "step", "state", "output", "answer"},
     "sac_team": {"task", "round", "answer", "text"},
 }
 #: dataclasses that may travel, and the fields they may have

@@ -302,8 +302,10 @@ def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[s
                   "| table | quantity | paper | simulated | kind |", "| --- | --- | --- | --- | --- |"]
         for c in r["cells"]:
             fmt = c.get("fmt") or "{:.3f}"
-            paper = _fmt(fmt, c["paper"]) + (f" ± {_fmt(fmt, c['paper_sd'])}" if c["paper_sd"] is not None else "")
-            sim = c.get("empty", "—") if c["mean"] is None else f"{_fmt(fmt, c['mean'])} ± {_fmt(fmt, c['sd'])}"
+            paper = _fmt(fmt, c["paper"]) + (f" ± {_fmt(fmt, c['paper_sd']).lstrip('+')}"
+                                             if c["paper_sd"] is not None else "")
+            sim = c.get("empty", "—") if c["mean"] is None else \
+                f"{_fmt(fmt, c['mean'])} ± {_fmt(fmt, c['sd']).lstrip('+')}"
             if c["n"] and c["n"] < len(c["values"]):
                 sim += f" ({c['n']} of {len(c['values'])} seeds)"
             note = f" ({c['note']})" if c.get("note") else ""
