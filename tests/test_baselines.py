@@ -437,3 +437,25 @@ def test_reproduce_meshheal_includes_the_comparison():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_select_and_summarize_have_prompts_and_parsers_for_real_endpoints():
+    """Baselines can run against an OpenAI-compatible endpoint: the two new call kinds render
+    (no ground truth in the prompt) and their replies parse."""
+    from meshsim.prompts import build_messages, parse_agent, parse_reply
+
+    task = TaskRef(index=1, id="m/1", type="algebra", question="What is 2+2?", answer="4", required=("a", "b"),
+                   dataset="math")
+    sel = Request(kind="select", agent="A3", model="strong", task=task,
+                  context={"candidates": [{"agent": "A1", "abilities": ["a"]}, {"agent": "A12", "abilities": ["b"]}],
+                           "needed": ["b"], "context_items": 0})
+    text = "\n".join(m["content"] for m in build_messages(sel))
+    assert "A12: b" in text and "What is 2+2?" in text and "4" not in text.replace("2+2", "")
+    assert parse_reply(sel, 'Next: {"agent": "A12"}')[0] == {"agent": "A12"}
+    assert parse_agent("A1 should go, not A12", ["A1", "A12"]) == "A1"
+    assert parse_agent("nobody", ["A1"]) is None
+    summ = Request(kind="summarize", agent="A3", model="weak", task=task,
+                   context={"output_text": "so \\boxed{4}", "action": "finalize"})
+    assert "so \\boxed{4}" in build_messages(summ)[-1]["content"]
+    fields, ok = parse_reply(summ, "Final: \\boxed{4}")
+    assert ok is True and fields["answer"] == "4"
