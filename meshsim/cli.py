@@ -442,6 +442,45 @@ def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int
         click.echo(f"updated {docs_file}")
 
 
+@main.command()
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SCENARIO...")
+@click.option("--methods", default=None, metavar="M1,M2",
+              help="Methods to run (default: meshheal,agentnet,raps,autogen,symphony,sac_teams).")
+@click.option("--seeds", type=click.IntRange(1, 50), default=None, help="Seeds per method (default: the scenario's).")
+@click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
+              help="Folder (default: runs/compare-<first scenario>); finished runs there are reused.")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field (repeatable).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Processes (default: up to 2).")
+@click.option("--smoke", is_flag=True, help="Apply each scenario's 'smoke' overrides: small, quick runs.")
+def compare(scenarios: tuple[str, ...], methods: str | None, seeds: int | None, out: str | None,
+            sets: tuple[str, ...], workers: int | None, smoke: bool = False) -> None:
+    """Run every method of the MeshHeal paper's comparison on the same SCENARIO(s)
+    and print the table (Tab. 2a / C1 / C2, or Tab. 3's self-healing metrics)."""
+    from .protocols import PROTOCOLS
+    from .reproduce.compare import METHODS, run_comparison
+
+    chosen = tuple(m.strip() for m in methods.split(",")) if methods else METHODS
+    for m in chosen:
+        if m not in PROTOCOLS:
+            raise InputError(f"unknown method; choose from {list(METHODS)}", field="--methods", value=m)
+    paths = []
+    for sc in scenarios:
+        p = Path(sc)
+        if not p.is_file():
+            raise InputError("file not found", file=sc)
+        _load(sc, sets)  # a bad scenario fails here, in one line
+        paths.append(str(p.resolve()))
+    if smoke:
+        from .scenario import smoke_overrides
+
+        sets = tuple(smoke_overrides(paths[0])) + tuple(sets)
+    out_dir = Path(out) if out else Path("runs") / f"compare-{_safe(Path(scenarios[0]).stem)}"
+    table = run_comparison(paths, out_dir, chosen, seeds, sets, workers or min(2, os.cpu_count() or 1),
+                           progress=lambda d, t, dt: click.echo(f"  {d}/{t} runs ({dt:.0f} s)", err=True))
+    click.echo((out_dir / "comparison.md").read_text())
+    click.echo(f"wrote {out_dir / 'comparison.md'} and comparison.json ({table['wall']:.0f} s)")
+
+
 def _fit_row(r: dict) -> str:
     def f(x: Any) -> str:
         return "-" if x is None else f"{x:.3f}"

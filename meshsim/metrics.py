@@ -283,7 +283,13 @@ def review_audit(review_rows: list[dict], task_rows: list[dict], tau: float) -> 
     }
 
 
-def meshheal_summary(proto: Any) -> dict[str, Any]:
+def execution_summary(proto: Any) -> dict[str, Any]:
+    """summary.json fields every method on the shared execution layer has
+    (MeshHeal App. B.4): accuracy per phase, tokens and calls per task as the
+    layer counted them, unanswered tasks, and the self-healing criteria
+    (Sec. 3.2) from the method's routing-state records: a method that never
+    isolates an agent has detection delay ``None`` (infinite), closure false
+    and reintegration undefined."""
     tasks = sorted(proto.task_rows, key=lambda r: r["index"])
     n = len(proto.stream)
     acc = {"overall": _mean([float(t["correct"]) for t in tasks])}
@@ -311,7 +317,6 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
     isolated_end: dict[str, str] = {}
     for s in states:
         isolated_end[s["agent"]] = s["new"]
-    audit = review_audit(proto.review_rows, tasks, proto.params.tau_to)
     return {
         "tasks": len(tasks),
         "accuracy": acc,
@@ -320,7 +325,6 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
         "calls_per_task_by_phase": {k: _mean([t["calls"] for t in tasks if t["phase"] == k]) for k in by_phase},
         "tokens_per_task_by_phase": {k: _mean([t["tokens"] for t in tasks if t["phase"] == k]) for k in by_phase},
         "unanswered": sum(1 for t in tasks if t["unanswered"]),
-        "unreviewed_outputs": proto.unreviewed,
         "agents": agents,
         "false_isolations": len(false_iso),
         "falsely_isolated": false_iso,
@@ -328,9 +332,16 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
         "isolated_at_end": sorted((a for a, s in isolated_end.items() if s == "isolated"),
                                   key=lambda x: (len(x), x)),
         "state_changes": len(states),
-        "audit": audit,
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
     }
+
+
+def meshheal_summary(proto: Any) -> dict[str, Any]:
+    out = execution_summary(proto)
+    out["unreviewed_outputs"] = proto.unreviewed
+    out["audit"] = review_audit(proto.review_rows, sorted(proto.task_rows, key=lambda r: r["index"]),
+                                proto.params.tau_to)
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -352,6 +352,15 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
     return parse_scenario(data, source, path.parent)
 
 
+def smoke_overrides(path: str | Path) -> list[str]:
+    """A scenario's ``smoke`` block as ``--set`` overrides (``meshsim compare --smoke``)."""
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    small = data.get("smoke") or {} if isinstance(data, dict) else {}
+    if not isinstance(small, dict):
+        raise ScenarioError("must be a mapping of PATH: VALUE", file=str(path), field="smoke", value=small)
+    return [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}" for k, v in small.items()] + ["smoke={}"]
+
+
 def _check_static(sc: Scenario) -> None:
     src = sc.source
     for i, ev in enumerate(sc.events):

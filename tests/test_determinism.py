@@ -49,3 +49,32 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
     assert all(r.resumed for r in res2.runs)
     assert (tmp_path / "seed-2" / "summary.json").stat().st_mtime_ns == before
     assert res2.aggregate == res.aggregate
+
+
+#: sha256 over every file of a smoke-size MeshHeal run folder, pinned when the
+#: shared execution layer was factored out of MeshHeal (issue 14): the refactor
+#: (and every baseline built on it) must not change a byte of MeshHeal's outputs.
+#: A change *meant* to alter MeshHeal's behaviour updates these digests and says so.
+MESHHEAL_PINNED = {
+    ("staggered-math", 2): "77658e75a39b1bd592d228aec6fd86f4723696cf173e9bb7803394f148665526",
+    ("persistent-bbh", 1): "3db1a799ca71ec977b7645e9edf10ddf85686f85383fa91f38275295233d9f0c",
+}
+
+
+def _digest(d: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted(d.iterdir()):
+        if p.is_file():
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_meshheal_outputs_are_pinned(tmp_path):
+    root = SCENARIO.parents[1] / "meshheal"
+    for (name, seed), want in MESHHEAL_PINNED.items():
+        sc = meshsim.load_scenario(root / f"{name}.yaml", smoke=True)
+        meshsim.run(sc, seed=seed, out=tmp_path / name)
+        assert _digest(tmp_path / name) == want, f"MeshHeal's {name} seed {seed} run folder changed"

@@ -36,6 +36,16 @@ KEYS = {
     "review_rep.result": {"scores", "score", "explanation", "text"},
     "sac": {"q", "t", "answer", "text"},
     "cpwbft": {"q", "t", "answer", "text", "conf"},
+    # the MeshHeal paper's baselines (meshsim.protocols.baselines): answers are parsed,
+    # opaque identifiers; an outcome is the sender's own judgment of an output
+    "result": {"state", "output"},
+    "feedback": {"task", "success"},
+    "request": {"state"},
+    "work": {"state", "ability", "action"},
+    "work_done": {"task", "output"},
+    "plan": {"state", "chain", "plan", "reps"},
+    "plan_step": {"task", "plan", "step", "state", "output", "answer"},
+    "sac_team": {"task", "round", "answer", "text"},
 }
 #: dataclasses that may travel, and the fields they may have
 TYPES = {

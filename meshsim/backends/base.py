@@ -27,6 +27,8 @@ class CallKind:
     COMMITTEE = "committee_round"
     TAKEOVER_CANDIDATE = "takeover_candidate"
     SYNTHESIS = "synthesis"
+    SELECT = "select"  # baselines: pick an agent from a listed set (AutoGen speaker selection, AgentNet router)
+    SUMMARIZE = "summarize"  # baselines: AutoGen's manager restating the conversation's answer
     SAC_ANSWER = "sac_answer"
     SAC_SCORE = "sac_score"
     SAC_REFINE = "sac_refine"

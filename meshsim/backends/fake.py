@@ -51,8 +51,22 @@ Conditional distributions, by call kind (``Request.kind``):
   help from every sound candidate (skill boosted by ``takeover.hint.<action>``
   per sound candidate): a success is a sound synthesis, a failure takes one of
   the candidates.
+* ``select`` (baselines: AutoGen's speaker selection, AgentNet's router) —
+  the prompt lists candidate agents with their declared abilities and names
+  the abilities still needed (the caller's inferred requirement); with
+  probability ``models.<m>.select`` the model picks uniformly among the
+  candidates holding a needed ability, otherwise it slips and picks
+  uniformly among all candidates. Nothing but the prompt is read.
+* ``summarize`` (baselines: AutoGen's manager summarising the conversation
+  into the answer it returns) — keeps the committed final answer of the text
+  it is given with probability ``models.<m>.summary_keep``, else garbles it
+  (then right only by chance, ``guess``).
 * tokens — per-kind prompt base + growth per context item; completion
   lengths lognormal around the kind's mean.
+
+A reply that commits a final answer carries it in ``fields['answer']`` as an
+opaque identifier (equal answers, equal identifiers): what a parser extracts
+from the text, which a vote may compare, without saying which one is right.
 
 Every number in a profile carries its source (``sources:``,
 ``meshsim backends explain``); ``docs/backends.md`` explains the calibration.
@@ -112,6 +126,10 @@ class MeshModel(ModelSpec):
     skill_by_type: dict[str, dict[str, P]] = {}
     garbage: P = 0.0  # P(a failed derivation reads as unusable garbage: feature 'incoherent')
     infer: P = 0.9  # P(InferAbilities picks the documented true pair)
+    #: P(a selection call picks an agent holding a needed ability named in its prompt)
+    select: P = 0.9
+    #: P(a summary of a committed final answer keeps that answer)
+    summary_keep: P = 1.0
     review: ReviewerSpec = ReviewerSpec()
 
 
@@ -250,9 +268,15 @@ class FakeBackend(Backend):
         if latent is not None:
             text = self.texts.put(req.task.id if req.task else "", req.seed, latent)
             if latent.answer is not None and req.kind != "committee_round":
-                fields["answer"] = latent.answer  # what a parser extracts from a final text
+                # what a parser extracts from a final text: comparable, but opaque
+                fields["answer"] = self._answer_id(req.task.id if req.task else "", latent.answer)
         pt, ct = self._tokens(req, rnd)
         return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+
+    def _answer_id(self, task_id: str, answer: str) -> str:
+        """An answer as a parser would hand it to a controller: the same answer to
+        the same task gets the same identifier, and nothing tells the right one."""
+        return "ans-" + hashlib.blake2b(f"{self.seed}/{task_id}/{answer}".encode(), digest_size=6).hexdigest()
 
     def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
         got = self.texts.get(task.id, text)
@@ -461,6 +485,32 @@ class FakeBackend(Backend):
         if self.profile.graded and finalize:
             fields["graded"] = True
         return fields, (final if final is not None else ok)
+
+    def _select(self, req, rnd):
+        """Pick one listed agent for the needed abilities (selection as a constrained choice)."""
+        ctx = req.context
+        cands = [c for c in ctx.get("candidates") or () if c.get("agent")]
+        if not cands:
+            return {"agent": None}, None
+        needed = set(ctx.get("needed") or ())
+        fit = [c for c in cands if needed & set(c.get("abilities") or ())]
+        pool = fit if (fit and rnd.random() < self.model(req).select) else cands
+        pick = pool[rnd.randrange(len(pool))]
+        return {"agent": pick["agent"]}, bool(needed & set(pick.get("abilities") or ()))
+
+    def _summarize(self, req, rnd):
+        """Restate the committed final answer of ``output_text`` (or garble it)."""
+        orig = self._read(req, req.context.get("output_text"))
+        if orig.final is not None and rnd.random() < self.model(req).summary_keep:
+            latent = Latent(correct=orig.correct, final=orig.final, answer=orig.answer, features=orig.features)
+        else:
+            final, answer = self._final(req, rnd, False)
+            latent = Latent(correct=False, final=final, answer=answer,
+                            features=INCOHERENT if orig.final is None else frozenset())
+        fields: dict[str, Any] = {"_latent": latent}
+        if self.profile.graded:
+            fields["graded"] = True
+        return fields, latent.final
 
     def _tokens(self, req: Request, rnd: SplitMix64) -> tuple[int, int]:
         spec = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")

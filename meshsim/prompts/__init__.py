@@ -343,6 +343,14 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
         vals["neighbors"] = "\n\n".join(f"Answer {k} (reliability {s:.2f}):\n<<<\n{t}\n>>>"
                                         for k, (s, t) in enumerate(nb, 1)) or "(none)"
         name = "sac_refine"
+    elif kind == CallKind.SELECT:  # baselines: AutoGen's speaker selection, AgentNet's router
+        vals["needed"] = ", ".join(ctx.get("needed") or ()) or "(none)"
+        vals["candidates"] = "\n".join(
+            f"- {c.get('agent')}: " + (", ".join(c.get("abilities") or ()) or "no declared abilities")
+            for c in ctx.get("candidates") or () if isinstance(c, Mapping)) or "(none)"
+        name = "select"
+    elif kind == CallKind.SUMMARIZE:  # baselines: AutoGen's manager summarizing the conversation
+        name = "summarize"
     else:
         raise ValueError(f"no prompt for call kind {kind!r}")
     system, user = ps.chat(name, vals)
@@ -597,6 +605,21 @@ def parse_pair(text: str, pairs: Iterable[Iterable[str]] = (), vocabulary: Itera
 
 # ---------------------------------------------------------------------- parse_reply
 
+def parse_agent(text: str, names: list) -> Optional[str]:
+    """The agent a selection reply names: the JSON ``agent`` field, else the first
+    listed name that appears as a whole word (None when none does)."""
+    names = [str(n) for n in names if n]
+    m = re.search(r'"agent"\s*:\s*"([^"]+)"', text or "")
+    if m and m.group(1).strip() in names:
+        return m.group(1).strip()
+    best = None
+    for n in names:
+        hit = re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text or "")
+        if hit and (best is None or hit.start() < best[0]):
+            best = (hit.start(), n)
+    return best[1] if best else None
+
+
 def parse_reply(request: Request, text: str) -> tuple[dict[str, Any], Optional[bool]]:
     """(``Response.fields``, ``Response.correct``) for the reply ``text`` to ``request``.
 
@@ -650,6 +673,15 @@ def parse_reply(request: Request, text: str) -> tuple[dict[str, Any], Optional[b
         m = _CONFIDENCE.search(text)
         conf = min(1.0, max(0.0, float(m.group(1)))) if m else None  # none: the protocol's default (0.0)
         return {"answer": ans, "correct": ok, "confidence": conf}, ok
+    if kind == CallKind.SELECT:
+        return {"agent": parse_agent(text, [c.get("agent") for c in ctx.get("candidates") or ()
+                                            if isinstance(c, Mapping)])}, None
+    if kind == CallKind.SUMMARIZE:
+        ok = grade_task(task, text)
+        fields = {"answer": extract_answer(text, task), "final_correct": ok}
+        if ok is not None:
+            fields["graded"] = True
+        return fields, ok
     if kind == CallKind.SAC_SCORE:
         # no number: score None, so the protocol applies its own default (0.5) and counts it
         parsed = SAC_NUMBER.search(text) is not None

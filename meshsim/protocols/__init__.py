@@ -28,3 +28,8 @@ from .cpwbft import CPWBFT  # noqa: E402
 
 register_protocol(SAC)
 register_protocol(CPWBFT)
+
+from .baselines import BASELINES  # noqa: E402
+
+for _cls in BASELINES:
+    register_protocol(_cls)

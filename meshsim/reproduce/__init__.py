@@ -31,9 +31,10 @@ __all__ = ["experiments", "sensitivities", "reproduce", "fill_docs"]
 
 def experiments(which: str, seeds: int, quick: bool) -> list[Experiment]:
     if which == "meshheal":
+        from .compare import compare_experiments
         from .meshheal import meshheal_experiments
 
-        return meshheal_experiments(seeds, quick)
+        return meshheal_experiments(seeds, quick) + compare_experiments(seeds, quick)
     if which == "sac":
         from .sac import sac_experiments
 
@@ -43,9 +44,10 @@ def experiments(which: str, seeds: int, quick: bool) -> list[Experiment]:
 
 def sensitivities(which: str) -> list[Sensitivity]:
     if which == "meshheal":
+        from .compare import compare_sensitivities
         from .meshheal import meshheal_sensitivities
 
-        return meshheal_sensitivities()
+        return meshheal_sensitivities() + compare_sensitivities()
     from .sac import sac_sensitivities
 
     return sac_sensitivities()

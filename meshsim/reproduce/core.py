@@ -56,6 +56,7 @@ class Cell:
     paper_sd: Optional[float] = None
     fmt: str = "{:.3f}"
     note: str = ""
+    empty: str = "—"  # what the report shows when no seed has a value (e.g. "∞ (never isolated)")
 
     def stats(self) -> tuple[Optional[float], Optional[float]]:
         xs = [v for v in self.values if v is not None and not (isinstance(v, float) and math.isnan(v))]
@@ -67,7 +68,7 @@ class Cell:
         m, s = self.stats()
         return {"table": self.table, "row": self.row, "paper": self.paper, "paper_sd": self.paper_sd,
                 "kind": self.kind, "mean": m, "sd": s, "n": len([v for v in self.values if v is not None]),
-                "values": self.values, "note": self.note, "fmt": self.fmt}
+                "values": self.values, "note": self.note, "fmt": self.fmt, "empty": self.empty}
 
 
 @dataclass
@@ -301,8 +302,10 @@ def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[s
                   "| table | quantity | paper | simulated | kind |", "| --- | --- | --- | --- | --- |"]
         for c in r["cells"]:
             fmt = c.get("fmt") or "{:.3f}"
-            paper = _fmt(fmt, c["paper"]) + (f" ± {_fmt(fmt, c['paper_sd'])}" if c["paper_sd"] is not None else "")
-            sim = "—" if c["mean"] is None else f"{_fmt(fmt, c['mean'])} ± {_fmt(fmt, c['sd'])}"
+            paper = _fmt(fmt, c["paper"]) + (f" ± {_fmt(fmt, c['paper_sd']).lstrip('+')}"
+                                             if c["paper_sd"] is not None else "")
+            sim = c.get("empty", "—") if c["mean"] is None else \
+                f"{_fmt(fmt, c['mean'])} ± {_fmt(fmt, c['sd']).lstrip('+')}"
             if c["n"] and c["n"] < len(c["values"]):
                 sim += f" ({c['n']} of {len(c['values'])} seeds)"
             note = f" ({c['note']})" if c.get("note") else ""

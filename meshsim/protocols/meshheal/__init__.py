@@ -1,8 +1,9 @@
 """MeshHeal (papers/meshheal-2609.29015.md): self-healing routing of tasks.
 
-This module is the *harness*: it feeds the task stream to entry agents,
-realises Model-Backed MAS Evaluation (which model each call uses, degraded
-or not) and collects records for metrics. Every decision is made by the
+The *harness* (task stream, Model-Backed MAS Evaluation, degradation, token
+and call accounting, records) is the shared execution layer of
+:mod:`meshsim.protocols.execution`, which every baseline of the paper's
+comparison runs on too. Every decision is made by the
 per-agent controllers in :mod:`.agent` (task flow, routing, probes),
 :mod:`.review` (fast timescale) and :mod:`.detector` (slow timescale).
 """
@@ -11,13 +12,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from simpy.events import Event
 
-from ...backends.base import Request, Response, TaskRef
 from ...errors import InputError
 from ...types import parse_duration
-from ..base import Protocol
-from ..llm import LLMClient
+from ..execution import ExecutionLayer
 from .agent import MeshHealAgent
 from .detector import DetectorParams, make_detector
 
@@ -85,199 +83,42 @@ class MeshHealParams(BaseModel):
             raise InputError("meshheal needs a 'backend'", field="backend")
 
 
-class MeshHeal(Protocol):
+class MeshHeal(ExecutionLayer):
+    """MeshHeal on the shared execution layer (:mod:`..execution`): the harness
+    there runs the stream, the models and the accounting; this class attaches
+    MeshHeal's controllers and keeps the review records of App. C.5."""
+
     name = "meshheal"
     Params = MeshHealParams
     supports_degradation = True
 
     def __init__(self, params: MeshHealParams, ctx):
         super().__init__(params, ctx)
-        from ...tasks import load_profile, make_stream
-
-        spec = ctx.tasks
-        self.profile = load_profile(spec.dataset or "math")
-        if getattr(spec, "file", None):
-            from ...tasks import stream_from_file
-
-            self.stream = stream_from_file(self.profile, ctx.extra["tasks_file"], spec.count,
-                                           ctx.env.pyrandom("tasks"), getattr(spec, "block", None))
-        else:
-            self.stream = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
-                                      getattr(spec, "block", None))
-        self.pairs = sorted({tuple(p) for p in self.profile.types.values()})
-        self.agents: dict[str, MeshHealAgent] = {}
-        self._names: Optional[list[str]] = None
-        self.K: dict[str, frozenset] = {}
-        self.degraded: set[str] = set()
-        self.fault_of: dict[str, dict] = {}
-        self.degraded_log: list[dict] = []
         self.det_params = params.detector_params()
         self.detector_kind = params.detector if params.review else "none"
-        # records (write-only from controllers)
-        self.task_rows: list[dict] = []
         self.review_rows: list[dict] = []
-        self.state_rows: list[dict] = []
         self.unreviewed = 0
-        self._cur: dict[int, dict] = {}
-        self._done: dict[int, Event] = {}
-        self._finished = Event(ctx.env)
-        self._phase_of = self._phases()
-
-    def _phases(self) -> dict[int, str]:
-        out, k = {}, 1
-        for ph in self.ctx.phases:
-            for _ in range(ph.tasks):
-                out[k] = ph.name
-                k += 1
-        return out
-
-    # -- infrastructure: Model-Backed MAS Evaluation (Sec. 5) -----------------
-    def model_for(self, agent: str, abilities: tuple[str, ...]) -> str:
-        """Strong model for a declared ability, weak otherwise; a degraded agent
-        uses the weak model for every call, reviews included."""
-        if agent in self.degraded and self.fault_of.get(agent, {}).get("mode", "swap") == "swap":
-            return "weak"
-        K = self.K.get(agent, frozenset())
-        return "strong" if (abilities and set(abilities) <= K) or (not abilities and K) else "weak"
-
-    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict] = None) -> None:
-        """Inject (or lift) a gray failure: ``fault['mode']`` is ``swap`` (the
-        paper's model swap, default) or one of the quality-hurting wrappers of
-        :func:`meshsim.protocols.llm._inject`."""
-        if agent not in self.K:
-            raise InputError("unknown agent", field="agents", value=agent)
-        (self.degraded.add if degraded else self.degraded.discard)(agent)
-        if degraded:
-            self.fault_of[agent] = dict(fault or {"mode": "swap"})
-        else:
-            self.fault_of.pop(agent, None)
-        self.degraded_log.append({"agent": agent, "degraded": degraded, "task": self._task_index,
-                                  "t": self.ctx.env.now, "mode": (fault or {}).get("mode", "swap")})
-
-    def _fault(self, agent: str) -> Optional[dict]:
-        spec = self.fault_of.get(agent)
-        return spec if spec and spec.get("mode") != "swap" else None
 
     # -- setup ------------------------------------------------------------------
     def attach(self, node, abilities):
         name = node.name
-        self.K[name] = frozenset(abilities)
-        llm = LLMClient(self.ctx.env, self.ctx.backend, name,
-                        lambda ab, name=name: self.model_for(name, ab), self._llm_sink,
-                        fault=lambda name=name: self._fault(name), tasks=self.task_ref)
+        llm = self.make_llm(name, abilities)
         det = make_detector(self.detector_kind, self.det_params)
         self.agents[name] = MeshHealAgent(node, abilities, self.params, llm, det, self.pairs, self._sink)
         self._names = None
 
-    def detach(self, name):
-        self.agents.pop(name, None)
-        self._names = None
-
-    def task_ref(self, index: int) -> TaskRef:
-        """The benchmark's full record of task ``index`` (infrastructure and observer only)."""
-        return self.stream[index - 1]
-
-    def grade(self, task_index: int, output: Any) -> Optional[bool]:
-        """The observer grades an output's text (a fake looks up what its token stands for)."""
-        b = self.ctx.backend
-        if b is None or output is None:
-            return None
-        return b.grade(self.task_ref(task_index), output.text, output.action)
-
-    def _entry_names(self) -> list[str]:
-        if self._names is None:
-            self._names = sorted(self.agents, key=lambda a: (len(a), a))
-        return self._names
-
     def routing_tables(self):
         return {}  # MeshHeal's tables carry the ANY pseudo-ability; see summary instead
 
-    def setup(self):
-        super().setup()
-        self._task_index = 0
-        self.ctx.env.process(self._driver())
-
-    def finished(self):
-        return self._finished
-
-    # -- the task stream ----------------------------------------------------------
-    def _driver(self):
-        """Sequential arrivals (the papers'), or open-loop Poisson arrivals."""
-        env = self.ctx.env
-        rnd = env.pyrandom("entry")
-        total = len(self.stream)
-        rate = self.ctx.tasks.poisson_rate() if hasattr(self.ctx.tasks, "poisson_rate") else None
-        gaps = env.pyrandom("arrivals")
-        watchers = []
-        for task in self.stream:
-            self._task_index = task.index
-            self.ctx.task_starting(task.index)
-            names = self._entry_names()
-            entry = names[rnd.randrange(len(names))]
-            row = {"index": task.index, "phase": self._phase_of.get(task.index), "type": task.type,
-                   "id": task.id, "entry": entry, "true_pair": list(task.required), "calls": 0, "tokens": 0,
-                   "prompt_tokens": 0, "completion_tokens": 0, "reviews": [], "takeovers": 0,
-                   "start": env.now}
-            self._cur[task.index] = row
-            self._done[task.index] = Event(env)
-            self.agents[entry].start(task.info())
-            if rate is None:
-                yield from self._await(task)
-                self.ctx.progress(task.index, total)
-            else:
-                watchers.append(env.process(self._await(task)))
-                yield env.timeout(gaps.expovariate(rate))
-        if watchers:
-            yield env.all_of(watchers)
-        self._finished.succeed()
-
-    def _await(self, task: TaskRef):
-        env = self.ctx.env
-        done = self._done[task.index]
-        yield done | env.timeout(self.params.task_timeout)
-        if not done.triggered:
-            self._finish(task, None, False, "timeout")
-        self._done.pop(task.index, None)
-
-    def _finish(self, task: Any, state, correct: bool, unanswered: Optional[str]) -> None:
-        row = self._cur.pop(task.index, None)
-        if row is None:
-            return  # already closed (e.g. a late message after a timeout)
-        if self.ctx.backend is not None:
-            self.ctx.backend.forget(task.id)
-        row["end"] = self.ctx.env.now
-        row["correct"] = bool(correct) and unanswered is None
-        row["unanswered"] = unanswered
-        if state is not None:
-            row["inferred_pair"] = list(state.R) if state.R else None
-            row["route"] = list(state.visits)
-            row["producers"] = list(state.P)
-            row["actions"] = [f"{a}:{b}" for a, b in state.actions]
-        self.task_rows.append(row)
-        ev = self._done.get(task.index)
-        if ev is not None and not ev.triggered:
-            ev.succeed()
-
     # -- sinks (controllers write, never read) ---------------------------------------
-    def _llm_sink(self, req: Request, resp: Response, latency: float) -> None:
-        row = self._cur.get(req.task.index) if req.task else None
-        if row is not None:
-            row["calls"] += 1
-            row["tokens"] += resp.prompt_tokens + resp.completion_tokens
-            row["prompt_tokens"] += resp.prompt_tokens
-            row["completion_tokens"] += resp.completion_tokens
-
     def _sink(self, kind: str, **kw: Any) -> None:
         env = self.ctx.env
         if kind == "done":
-            self._finish(kw["task"], kw["state"], bool(self.grade(kw["task"].index, kw["output"])), None)
+            self.complete(kw["task"], kw["state"], kw["output"])
         elif kind == "unanswered":
-            self._finish(kw["task"], kw["state"], False, kw["reason"])
+            self.fail(kw["task"], kw["state"], kw["reason"])
         elif kind == "state":
-            rec = {"agent": kw["agent"], "task": kw["task"], "t": env.now, "old": kw["old"], "new": kw["new"],
-                   "degraded": kw["agent"] in self.degraded}
-            self.state_rows.append(rec)
-            self.ctx.trace("state", **rec)
+            self.record_state(kw["agent"], kw["task"], kw["old"], kw["new"])
         elif kind == "review":
             a = kw["assessment"]
             task = kw["task"]

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
 from simpy.events import Event
 
-from ...backends.base import CallKind, TaskInfo
+from ...backends.base import TaskInfo
 from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
 from ...types import RoutingState
+from ..execution import generate, infer_pair
 from .detector import Update
 from .review import Assessment, assess, serve_review
 from .state import Output, TaskState
@@ -193,10 +194,7 @@ class MeshHealAgent:
             return
         if X.R is None:
             # InferAbilities: one LLM call choosing a documented pair (App. B.2).
-            r = yield from self.llm.call(self.llm.request(CallKind.INFER, X.task, (),
-                                                          {"pairs": self.pairs}))
-            pair = r.fields.get("pair")
-            X.R = tuple(pair) if (r.error is None and pair) else tuple(self.pairs[0])
+            X.R = yield from infer_pair(self.llm, X.task, self.pairs)
             X.actions.append((self.name, "infer"))
         M = set(X.R) - X.C
         if not X.probe:
@@ -219,7 +217,7 @@ class MeshHealAgent:
             yield from self._forward(X)
             return
         action = "contribute" if H < M else "finalize"
-        y = yield from self._generate(action, H, X)
+        y = yield from generate(self.llm, self.name, self.K_orig, action, H, X)
         if p.review:
             a: Assessment = yield from assess(self, y, H, X, probe)
         else:
@@ -240,15 +238,6 @@ class MeshHealAgent:
             X.Y.append(y_hat)
             X.P.append(self.name)
             self.sink("done", task=X.task, state=X, output=y_hat)
-
-    def _generate(self, action: str, H: frozenset, X: TaskState) -> Generator[Any, Any, Output]:
-        kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
-        ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
-               "agent_abilities": sorted(self.K_orig), "drafts": [o.text for o in X.Y]}
-        r = yield from self.llm.call(self.llm.request(kind, X.task, sorted(H), ctx))
-        # a failed call leaves no usable text: reviewers will see an empty output
-        return Output(agent=self.name, abilities=tuple(sorted(H)), action=action,
-                      text=(r.text or "") if r.error is None else "")
 
     # ---------------------------------------------------------------- routing
     def _forward(self, X: TaskState, raw: bool = False) -> Generator[Any, Any, None]:

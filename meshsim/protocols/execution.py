@@ -1,0 +1,342 @@
+"""The shared execution layer of the MeshHeal paper's comparison (App. B.4).
+
+"Each baseline ... [is connected] to a shared execution layer that fixes the
+task order, agent identities, ability assignments, models, degradation
+schedule, worker prompts, and Handoff-Contribute-Finalize task interface. We
+count every model call and all model tokens across routing, execution,
+review, and aggregation" (MeshHeal App. B.4). This module is that layer, for
+MeshHeal and every baseline (:mod:`.baselines`):
+
+* :class:`ExecutionLayer` — the harness: the task stream (same tasks, same
+  order and the same entry agent per task for every method: both come from
+  the run seed's named streams ``tasks`` and ``entry``), Model-Backed MAS
+  Evaluation (:meth:`ExecutionLayer.model_for`, Sec. 5), the degradation
+  schedule (:meth:`ExecutionLayer.set_degraded`), per-task records, the
+  token and call accounting (every LLM call of every agent passes through
+  :meth:`ExecutionLayer._llm_sink`, whatever the method), the observer's
+  grading and the routing-state records the self-healing metrics read.
+* :class:`TaskState` and :class:`Output` — what travels with a task (Sec. 4.1).
+* :func:`infer_pair` and :func:`generate` — the worker calls every method
+  shares: InferAbilities (App. B.2) and Contribute / Finalize (Sec. 4.1).
+
+A method only decides routing, selection and aggregation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Generator, Optional
+
+from simpy.events import Event
+
+from ..backends.base import CallKind, Request, Response, TaskInfo, TaskRef
+from ..errors import InputError
+from .base import Protocol
+from .llm import LLMClient
+
+__all__ = ["Output", "TaskState", "ExecutionLayer", "infer_pair", "generate", "generate_answer", "answer_of"]
+
+
+# ---------------------------------------------------------------------------------------------
+# what travels with a task
+
+
+@dataclass(frozen=True)
+class Output:
+    """One accepted output in Y_t: who wrote it, for which abilities, and its
+    text (an opaque token with fakes). Whether it is right is not in it: only
+    a model reading the text, or the observer grading it, can tell."""
+
+    agent: str
+    abilities: tuple[str, ...]
+    action: str
+    text: str = ""
+    replaced_by: Optional[str] = None
+
+    def replaced(self, by: str, text: str) -> "Output":
+        return replace(self, replaced_by=by, text=text)
+
+
+@dataclass
+class TaskState:
+    """X_t = (Q, T, R, C, Y, P) plus routing bookkeeping (Sec. 4.1)."""
+
+    task: TaskInfo
+    R: Optional[tuple[str, ...]] = None
+    C: set = field(default_factory=set)
+    Y: list = field(default_factory=list)
+    P: list = field(default_factory=list)
+    probe: bool = False
+    leg_hops: int = 0  # hops since the last contribution (routing limit, App. B.7)
+    visits: list = field(default_factory=list)  # every agent the state passed through
+    actions: list = field(default_factory=list)
+
+    def size_bytes(self) -> int:
+        return 200 + 400 * len(self.Y) + 16 * len(self.visits)
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker calls every method shares
+
+
+def infer_pair(llm: LLMClient, task: TaskInfo, pairs: list, sample: int = 0) -> Generator[Any, Any, tuple]:
+    """InferAbilities: one LLM call choosing a documented pair (App. B.2); a
+    failed call falls back to the first documented pair."""
+    r = yield from llm.call(llm.request(CallKind.INFER, task, (), {"pairs": pairs}, sample=sample))
+    pair = r.fields.get("pair")
+    return tuple(pair) if (r.error is None and pair) else tuple(pairs[0])
+
+
+def generate(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
+             X: TaskState) -> Generator[Any, Any, Output]:
+    """Contribute or Finalize (Sec. 4.1) by ``agent`` (declared abilities
+    ``declared``) for the abilities ``H``: the worker prompt shows the task,
+    the inferred requirement and the accepted outputs so far (App. B.4: the
+    same worker prompts for every method)."""
+    y, _answer = yield from generate_answer(llm, agent, declared, action, H, X)
+    return y
+
+
+def generate_answer(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
+                    X: TaskState) -> Generator[Any, Any, tuple[Output, Optional[str]]]:
+    """:func:`generate`, plus the final answer a parser extracts from the reply
+    (an opaque identifier with fakes; None for a half or an unparsable reply):
+    what a vote over final answers compares."""
+    kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
+    ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
+           "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
+    r = yield from llm.call(llm.request(kind, X.task, sorted(H), ctx))
+    # a failed call leaves no usable text: reviewers will see an empty output
+    y = Output(agent=agent, abilities=tuple(sorted(H)), action=action,
+               text=(r.text or "") if r.error is None else "")
+    return y, answer_of(r)
+
+
+def answer_of(resp: Response) -> Optional[str]:
+    """The final answer parsed from a reply, if it commits one."""
+    if resp.error is not None:
+        return None
+    a = resp.fields.get("answer")
+    return str(a) if a not in (None, "") else None
+
+
+# ---------------------------------------------------------------------------------------------
+# the harness
+
+
+class ExecutionLayer(Protocol):
+    """Task stream, Model-Backed MAS Evaluation, degradation, records and accounting.
+
+    Subclasses attach their controllers in :meth:`attach` (with
+    :meth:`make_llm` for each agent's model access) and report through
+    :meth:`complete` / :meth:`fail` (the observer's view of a finished task)
+    and :meth:`record_state` (routing-state changes, for detection,
+    closure and reintegration). Controllers never read any of it back.
+    """
+
+    supports_degradation = True
+
+    def __init__(self, params: Any, ctx):
+        super().__init__(params, ctx)
+        from ..tasks import load_profile, make_stream
+
+        spec = ctx.tasks
+        self.profile = load_profile(spec.dataset or "math")
+        if getattr(spec, "file", None):
+            from ..tasks import stream_from_file
+
+            self.stream = stream_from_file(self.profile, ctx.extra["tasks_file"], spec.count,
+                                           ctx.env.pyrandom("tasks"), getattr(spec, "block", None))
+        else:
+            self.stream = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
+                                      getattr(spec, "block", None))
+        self.pairs = sorted({tuple(p) for p in self.profile.types.values()})
+        self.agents: dict[str, Any] = {}
+        self._names: Optional[list[str]] = None
+        self.K: dict[str, frozenset] = {}
+        self.degraded: set[str] = set()
+        self.fault_of: dict[str, dict] = {}
+        self.degraded_log: list[dict] = []
+        # records (write-only from controllers)
+        self.task_rows: list[dict] = []
+        self.state_rows: list[dict] = []
+        self._cur: dict[int, dict] = {}
+        self._done: dict[int, Event] = {}
+        self._finished = Event(ctx.env)
+        self._phase_of = self._phases()
+        self._task_index = 0
+
+    def _phases(self) -> dict[int, str]:
+        out, k = {}, 1
+        for ph in self.ctx.phases:
+            for _ in range(ph.tasks):
+                out[k] = ph.name
+                k += 1
+        return out
+
+    # -- infrastructure: Model-Backed MAS Evaluation (Sec. 5) -----------------
+    def model_for(self, agent: str, abilities: tuple[str, ...]) -> str:
+        """Strong model for a declared ability, weak otherwise; a degraded agent
+        uses the weak model for every call, reviews included."""
+        if agent in self.degraded and self.fault_of.get(agent, {}).get("mode", "swap") == "swap":
+            return "weak"
+        K = self.K.get(agent, frozenset())
+        return "strong" if (abilities and set(abilities) <= K) or (not abilities and K) else "weak"
+
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict] = None) -> None:
+        """Inject (or lift) a gray failure: ``fault['mode']`` is ``swap`` (the
+        paper's model swap, default) or one of the quality-hurting wrappers of
+        :func:`meshsim.protocols.llm._inject`."""
+        if agent not in self.K:
+            raise InputError("unknown agent", field="agents", value=agent)
+        (self.degraded.add if degraded else self.degraded.discard)(agent)
+        if degraded:
+            self.fault_of[agent] = dict(fault or {"mode": "swap"})
+        else:
+            self.fault_of.pop(agent, None)
+        self.degraded_log.append({"agent": agent, "degraded": degraded, "task": self._task_index,
+                                  "t": self.ctx.env.now, "mode": (fault or {}).get("mode", "swap")})
+
+    def _fault(self, agent: str) -> Optional[dict]:
+        spec = self.fault_of.get(agent)
+        return spec if spec and spec.get("mode") != "swap" else None
+
+    def make_llm(self, name: str, abilities: Any) -> LLMClient:
+        """Agent ``name``'s model access: the infrastructure picks its model per
+        call (Sec. 5) and counts every call and token into the task's row."""
+        self.K[name] = frozenset(abilities)
+        return LLMClient(self.ctx.env, self.ctx.backend, name,
+                         lambda ab, name=name: self.model_for(name, ab), self._llm_sink,
+                         fault=lambda name=name: self._fault(name), tasks=self.task_ref)
+
+    def detach(self, name):
+        self.agents.pop(name, None)
+        self._names = None
+
+    def task_ref(self, index: int) -> TaskRef:
+        """The benchmark's full record of task ``index`` (infrastructure and observer only)."""
+        return self.stream[index - 1]
+
+    def grade(self, task_index: int, output: Any) -> Optional[bool]:
+        """The observer grades an output's text (a fake looks up what its token stands for)."""
+        b = self.ctx.backend
+        if b is None or output is None:
+            return None
+        return b.grade(self.task_ref(task_index), output.text, output.action)
+
+    def _entry_names(self) -> list[str]:
+        if self._names is None:
+            self._names = sorted(self.agents, key=lambda a: (len(a), a))
+        return self._names
+
+    def routing_tables(self):
+        return {}
+
+    def setup(self):
+        super().setup()
+        self._task_index = 0
+        self.ctx.env.process(self._driver())
+
+    def finished(self):
+        return self._finished
+
+    # -- the task stream ----------------------------------------------------------
+    def _driver(self):
+        """Sequential arrivals (the papers'), or open-loop Poisson arrivals."""
+        env = self.ctx.env
+        rnd = env.pyrandom("entry")
+        total = len(self.stream)
+        rate = self.ctx.tasks.poisson_rate() if hasattr(self.ctx.tasks, "poisson_rate") else None
+        gaps = env.pyrandom("arrivals")
+        watchers = []
+        for task in self.stream:
+            self._task_index = task.index
+            self.ctx.task_starting(task.index)
+            names = self._entry_names()
+            entry = names[rnd.randrange(len(names))]
+            row = {"index": task.index, "phase": self._phase_of.get(task.index), "type": task.type,
+                   "id": task.id, "entry": entry, "true_pair": list(task.required), "calls": 0, "tokens": 0,
+                   "prompt_tokens": 0, "completion_tokens": 0, "reviews": [], "takeovers": 0,
+                   "start": env.now}
+            self._cur[task.index] = row
+            self._done[task.index] = Event(env)
+            self.agents[entry].start(task.info())
+            if rate is None:
+                yield from self._await(task)
+                self.ctx.progress(task.index, total)
+            else:
+                watchers.append(env.process(self._await(task)))
+                yield env.timeout(gaps.expovariate(rate))
+        if watchers:
+            yield env.all_of(watchers)
+        self._finished.succeed()
+
+    def _await(self, task: TaskRef):
+        env = self.ctx.env
+        done = self._done[task.index]
+        yield done | env.timeout(self.params.task_timeout)
+        if not done.triggered:
+            self._finish(task, None, False, "timeout")
+        self._done.pop(task.index, None)
+
+    def _finish(self, task: Any, state, correct: bool, unanswered: Optional[str],
+                extra: Optional[dict] = None) -> None:
+        row = self._cur.pop(task.index, None)
+        if row is None:
+            return  # already closed (e.g. a late message after a timeout)
+        if self.ctx.backend is not None:
+            self.ctx.backend.forget(task.id)
+        row["end"] = self.ctx.env.now
+        row["correct"] = bool(correct) and unanswered is None
+        row["unanswered"] = unanswered
+        if state is not None:
+            row["inferred_pair"] = list(state.R) if state.R else None
+            row["route"] = list(state.visits)
+            row["producers"] = list(state.P)
+            row["actions"] = [f"{a}:{b}" for a, b in state.actions]
+        if extra:
+            row.update(extra)
+        self.task_rows.append(row)
+        ev = self._done.get(task.index)
+        if ev is not None and not ev.triggered:
+            ev.succeed()
+
+    def current_row(self, task_index: int) -> Optional[dict]:
+        """The open record of task ``task_index`` (observer side; None once closed)."""
+        return self._cur.get(task_index)
+
+    # -- what controllers report (write-only) --------------------------------------
+    def complete(self, task: Any, state: Optional[TaskState], output: Any, extra: Optional[dict] = None) -> None:
+        """A committed final answer: the observer grades it and closes the task."""
+        self._finish(task, state, bool(self.grade(task.index, output)), None, extra)
+
+    def fail(self, task: Any, state: Optional[TaskState], reason: str, extra: Optional[dict] = None) -> None:
+        """The task cannot finish: unanswered, counted incorrect (SPEC §1)."""
+        self._finish(task, state, False, reason, extra)
+
+    def record_state(self, agent: str, task: int, old: str, new: str) -> None:
+        """A routing-state change (normal / watched / isolated) of ``agent`` at
+        task ``task``: what detection delay, closure and reintegration read."""
+        env = self.ctx.env
+        rec = {"agent": agent, "task": task, "t": env.now, "old": old, "new": new,
+               "degraded": agent in self.degraded}
+        self.state_rows.append(rec)
+        self.ctx.trace("state", **rec)
+
+    def _llm_sink(self, req: Request, resp: Response, latency: float) -> None:
+        """Token and call accounting: every call of every agent, whatever the method."""
+        row = self._cur.get(req.task.index) if req.task else None
+        if row is not None:
+            row["calls"] += 1
+            row["tokens"] += resp.prompt_tokens + resp.completion_tokens
+            row["prompt_tokens"] += resp.prompt_tokens
+            row["completion_tokens"] += resp.completion_tokens
+
+    # -- outputs -------------------------------------------------------------------
+    def output_tables(self) -> dict[str, list[dict]]:
+        return {"tasks.jsonl": sorted(self.task_rows, key=lambda r: r["index"]),
+                "states.jsonl": self.state_rows}
+
+    def summary(self) -> dict[str, Any]:
+        from ..metrics import execution_summary  # metrics sit above protocols
+
+        return execution_summary(self)
