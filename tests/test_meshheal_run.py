@@ -321,7 +321,10 @@ def test_degrade_modes_keep_agents_responsive_but_hurt(mode, check, tmp_path):
     base = meshsim.run(meshsim.load_scenario(STAGGERED, sets + ["events=[]"]), seed=1).summary
     hurt = meshsim.run(meshsim.load_scenario(STAGGERED, sets + [ev % mode]), seed=1, out=tmp_path).summary
     assert check(base, hurt)
-    assert hurt["unanswered"] == 0  # responsive: every task still finishes
+    # responsive: no task waits for an agent that stopped answering (tasks left
+    # without a route by isolations are the detector's doing, not the fault's)
+    rows = _rows(tmp_path / "tasks.jsonl")
+    assert not [r for r in rows if r["unanswered"] == "timeout"]
 
 
 def test_degrade_modes_rewrite_the_context_real_models_see():

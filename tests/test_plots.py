@@ -272,7 +272,10 @@ def test_timeline_marks_match_states_jsonl(run_dir, agent):
     b = {"A3": 43, "A5": 43}[agent]
     r = {"A3": 127, "A5": 85}[agent]
     assert all(x["degraded"] == (b <= x["task"] < r) for x in reviews)
-    c = _first(states, lambda s: s["task"] >= b and s["new"] == "isolated")
+    # c_i (Sec. 3.2): already isolated when degradation starts, else its first isolation in [b, r)
+    before = [s for s in states if s["task"] < b]
+    c = b if before and before[-1]["new"] == "isolated" else \
+        _first(states, lambda s: b <= s["task"] < r and s["new"] == "isolated")
     last_iso = max(s["task"] for s in states if s["new"] == "isolated")
     u = _first(states, lambda s: s["task"] > last_iso and s["new"] == "normal")
     u = max(u, r) if u is not None else None
@@ -280,12 +283,16 @@ def test_timeline_marks_match_states_jsonl(run_dir, agent):
     fig = plots.timeline(plots.open_run(run_dir).run(1), agents=[agent])
     ax = fig.axes[0]
     lines = {ln.get_gid().split(":")[0]: ln.get_xdata()[0] for ln in ax.lines if ln.get_gid()}
-    assert c is not None and lines["detection"] == c
+    title = ax.get_title(loc="left")
+    if c is None:  # the model's prediction for this seed: never isolated in its degraded span
+        assert "detection" not in lines and "reintegration" not in lines
+        assert "never isolated" in title
+        return
+    assert lines["detection"] == c
     if u is None:
         assert "reintegration" not in lines
     else:
         assert lines["reintegration"] == u
-    title = ax.get_title(loc="left")
     assert f"detection delay {c - b}" in title
     if u is not None:
         assert f"reintegration delay {u - r}" in title
@@ -357,7 +364,8 @@ def test_single_seed_tables(run_dir):
     assert t.rows[0][2] == f"{summ['accuracy']['by_phase']['healthy']:.3f}"
     h = report.healing_table(run_dir / "seed-1")
     a5 = next(r for r in h.rows if r[0] == "A5")
-    assert a5[3] == str(summ["agents"]["A5"]["detection_delay"])
+    det = summ["agents"]["A5"]["detection_delay"]
+    assert a5[3] == (str(det) if det is not None else "∞ (never isolated)")
     assert a5[4] == ("1/1" if summ["agents"]["A5"]["closure"] else "0/1")
 
 
@@ -527,9 +535,13 @@ def test_default_agents_of_a_large_run_say_which_were_chosen(big_dir):
 def test_small_run_shows_every_degraded_agent_without_a_note(run_dir):
     rf = plots.open_run(run_dir).first
     chosen, note = plots.choose_agents(rf)
-    assert chosen[:2] == ["A3", "A5"] and note is None  # degraded first, then any falsely isolated
+    assert chosen[:2] == ["A3", "A5"]  # every degraded agent first, then falsely isolated ones
     false = {s["agent"] for s in rf.states() if s["new"] == "isolated"} - {"A3", "A5"}
-    assert set(chosen[2:]) == false
+    assert set(chosen[2:]) <= false and len(chosen) == min(4, 2 + len(false))
+    # a note exactly when some agent is left out, saying how many and which ones were shown
+    assert (note is None) == (2 + len(false) <= 4)
+    if note is not None:
+        assert f"{len(chosen) - 2} of {len(false)} falsely isolated" in note
 
 
 @pytest.mark.parametrize("suffix,magic", [(".pdf", b"%PDF"), (".svg", b"<?xml"), (".png", b"\x89PNG")])
