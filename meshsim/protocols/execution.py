@@ -73,6 +73,13 @@ class TaskState:
     def size_bytes(self) -> int:
         return 200 + 400 * len(self.Y) + 16 * len(self.visits)
 
+    def copy(self) -> "TaskState":
+        """What one message carries: a copy. A state sent again after a lost
+        ack (to another next hop) must not share lists with the copy the first
+        receiver already works on."""
+        return replace(self, C=set(self.C), Y=list(self.Y), P=list(self.P), visits=list(self.visits),
+                       actions=list(self.actions))
+
 
 # ---------------------------------------------------------------------------------------------
 # the worker calls every method shares

@@ -205,7 +205,7 @@ def compare_experiments(seeds: int = 5, quick: bool = False,
                               values=_vals(s, "tokens_per_task", 1e-3), fmt="{:.1f}"))
             for agent in ("A5", "A3"):
                 cells += _delay_cells("Tab. 3b", s, m, agent)
-            cells.append(Cell("Tab. 3b", f"{label}: falsely isolated healthy agents (of 4)", 0.0 if m == "meshheal"
+            cells.append(Cell("Tab. 3b", f"{label}: agents isolated while healthy (of 6)", 0.0 if m == "meshheal"
                               else NR, values=_vals(s, "false_isolations"), fmt="{:.1f}"))
         return cells
 

@@ -289,7 +289,7 @@ class ChainAgent:
         M = sorted(set(X.R or ()) - X.C)
         order = yield from self.choose_next(X, M)
         for nxt in order:
-            ok = yield self.reliable.send(nxt, "task", X, size=HEADER_BYTES + X.size_bytes())
+            ok = yield self.reliable.send(nxt, "task", X.copy(), size=HEADER_BYTES + X.size_bytes())
             if ok:
                 self.forwarded(X, nxt)
                 return

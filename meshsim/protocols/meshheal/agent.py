@@ -267,7 +267,7 @@ class MeshHealAgent:
         self.sink("unanswered", task=X.task, state=X, reason="no_route")
 
     def _send_state(self, dst: str, X: TaskState, kind: str) -> Generator[Any, Any, bool]:
-        ok = yield self.reliable.send(dst, kind, X, size=HEADER_BYTES + X.size_bytes())
+        ok = yield self.reliable.send(dst, kind, X.copy(), size=HEADER_BYTES + X.size_bytes())
         return bool(ok)
 
     # --------------------------------------------------------------- evidence
