@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Generator, Optional
 
 import networkx as nx
 import yaml
@@ -160,10 +160,50 @@ class _Trace:
             self(env.now, type_, data)
 
 
-def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress], G: Optional[nx.Graph] = None,
-              dry: bool = False) -> Optional[RunResult]:
-    """Build the world of ``seed`` on graph ``G`` (checked by :func:`prepare`)
-    and run it; ``dry``: build only (``meshsim validate``), then close."""
+World = Generator[None, Optional[Progress], RunResult]
+
+
+def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None) -> World:
+    """The world of ``seed`` on graph ``G`` (checked by :func:`prepare`), built
+    and set up up to the first tick of the clock: network, backend, protocol,
+    task stream, scheduled events. Every build-time input error (a task file,
+    a protocol's setup) is raised here, before anything is written. Run it
+    with :func:`simulate`; ``world.close()`` discards it (``meshsim validate``)."""
+    world = _world(scenario, seed, G)
+    try:
+        next(world)
+    except InputError as exc:
+        raise _in_scenario(scenario, exc) from None
+    return world
+
+
+def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
+    """An error about a file the scenario names (its task file, a profile),
+    raised while building: the line names the scenario too, then that file."""
+    if not exc.file or exc.file == scenario.source:
+        return exc.with_file(scenario.source)
+    if exc.field and not exc.field.startswith("line "):  # a scenario field (tasks.count): keep it
+        return type(exc)(f"{exc.file}: {exc.message}", file=scenario.source, field=exc.field, value=exc.value)
+    field = None
+    t = scenario.tasks
+    if t is not None and t.file:
+        tf = Path(t.file) if Path(t.file).is_absolute() or scenario.base_dir is None else scenario.base_dir / t.file
+        if Path(exc.file) == tf:
+            field = "tasks.file"
+    return type(exc)(exc.format(), file=scenario.source, field=field)
+
+
+def simulate(world: World, progress: Optional[Progress] = None) -> RunResult:
+    """Run a world made by :func:`build` to its end."""
+    try:
+        world.send(progress)
+    except StopIteration as stop:
+        return stop.value
+    raise SimulationError("the world did not finish")  # pragma: no cover - _world yields once
+
+
+def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
+    """Build, yield once (built), then run when sent the progress callback."""
     if G is None:
         G = build_graph(scenario, seed)
         check_semantics(scenario, G)
@@ -190,13 +230,13 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress], G: Op
     backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
                            int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
     try:
-        return _run_world(scenario, seed, progress, G, env, tracer, net, ctx, backend, dry)
+        return (yield from _run_world(scenario, seed, G, env, tracer, net, ctx, backend))
     finally:
         backend.close()
 
 
-def _run_world(scenario: Scenario, seed: int, progress: Optional[Progress], G: nx.Graph, env: Environment,
-               tracer: "_Trace", net: Network, ctx: RunContext, backend: Any, dry: bool) -> Optional[RunResult]:
+def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tracer: "_Trace", net: Network,
+               ctx: RunContext, backend: Any) -> World:
     level = scenario.output.trace
     pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
                            trace=lambda type_, **data: tracer.emit(env, type_, **data),
@@ -244,8 +284,7 @@ def _run_world(scenario: Scenario, seed: int, progress: Optional[Progress], G: n
             _fire(i, ev)
 
     pctx.task_starting = task_starting
-    if dry:
-        return None
+    progress = yield  # built: the clock starts when simulate() sends the progress callback
     if progress is not None:
         pctx.progress = lambda done, total: progress("tasks", done, total)
 
@@ -327,8 +366,16 @@ def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
         if key in seen:
             continue
         seen.add(key)
-        G = build_graph(scenario, s)
-        check_semantics(scenario, G)
+        try:
+            G = build_graph(scenario, s)
+            check_semantics(scenario, G)
+        except InputError as exc:
+            if key is None or scenario.network.topology.seed is not None or len(seeds) == 1 and s == scenario.seed:
+                raise
+            # a random graph drawn from this seed: say which, and how to pin it
+            raise type(exc)(f"{exc.message} (in the graph of seed {s}: a random topology is drawn from the run "
+                            "seed unless network.topology.seed pins it)", file=exc.file, field=exc.field,
+                            value=exc.value) from None
         if k == 0:
             keep[s] = G
     return keep
@@ -358,7 +405,7 @@ def validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = T
     seeds = [seed] if seed is not None else scenario.seed_list()
     graphs = prepare(scenario, seeds)
     for s in seeds:
-        _simulate(scenario, s, None, graphs.get(s), dry=True)
+        build(scenario, s, graphs.get(s)).close()
     if preflight:
         _preflight(scenario)
     G = graphs[seeds[0]]
@@ -534,15 +581,17 @@ def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
     """Run one seed into the folder ``out`` (single-seed layout); see :func:`run`."""
     if out is None:
         G = prepare(scenario, [seed]).get(seed)
-        return _run_seed(scenario, seed, None, progress, G)  # type: ignore[return-value]
+        return _run_seed(scenario, seed, None, progress, build(scenario, seed, G))
     return _run(scenario, [seed], Path(out), progress, force, multi=False)  # type: ignore[return-value]
 
 
 def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: Optional[Progress],
-              G: Optional[nx.Graph], session: Optional[_Session] = None) -> RunResult:
+              world: Optional[World], session: Optional[_Session] = None, G: Optional[nx.Graph] = None) -> RunResult:
     started = time.time()
     try:
-        result = _simulate(scenario, seed, progress, G)
+        if world is None:
+            world = build(scenario, seed, G)
+        result = simulate(world, progress)
     except MeshsimError as exc:
         if folder is not None:
             write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
@@ -571,7 +620,8 @@ def _resumed(folder: Path, seed: int) -> RunResult:
 
 def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
          multi: bool) -> RunResult | MultiRunResult:
-    graphs = prepare(scenario, seeds)  # every check before the folder is touched
+    graphs = prepare(scenario, seeds)  # every check before the folder is touched,
+    first: Optional[World] = build(scenario, seeds[0], graphs.pop(seeds[0], None))  # and the first world built
     session = _Session(scenario, top, seeds, multi, force)
     runs: list[RunResult] = []
     try:
@@ -589,8 +639,9 @@ def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Pro
                     progress(kind, k + (done / total if total else 0), len(seeds))
 
             session.start(s)
-            runs.append(_run_seed(scenario, s, folder, seed_progress if progress else None, graphs.pop(s, None),
-                                  session))
+            world, first = (first, None) if k == 0 else (None, first)
+            runs.append(_run_seed(scenario, s, folder, seed_progress if progress else None, world, session,
+                                  graphs.pop(s, None)))
         if multi:
             session.wrote = True
             write_atomic(top / PROVENANCE, session.provenance(None, session.started, {
@@ -601,12 +652,20 @@ def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Pro
             return MultiRunResult(runs, agg, top)
         return runs[0]
     except KeyboardInterrupt:
+        # Ctrl-C can land between a temp file's creation and its rename: we
+        # still hold the lock, so tidy up now rather than at the next run
+        try:
+            remove_stale_tmp(top)
+        except OSError:
+            pass
         done = sum(1 for s in seeds if (session.folder(s) / "summary.json").exists())
         raise Interrupted(f"interrupted: {done} of {len(seeds)} seeds complete, rerun to resume") from None
     except OSError as exc:  # a full or read-only disk, a vanished folder: the path and the reason
         raise RunFolderError(f"cannot write the run folder: {os_reason(exc)}",
                              file=str(exc.filename or top)) from None
     finally:
+        if first is not None:
+            first.close()
         session.close()
 
 
@@ -643,12 +702,15 @@ def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path
         seeds = scenario.seed_list() if multi else [scenario.seed]
     if out is None:
         graphs = prepare(scenario, seeds)
-        _preflight(scenario)
+        first = build(scenario, seeds[0], graphs.pop(seeds[0], None))
         try:
-            runs = [_run_seed(scenario, s, None, progress if len(seeds) == 1 else None, graphs.pop(s, None))
-                    for s in seeds]
+            _preflight(scenario)
+            runs = [_run_seed(scenario, s, None, progress if len(seeds) == 1 else None,
+                              first if k == 0 else None, None, graphs.pop(s, None)) for k, s in enumerate(seeds)]
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted: 0 of {len(seeds)} seeds written (no run folder)") from None
+        finally:
+            first.close()
         if len(runs) == 1:
             return runs[0]
         agg = {"scenario": scenario.name, "seeds": seeds, "metrics": aggregate([r.summary for r in runs])}

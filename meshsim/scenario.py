@@ -507,7 +507,7 @@ def _check_size(sc: Scenario, kind: str, params: dict) -> None:
     if n is None:
         return  # the generator names what is missing or wrong
     if n > lim.agents:
-        raise TopologyError(_over("agents", n, "agents", lim.agents), field="network.topology.n",
+        raise TopologyError(_over("agents", params["n"], "agents", lim.agents), field="network.topology.n",
                             file=sc.source, value=params["n"])
     pairs = n * (n - 1) / 2
     p, m, d, k, r = (_num(params, key) for key in ("p", "m", "d", "k", "r"))
@@ -598,6 +598,11 @@ def _when(ev: Any) -> str:
     return f"at {ev.at:g}s" if ev.at is not None else f"at_task {ev.at_task}"
 
 
+def _elem_key(elem: tuple) -> tuple:
+    tag, x = elem
+    return (tag != "agent", str(x) if tag == "agent" else "-".join(sorted(map(str, x))))
+
+
 def _what(elem: tuple) -> str:
     tag, x = elem
     return f"agent {x}" if tag == "agent" else "link " + "-".join(sorted(x))
@@ -645,9 +650,10 @@ def _replay_events(sc: Scenario, nodes: set, edges: set, ctx: EventCheck) -> Non
             if n_links > lim.links:
                 raise ScenarioError(_over("links", n_links, "links", lim.links), file=src,
                                     field=f"events[{i}]", value=ev.type)
-            for elem in tn.reads | te.reads | tn.writes | te.writes:
+            # sorted (agents first): the error names the same element in every process
+            for elem in sorted(tn.reads | te.reads | tn.writes | te.writes, key=_elem_key):
                 touched[chain].setdefault(elem, i)
-            for elem in tn.writes | te.writes:
+            for elem in sorted(tn.writes | te.writes, key=_elem_key):
                 changed[chain].setdefault(elem, i)
     for a, b in (("time", "task"), ("task", "time")):
         for elem, i in changed[a].items():
