@@ -350,6 +350,10 @@ class Interrupted(MeshsimError):
 _FIXED_KINDS = frozenset({"complete", "ring", "path", "star", "k_circulant", "file"})
 
 
+def _topology_key(scenario: Scenario, seed: int) -> Any:
+    return None if scenario.network.topology.kind in _FIXED_KINDS else topology_seed(scenario, seed)
+
+
 def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
     """Every check that needs a graph, for every seed, before anything is
     built or written: the graph of each distinct topology (its seed is derived
@@ -360,9 +364,8 @@ def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
     so a 5-seed run never holds five large graphs at once)."""
     keep: dict[int, nx.Graph] = {}
     seen: set = set()
-    fixed = scenario.network.topology.kind in _FIXED_KINDS
     for k, s in enumerate(seeds):
-        key = None if fixed else topology_seed(scenario, s)
+        key = _topology_key(scenario, s)
         if key in seen:
             continue
         seen.add(key)
@@ -399,13 +402,18 @@ def _preflight(scenario: Scenario) -> None:
 
 def validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = True) -> dict[str, Any]:
     """Every step of :func:`run` before the clock starts, for every seed it
-    would run: the checks (:func:`prepare`), building each seed's world
-    (network, backend, protocol setup, task stream) and the backend's
-    preflight. Raises what ``run`` would raise; returns the first graph's size."""
+    would run: the checks (:func:`prepare`), building the world (network,
+    backend, protocol setup, task stream) on each distinct graph, and the
+    backend's preflight. Raises what ``run`` would raise before its first
+    tick; returns the first graph's size."""
     seeds = [seed] if seed is not None else scenario.seed_list()
     graphs = prepare(scenario, seeds)
+    built: set = set()
     for s in seeds:
-        build(scenario, s, graphs.get(s)).close()
+        key = _topology_key(scenario, s)
+        if key not in built:  # a SAC setup checks robustness by MILP: once per graph, not per seed
+            built.add(key)
+            build(scenario, s, graphs.get(s)).close()
     if preflight:
         _preflight(scenario)
     G = graphs[seeds[0]]
@@ -621,8 +629,10 @@ def _resumed(folder: Path, seed: int) -> RunResult:
 def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
          multi: bool) -> RunResult | MultiRunResult:
     graphs = prepare(scenario, seeds)  # every check before the folder is touched,
-    first: Optional[World] = build(scenario, seeds[0], graphs.pop(seeds[0], None))  # and the first world built
     session = _Session(scenario, top, seeds, multi, force)
+    first: Optional[World] = None
+    if force or not (session.folder(seeds[0]) / "summary.json").exists():  # (a seed to resume needs no world)
+        first = build(scenario, seeds[0], graphs.pop(seeds[0], None))  # and the first world built
     runs: list[RunResult] = []
     try:
         plan = session.open()

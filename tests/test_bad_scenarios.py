@@ -246,6 +246,13 @@ def test_names_never_leave_runs(tmp_path, monkeypatch):
     made = [p for p in tmp_path.rglob("summary.json")]
     assert len(made) == 1 and made[0].parent.parent == tmp_path / "runs", made
     assert not (tmp_path.parent / "up").exists()
+    # '..' and 300 characters, without --out: refused before runs/ is made (was: the run folder
+    # written into the current directory, and an internal error from a too-long file name)
+    shutil.rmtree(tmp_path / "runs")
+    for stem in ("name-dotdot", "name-300-characters"):
+        res = invoke(["run", str(BAD_DIR / f"{stem}.yaml")])
+        check_one_line(res.exit_code, res.stderr, BAD_DIR / f"{stem}.yaml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 # ---------------------------------------------------------------- a fresh process

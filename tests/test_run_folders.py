@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -73,8 +72,8 @@ def test_two_runs_of_different_scenarios_into_one_out_exactly_one_proceeds(tmp_p
     """Two processes race for one --out: one runs, the other exits 2 (the lock,
     or, had the first finished already, its completed run of another scenario)."""
     out = tmp_path / "shared"
-    procs = [subprocess.Popen(meshsim_cmd() + ["run", str(ROUTING), "--out", str(out), "-q",
-                                               "--set", f"network.links.loss={loss}"],
+    procs = [subprocess.Popen(meshsim_cmd() + ["run", str(ROUTING), "--out", str(out), "-q", "--set", "events=[]",
+                                               "--set", "duration=200s", "--set", f"network.links.loss={loss}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path,
                               stdin=subprocess.DEVNULL)
              for loss in (0.01, 0.05)]
