@@ -1,11 +1,20 @@
-"""Run a scenario: build the world, fire events, write the run folder.
+"""Run a scenario: check, build the world, fire events, write the run folder.
+
+One pipeline, the scenario flowing down once: :func:`prepare` (every seed's
+graph and the dry replay of its events) → :func:`build` (network, backend,
+protocol, task stream: the first seed's world is built before the run folder
+is touched) → the backend's preflight → :func:`simulate` → write.
+:func:`validate` is the same minus simulate and write, so validate and run
+agree on every input, and a run whose input is bad leaves nothing behind.
 
 A run folder (as desmod's ``simulate()``) holds ``scenario.resolved.yaml``
 (every default filled in; rerunning it reproduces the run), ``events.jsonl``
-(the trace), ``summary.json`` and, on failure, ``error.txt``. Every file is
-written atomically (temp file + rename) and ``summary.json`` is written last,
-so its presence means the run completed; a multi-seed run skips seeds that
-already completed with the same resolved scenario (resume).
+(the trace), ``summary.json``, ``provenance.json`` (versions, input hashes,
+times: not compared) and, on failure, ``error.txt``. Every file is written
+atomically (temp file + rename) and ``summary.json`` is written last, so its
+presence means the run completed. The folder is locked while a run writes
+it, and a completed seed is resumed only when scenario, inputs and meshsim
+version match (:mod:`meshsim.runfolder`).
 """
 from __future__ import annotations
 

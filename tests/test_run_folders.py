@@ -257,32 +257,60 @@ def test_a_cassette_that_only_grew_still_resumes_an_edited_one_does_not(tmp_path
 # ---------------------------------------------------------------- Ctrl-C
 
 
+#: loaded by the interrupted run's interpreter (PYTHONPATH): before simulating
+#: its second seed it writes a marker and waits, so the test's SIGINT lands
+#: mid-run at a known point however loaded the machine is (no timing race)
+PAUSE_HOOK = """
+import os, time
+if os.environ.get("MESHSIM_TEST_PAUSE_MARKER"):
+    import meshsim.runner as runner
+    real, calls = runner.simulate, []
+
+    def simulate(world, progress=None):
+        calls.append(1)
+        if len(calls) == 2:
+            open(os.environ["MESHSIM_TEST_PAUSE_MARKER"], "w").close()
+            time.sleep(120)  # Ctrl-C arrives here, in the middle of seed 2
+        return real(world, progress)
+
+    runner.simulate = simulate
+"""
+
+
 def test_sigint_keeps_completed_seeds_and_a_rerun_resumes_to_the_uninterrupted_result(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(PAUSE_HOOK)
+    marker = tmp_path / "seed-2-started"
     out = tmp_path / "interrupted"
-    args = ["run", str(ROUTING), "--out", str(out), "-q", "--set", "seeds=3"]
+    sets = ["--set", "seeds=3", "--set", "duration=200s", "--set", "events=[]"]
+    args = ["run", str(ROUTING), "--out", str(out), "-q", *sets]
+    e = dict(env(), PYTHONPATH=str(hook), MESHSIM_TEST_PAUSE_MARKER=str(marker))
     proc = subprocess.Popen(meshsim_cmd() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(), cwd=tmp_path, stdin=subprocess.DEVNULL)
+                            env=e, cwd=tmp_path, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not (out / "seed-1" / "summary.json").exists():
+    while not marker.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     done = sorted(p.parent.name for p in out.glob("seed-*/summary.json"))
     assert proc.returncode == 130, (proc.returncode, err, done)
-    assert done and "seed-3" not in done, (err, done)
-    assert err.strip() == f"interrupted: {len(done)} of 3 seeds complete, rerun to resume", (err, done)
-    assert not (out / "aggregate.json").exists()
+    assert done == ["seed-1"], (err, done)  # completed seeds kept, the interrupted one not marked complete
+    assert err == "interrupted: 1 of 3 seeds complete, rerun to resume\n"
+    assert (out / "seed-2" / "scenario.resolved.yaml").exists() and not (out / "aggregate.json").exists()
     assert not [p for p in out.rglob("*.tmp")]
-    res = invoke(*args)  # rerun: resumes what completed, runs the rest
+    seed1 = (out / "seed-1" / "summary.json").stat().st_mtime_ns
+    res = invoke(*args)  # rerun: resumes seed 1, runs 2 and 3
     assert res.exit_code == 0, res.stderr
+    assert (out / "seed-1" / "summary.json").stat().st_mtime_ns == seed1  # resumed, not rerun
     ref = tmp_path / "uninterrupted"
-    meshsim.run(meshsim.load_scenario(ROUTING, ["seeds=3"]), out=ref)
+    meshsim.run(meshsim.load_scenario(ROUTING, [s for s in sets if s != "--set"]), out=ref)
     for s in (1, 2, 3):
         assert comparable_files(out / f"seed-{s}") == comparable_files(ref / f"seed-{s}"), s
     assert (out / "aggregate.json").read_bytes() == (ref / "aggregate.json").read_bytes()
     prov = json.loads((out / "provenance.json").read_text())
-    assert sorted(k for k, v in prov["seeds"].items() if v == "resumed") == [d.split("-")[1] for d in done]
+    assert prov["seeds"] == {"1": "resumed", "2": "ran", "3": "ran"}
 
 
 def test_interrupt_while_loading_is_exit_130(tmp_path, monkeypatch):
