@@ -136,6 +136,13 @@ def _need_plotting() -> None:
     require_matplotlib()
 
 
+def _safe(name: str) -> str:
+    """One path component made of ``name`` (as ``Scenario.folder_name``): no
+    separators, no leading dot, so ``runs/<it>`` stays inside ``runs/``."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "-" for c in name)
+    return safe.lstrip(".")[:128] or "run"
+
+
 def _print_result(result: Any, out_dir: Path) -> None:
     from .runner import MultiRunResult
 

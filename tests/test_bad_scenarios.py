@@ -303,3 +303,31 @@ def test_installed_entry_point_fails_cleanly(command: str, tmp_path):
     proc = subprocess.run(meshsim_cmd() + argv, capture_output=True, text=True, env=env, cwd=tmp_path,
                           stdin=subprocess.DEVNULL, timeout=120)
     check_one_line(proc.returncode, proc.stderr, path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "oversized", "binary"])
+def test_special_and_oversized_topology_files_are_refused_at_once(kind, tmp_path, monkeypatch):
+    """A FIFO (no writer: reading would block forever), a directory, a sparse
+    300 MiB file (above the 256 MiB cap: refused by its size, never read) and
+    a binary file as the topology: one line, exit 2, from validate and run."""
+    monkeypatch.chdir(tmp_path)
+    topo = tmp_path / "topo.edgelist"
+    if kind == "fifo":
+        os.mkfifo(topo)
+    elif kind == "directory":
+        topo.mkdir()
+    elif kind == "oversized":
+        with open(topo, "wb") as f:
+            f.truncate(300 * 2 ** 20)
+    else:
+        topo.write_bytes(b"A1 A2\n\xff\xfe\x00binary\n")
+    sc = tmp_path / f"{kind}.yaml"
+    sc.write_text("# expect: network.topology.path\nname: s\nduration: 10s\n"
+                  "network: {topology: {kind: file, path: topo.edgelist}}\n")
+    expect = {"fifo": "not a regular file", "directory": "is a directory",
+              "oversized": "above the 256 MiB limit for topology files", "binary": "not a UTF-8 text file"}[kind]
+    for argv in (["validate", str(sc)], ["run", str(sc), "--out", str(tmp_path / "o")]):
+        res = invoke(argv)
+        check_one_line(res.exit_code, res.stderr, sc)
+        assert expect in res.stderr and "topo.edgelist" in res.stderr, res.stderr
+    assert not (tmp_path / "o").exists()

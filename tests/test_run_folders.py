@@ -270,11 +270,20 @@ if os.environ.get("MESHSIM_TEST_PAUSE_MARKER"):
         calls.append(1)
         if len(calls) == 2:
             open(os.environ["MESHSIM_TEST_PAUSE_MARKER"], "w").close()
-            time.sleep(120)  # Ctrl-C arrives here, in the middle of seed 2
+            for _ in range(1200):  # Ctrl-C arrives here, in the middle of seed 2 (short sleeps: the
+                time.sleep(0.1)    # main thread sees the signal even if another thread took it)
         return real(world, progress)
 
     runner.simulate = simulate
 """
+
+
+def _default_ctrl_c() -> None:
+    """In the child before exec: SIGINT at its default, unblocked, whatever
+    this process's state (a disposition of SIG_IGN would be inherited, and
+    Python then never turns Ctrl-C into KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 def test_sigint_keeps_completed_seeds_and_a_rerun_resumes_to_the_uninterrupted_result(tmp_path):
@@ -287,7 +296,7 @@ def test_sigint_keeps_completed_seeds_and_a_rerun_resumes_to_the_uninterrupted_r
     args = ["run", str(ROUTING), "--out", str(out), "-q", *sets]
     e = dict(env(), PYTHONPATH=str(hook), MESHSIM_TEST_PAUSE_MARKER=str(marker))
     proc = subprocess.Popen(meshsim_cmd() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=e, cwd=tmp_path, stdin=subprocess.DEVNULL)
+                            env=e, cwd=tmp_path, stdin=subprocess.DEVNULL, preexec_fn=_default_ctrl_c)
     deadline = time.monotonic() + 120
     while not marker.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
