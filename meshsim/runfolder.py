@@ -13,8 +13,10 @@
   so it is **not** part of the byte-identical comparison of run folders:
   :data:`NOT_COMPARED` and :func:`comparable_files` leave it out.
 * **Resume** reuses a completed seed only when its resolved scenario, every
-  input's hash and the meshsim version (and git commit, when both runs know
-  it) match; otherwise the run stops with the reason (``--force`` reruns).
+  input's hash and the meshsim version match; otherwise the run stops with
+  the reason (``--force`` reruns). The git commit is recorded, not compared:
+  a commit that changes no results (docs, tests) must not force every
+  cached run to be redone; bump the version when results change.
   A cassette counts as unchanged when the bytes the run saw are still its
   prefix: later recordings only append.
 * **Stale files.** Temporary files (``.NAME.XXXXXXXX.tmp``) left by a killed
@@ -267,8 +269,6 @@ def resume_problem(old: Optional[dict[str, Any]], now: dict[str, Any], inputs: d
         return f"it has no readable {PROVENANCE} (written by an older meshsim, or edited)"
     if old.get("meshsim") != now.get("meshsim"):
         return f"it was made by meshsim {old.get('meshsim')}, this is {now.get('meshsim')}"
-    if old.get("git_commit") and now.get("git_commit") and old["git_commit"] != now["git_commit"]:
-        return f"it was made by meshsim at commit {str(old['git_commit'])[:12]}, this is {now['git_commit'][:12]}"
     before = old.get("inputs") or {}
     for name in sorted(set(before) | set(inputs)):
         if name not in before:
