@@ -1,7 +1,9 @@
 """``meshsim`` command line: a thin layer over the Python API.
 
-Exit codes: 0 ok, 2 bad input (one line on stderr naming file, field and
-value), 1 internal error.
+Exit codes: 0 ok, 2 bad input or an unusable environment (one line on stderr
+naming file, field and value: a bad scenario, an unreachable endpoint, a
+locked, full or read-only run folder), 130 interrupted (Ctrl-C; a rerun
+resumes), 1 internal error (a bug).
 """
 from __future__ import annotations
 
@@ -14,11 +16,20 @@ from typing import Any
 import click
 
 from .errors import InputError, MeshsimError
+from .redact import scrub
+
+#: seeds are 0 .. 2**63-1 (meshsim.fields.MAX_SEED), on the command line too
+SEED = click.IntRange(0, 2 ** 63 - 1)
 
 
 def _fail(exc: BaseException, code: int) -> None:
-    click.echo(f"error: {exc}", err=True)
+    click.echo(scrub(f"error: {exc}"), err=True)
     sys.exit(code)
+
+
+def _interrupted(message: str = "interrupted") -> None:
+    click.echo(message, err=True)
+    sys.exit(130)
 
 
 class _Group(click.Group):
@@ -27,7 +38,10 @@ class _Group(click.Group):
             rv = super().main(args=args, prog_name=prog_name, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:
+            # click turns Ctrl-C outside a run (while loading, say) into Abort
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _interrupted()
             click.echo("error: aborted", err=True)
             sys.exit(1)
         except click.ClickException as exc:
@@ -38,10 +52,14 @@ class _Group(click.Group):
             click.echo(f"error: {exc.format_message()}{ctx_hint}", err=True)
             sys.exit(2)
         except MeshsimError as exc:
+            if exc.exit_code == 130:  # runner.Interrupted: "interrupted: N of M seeds complete, ..."
+                _interrupted(str(exc))
             _fail(exc, exc.exit_code)
         except KeyboardInterrupt:
-            click.echo("error: interrupted", err=True)
-            sys.exit(130)
+            _interrupted()
+        except OSError as exc:  # the environment (a disk, a permission), not a bug: name the path and the reason
+            where = f"{exc.filename}: " if exc.filename else ""
+            _fail(f"{where}{exc.strerror or exc}", 2)  # type: ignore[arg-type]
         except Exception as exc:  # a bug: say so in one line, traceback on request
             if os.environ.get("MESHSIM_DEBUG"):
                 raise
@@ -67,12 +85,14 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))
-@click.option("--seed", type=int, default=None, help="Run this one seed (default: the scenario's seeds).")
+@click.option("--seed", type=SEED, default=None,
+              help="Run this one seed (default: the scenario's seeds); with seeds > 1 it goes to OUT/seed-N/.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run folder (default: runs/<scenario name>).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
               help="Override a scenario field, e.g. --set network.links.loss=0.1 (repeatable).")
-@click.option("--force", is_flag=True, help="Re-run even if the folder holds a completed run.")
+@click.option("--force", is_flag=True,
+              help="Re-run seeds the folder holds completed runs of (another scenario, or changed inputs).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stdout.")
 @click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides: a small, quick run.")
 @click.option("--plot", "make_report", is_flag=True, help="Write OUT/report.html (tables and figures) after the run.")
@@ -84,7 +104,7 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
     if make_report:
         _need_plotting()  # before any work: not after an hour of simulation
     sc = _load(scenario, sets, smoke)
-    out_dir = Path(out) if out else Path("runs") / _safe(sc.name)
+    out_dir = Path(out) if out else Path("runs") / sc.folder_name()
     show = not quiet and sys.stderr.isatty()
     if show:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -97,9 +117,9 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
             def progress(kind: str, done: float, total: float) -> None:
                 bar.update(task, completed=(done / total) if total else 0)
 
-            result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force)
+            result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
     else:
-        result = run_api(sc, seed=seed, out=out_dir, force=force)
+        result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
     if not quiet:
         _print_result(result, out_dir)
     if make_report:
@@ -117,7 +137,10 @@ def _need_plotting() -> None:
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    """One path component made of ``name`` (as ``Scenario.folder_name``): no
+    separators, no leading dot, so ``runs/<it>`` stays inside ``runs/``."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "-" for c in name)
+    return safe.lstrip(".")[:128] or "run"
 
 
 def _print_result(result: Any, out_dir: Path) -> None:
@@ -130,7 +153,7 @@ def _print_result(result: Any, out_dir: Path) -> None:
             if r.transport:
                 click.echo(f"    {_transport_line(r.transport)}")
     else:
-        click.echo(f"seed {result.seed} -> {out_dir}/" + (" (resumed)" if result.resumed else ""))
+        click.echo(f"seed {result.seed} -> {result.out or out_dir}/" + (" (resumed)" if result.resumed else ""))
         click.echo(f"  {_headline(result.summary)}")
         if result.transport:
             click.echo(f"  {_transport_line(result.transport)}")
@@ -177,21 +200,25 @@ def _headline(s: dict) -> str:
 
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--seed", type=SEED, default=None, help="Check this one seed (default: every seed of the scenario).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a field first.")
-def validate(scenario: str, sets: tuple[str, ...]) -> None:
-    """Check SCENARIO (schema, graph, events) without running it; exit 0 or 2."""
-    from .scenario import build_graph, check_semantics
+@click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides first.")
+def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool) -> None:
+    """Check SCENARIO without running it: every step 'run' takes before the
+    clock starts (file, model, graph and event schedule of every seed, building
+    the world, one request to each real LLM endpoint); exit 0 or 2."""
+    from .runner import validate as check
 
-    sc = _load(scenario, sets)
-    G = build_graph(sc)
-    check_semantics(sc, G)
-    click.echo(f"ok: {scenario}: '{sc.name}', {G.number_of_nodes()} agents, {G.number_of_edges()} links, "
-               f"{len(sc.events)} events, protocol {sc.protocol.name}")
+    sc = _load(scenario, sets, smoke)
+    info = check(sc, seed)
+    n = len(info["seeds"])
+    click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
+               f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))
 
 
 @main.command()
 @click.argument("source", type=click.Path())
-@click.option("--seed", type=int, default=None, help="Seed for a random topology (default: the scenario's).")
+@click.option("--seed", type=SEED, default=None, help="Seed for a random topology (default: the scenario's).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
 def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]) -> None:

@@ -173,7 +173,15 @@ class AddAgent(EventSpec):
     def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         if self.agent in nodes:
             raise InputError("agent already exists", field="agent", value=self.agent)
+        seen: set[str] = set()
         for i, peer in enumerate(self.links):
+            if peer == self.agent:
+                raise InputError("a link needs two different agents (the new agent links to itself)",
+                                 field=f"links[{i}]", value=peer)
+            if peer in seen:
+                raise InputError("duplicate link (the agent is linked to this peer twice)", field=f"links[{i}]",
+                                 value=peer)
+            seen.add(peer)
             _need_agent(nodes, peer, f"links[{i}]")
         nodes.add(self.agent)
         for peer in self.links:

@@ -12,7 +12,18 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from .types import LatencySpec, parse_duration
 
-__all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec"]
+__all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec", "Seed", "MAX_SEED",
+           "MAX_LATENCY", "MAX_SIGMA"]
+
+#: seeds are 0 .. 2**63-1: what numpy's SeedSequence and every stream derived from it take
+MAX_SEED = 2 ** 63 - 1
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+#: the longest latency parameter, in seconds (about 32 years): far beyond any
+#: run, and small enough that no latency draw overflows
+MAX_LATENCY = 1e9
+#: the widest lognormal latency (log-space sigma); exp(sigma**2 / 2), the mean
+#: factor, is 5e21 at 10: any wider is a typo, and 1e308 overflows
+MAX_SIGMA = 10.0
 
 
 def _duration(v: Any) -> float:
@@ -38,11 +49,11 @@ class Latency(Strict):
     """A latency distribution; a bare duration means ``constant``."""
 
     dist: Literal["constant", "uniform", "lognormal"] = "constant"
-    value: Optional[Duration] = None
-    low: Optional[Duration] = None
-    high: Optional[Duration] = None
-    median: Optional[Duration] = None
-    sigma: Optional[Annotated[float, Field(ge=0.0)]] = None
+    value: Optional[Annotated[Duration, Field(le=MAX_LATENCY)]] = None
+    low: Optional[Annotated[Duration, Field(le=MAX_LATENCY)]] = None
+    high: Optional[Annotated[Duration, Field(le=MAX_LATENCY)]] = None
+    median: Optional[Annotated[Duration, Field(le=MAX_LATENCY)]] = None
+    sigma: Optional[Annotated[float, Field(ge=0.0, le=MAX_SIGMA)]] = None
 
     @model_validator(mode="before")
     @classmethod

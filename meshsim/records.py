@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from .errors import RunFolderError
+from .redact import scrub
 
 __all__ = ["FORMATS", "write_atomic", "write_records", "find_records", "has_records", "iter_records",
            "read_records", "json_default"]
@@ -35,31 +36,54 @@ os.umask(_UMASK)
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder + rename."""
+    """Write ``data`` to ``path`` via a temp file in the same folder + rename.
+
+    Text passes through :func:`meshsim.redact.scrub`: no API key reaches a run folder."""
     with _atomic(Path(path)) as fh:
-        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        fh.write(scrub(data).encode("utf-8") if isinstance(data, str) else data)
 
 
 class _atomic:
-    """A binary file that appears at ``path`` only when closed without error."""
+    """A binary file that appears at ``path`` only when closed without error.
+
+    An ``OSError`` (a full or read-only disk) becomes a :class:`RunFolderError`
+    naming ``path`` and the reason; the temp file is removed either way (a
+    killed process leaves it: the next run removes it, see meshsim.runfolder)."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.tmp: Optional[str] = None
 
     def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        except OSError as exc:
+            raise _cannot_write(self.path, exc) from None
         self.fh = os.fdopen(fd, "wb")
         return self.fh
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.fh.close()
-        if exc_type is not None:
-            if os.path.exists(self.tmp):
+        try:
+            self.fh.close()
+            if exc_type is None:
+                os.chmod(self.tmp, 0o644 & ~_UMASK)
+                os.replace(self.tmp, self.path)
+                return
+        except OSError as err:
+            exc_type, exc = type(err), err
+        if self.tmp and os.path.exists(self.tmp):
+            try:
                 os.unlink(self.tmp)
-            return
-        os.chmod(self.tmp, 0o644 & ~_UMASK)
-        os.replace(self.tmp, self.path)
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise _cannot_write(self.path, exc) from None
+
+
+def _cannot_write(path: Path, exc: OSError) -> RunFolderError:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return RunFolderError(f"cannot write: {reason}", file=str(path))
 
 
 def json_default(o: Any) -> Any:
@@ -86,10 +110,10 @@ def write_records(folder: Path, name: str, rows: Iterable[dict[str, Any]], fmt: 
         for row in rows:
             buf.append(dumps(row))
             if len(buf) >= _CHUNK:
-                out.write(("\n".join(buf) + "\n").encode("utf-8"))
+                out.write(scrub("\n".join(buf) + "\n").encode("utf-8"))
                 buf.clear()
         if buf:
-            out.write(("\n".join(buf) + "\n").encode("utf-8"))
+            out.write(scrub("\n".join(buf) + "\n").encode("utf-8"))
         if out is not raw:
             out.close()
     other = folder / (name if fmt == "jsonl.gz" else name + ".gz")

@@ -1,33 +1,48 @@
-"""Run a scenario: build the world, fire events, write the run folder.
+"""Run a scenario: check, build the world, fire events, write the run folder.
+
+One pipeline, the scenario flowing down once: :func:`prepare` (every seed's
+graph and the dry replay of its events) → :func:`build` (network, backend,
+protocol, task stream: the first seed's world is built before the run folder
+is touched) → the backend's preflight → :func:`simulate` → write.
+:func:`validate` is the same minus simulate and write, so validate and run
+agree on every input, and a run whose input is bad leaves nothing behind.
 
 A run folder (as desmod's ``simulate()``) holds ``scenario.resolved.yaml``
 (every default filled in; rerunning it reproduces the run), ``events.jsonl``
-(the trace), ``summary.json`` and, on failure, ``error.txt``. Every file is
-written atomically (temp file + rename) and ``summary.json`` is written last,
-so its presence means the run completed; a multi-seed run skips seeds that
-already completed with the same resolved scenario (resume).
+(the trace), ``summary.json``, ``provenance.json`` (versions, input hashes,
+times: not compared) and, on failure, ``error.txt``. Every file is written
+atomically (temp file + rename) and ``summary.json`` is written last, so its
+presence means the run completed. The folder is locked while a run writes
+it, and a completed seed is resumed only when scenario, inputs and meshsim
+version match (:mod:`meshsim.runfolder`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Generator, Optional
 
+import networkx as nx
 import yaml
 
 from .errors import InputError, MeshsimError, RunFolderError, SimulationError
+from .files import os_reason
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
 from .protocols import PROTOCOLS, ProtocolContext
 from .records import json_default, read_records, write_atomic, write_records
 from .backends import make_backend
-from .scenario import Scenario, agent_abilities, build_graph, check_semantics
+from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
+from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
 from .sim import Environment
 from .types import LatencySpec
 
-__all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic"]
+__all__ = ["run", "run_one", "validate", "prepare", "Interrupted", "RunResult", "MultiRunResult", "RunContext",
+           "write_atomic"]
 
 Progress = Callable[[str, float, float], None]
 
@@ -154,30 +169,53 @@ class _Trace:
             self(env.now, type_, data)
 
 
-def _resolved_yaml(scenario: Scenario, seed: int) -> str:
-    data = scenario.resolved()
-    # files named relative to the scenario: absolute, so the resolved scenario
-    # runs from its run folder (or `backends fit` re-runs it) as it ran here
-    base = scenario.base_dir
-    t = data.get("tasks")
-    if base is not None and isinstance(t, dict) and t.get("file") and not Path(t["file"]).is_absolute():
-        t["file"] = str((base / t["file"]).resolve())
-    b = data.get("backend")
-    if base is not None and isinstance(b, dict) and b.get("cassette") and not Path(b["cassette"]).is_absolute():
-        b["cassette"] = str((base / b["cassette"]).resolve())
-    if isinstance(b, dict) and b.get("kind") == "replay":
-        # where replies come from (cassette or endpoint) is not part of what was
-        # run: a recorded run and its replay resolve to the same scenario
-        b.pop("mode", None)
-        b.pop("fsync", None)
-    data["seed"] = seed
-    data["seeds"] = 1
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+World = Generator[None, Optional[Progress], RunResult]
 
 
-def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> RunResult:
-    G = build_graph(scenario, seed)
-    check_semantics(scenario, G)
+def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None) -> World:
+    """The world of ``seed`` on graph ``G`` (checked by :func:`prepare`), built
+    and set up up to the first tick of the clock: network, backend, protocol,
+    task stream, scheduled events. Every build-time input error (a task file,
+    a protocol's setup) is raised here, before anything is written. Run it
+    with :func:`simulate`; ``world.close()`` discards it (``meshsim validate``)."""
+    world = _world(scenario, seed, G)
+    try:
+        next(world)
+    except InputError as exc:
+        raise _in_scenario(scenario, exc) from None
+    return world
+
+
+def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
+    """An error about a file the scenario names (its task file, a profile),
+    raised while building: the line names the scenario too, then that file."""
+    if not exc.file or exc.file == scenario.source:
+        return exc.with_file(scenario.source)
+    if exc.field and not exc.field.startswith("line "):  # a scenario field (tasks.count): keep it
+        return type(exc)(f"{exc.file}: {exc.message}", file=scenario.source, field=exc.field, value=exc.value)
+    field = None
+    t = scenario.tasks
+    if t is not None and t.file:
+        tf = Path(t.file) if Path(t.file).is_absolute() or scenario.base_dir is None else scenario.base_dir / t.file
+        if Path(exc.file) == tf:
+            field = "tasks.file"
+    return type(exc)(exc.format(), file=scenario.source, field=field)
+
+
+def simulate(world: World, progress: Optional[Progress] = None) -> RunResult:
+    """Run a world made by :func:`build` to its end."""
+    try:
+        world.send(progress)
+    except StopIteration as stop:
+        return stop.value
+    raise SimulationError("the world did not finish")  # pragma: no cover - _world yields once
+
+
+def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
+    """Build, yield once (built), then run when sent the progress callback."""
+    if G is None:
+        G = build_graph(scenario, seed)
+        check_semantics(scenario, G)
     env = Environment(seed)
     level = scenario.output.trace
     tracer = _Trace(level)
@@ -200,6 +238,15 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     ctx.abilities, ctx.targets = agent_abilities(scenario, G)
     backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
                            int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
+    try:
+        return (yield from _run_world(scenario, seed, G, env, tracer, net, ctx, backend))
+    finally:
+        backend.close()
+
+
+def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tracer: "_Trace", net: Network,
+               ctx: RunContext, backend: Any) -> World:
+    level = scenario.output.trace
     pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
                            trace=lambda type_, **data: tracer.emit(env, type_, **data),
                            tasks=scenario.tasks, phases=scenario.phases, backend=backend)
@@ -246,6 +293,7 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
             _fire(i, ev)
 
     pctx.task_starting = task_starting
+    progress = yield  # built: the clock starts when simulate() sends the progress callback
     if progress is not None:
         pctx.progress = lambda done, total: progress("tasks", done, total)
 
@@ -293,74 +341,397 @@ def _simulate(scenario: Scenario, seed: int, progress: Optional[Progress]) -> Ru
     if transport and not backend.replayable:
         summary["transport"] = transport  # a live endpoint: no byte-identity to keep
     tables = protocol.output_tables()
-    backend.close()
     return RunResult(seed=seed, summary=_clean(summary), records=tracer.records, tables=tables,
                      transport=_clean(transport))
 
 
+# --------------------------------------------------------------------------
+# load -> check (prepare) -> build -> simulate -> write
+
+
+class Interrupted(MeshsimError):
+    """Ctrl-C during a run: completed seeds are kept, a rerun resumes (exit 130)."""
+
+    exit_code = 130
+
+
+#: topology kinds whose graph does not depend on the seed: checked once per run
+_FIXED_KINDS = frozenset({"complete", "ring", "path", "star", "k_circulant", "file"})
+
+
+def _topology_key(scenario: Scenario, seed: int) -> Any:
+    return None if scenario.network.topology.kind in _FIXED_KINDS else topology_seed(scenario, seed)
+
+
+def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
+    """Every check that needs a graph, for every seed, before anything is
+    built or written: the graph of each distinct topology (its seed is derived
+    from the run seed unless pinned), its connectivity and limits, and the dry
+    replay of the events against it (:func:`meshsim.scenario.check_semantics`).
+
+    Returns the graph of the first seed (the others are rebuilt when they run,
+    so a 5-seed run never holds five large graphs at once)."""
+    keep: dict[int, nx.Graph] = {}
+    seen: set = set()
+    for k, s in enumerate(seeds):
+        key = _topology_key(scenario, s)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            G = build_graph(scenario, s)
+            check_semantics(scenario, G)
+        except InputError as exc:
+            if key is None or scenario.network.topology.seed is not None or len(seeds) == 1 and s == scenario.seed:
+                raise
+            # a random graph drawn from this seed: say which, and how to pin it
+            raise type(exc)(f"{exc.message} (in the graph of seed {s}: a random topology is drawn from the run "
+                            "seed unless network.topology.seed pins it)", file=exc.file, field=exc.field,
+                            value=exc.value) from None
+        if k == 0:
+            keep[s] = G
+    return keep
+
+
+def _preflight(scenario: Scenario) -> None:
+    """One request per endpoint a real backend will call (none for fakes and replays)."""
+    if scenario.backend is None:
+        return
+    backend = make_backend(scenario.backend.model_dump(), 0, scenario.base_dir)
+    try:
+        backend.preflight()
+    except InputError as exc:
+        if exc.file:
+            raise
+        raise InputError(exc.message, file=scenario.source, field="backend" + (f".{exc.field}" if exc.field else ""),
+                         value=exc.value) from None
+    finally:
+        backend.close()
+
+
+def validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = True) -> dict[str, Any]:
+    """Every step of :func:`run` before the clock starts, for every seed it
+    would run: the checks (:func:`prepare`), building the world (network,
+    backend, protocol setup, task stream) on each distinct graph, and the
+    backend's preflight. Raises what ``run`` would raise before its first
+    tick; returns the first graph's size."""
+    seeds = [seed] if seed is not None else scenario.seed_list()
+    graphs = prepare(scenario, seeds)
+    built: set = set()
+    for s in seeds:
+        key = _topology_key(scenario, s)
+        if key not in built:  # a SAC setup checks robustness by MILP: once per graph, not per seed
+            built.add(key)
+            build(scenario, s, graphs.get(s)).close()
+    if preflight:
+        _preflight(scenario)
+    G = graphs[seeds[0]]
+    return {"agents": G.number_of_nodes(), "links": G.number_of_edges(), "seeds": seeds}
+
+
+def _resolved_data(scenario: Scenario) -> dict[str, Any]:
+    data = scenario.resolved()
+    # files named relative to the scenario: absolute, so the resolved scenario
+    # runs from its run folder (or `backends fit` re-runs it) as it ran here
+    base = scenario.base_dir
+    t = data.get("tasks")
+    if base is not None and isinstance(t, dict) and t.get("file") and not Path(t["file"]).is_absolute():
+        t["file"] = str((base / t["file"]).resolve())
+    b = data.get("backend")
+    if base is not None and isinstance(b, dict) and b.get("cassette") and not Path(b["cassette"]).is_absolute():
+        b["cassette"] = str((base / b["cassette"]).resolve())
+    if isinstance(b, dict) and b.get("kind") == "replay":
+        # where replies come from (cassette or endpoint) is not part of what was
+        # run: a recorded run and its replay resolve to the same scenario
+        b.pop("mode", None)
+        b.pop("fsync", None)
+    return data
+
+
+def _resolved_yaml(scenario: Scenario, seed: int) -> str:
+    data = _resolved_data(scenario)
+    data["seed"] = seed
+    data["seeds"] = 1
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _identity_of(data: Any) -> Optional[str]:
+    """What makes two runs 'the same scenario' whatever their seeds: a hash of
+    the resolved scenario without ``seed`` and ``seeds``."""
+    if not isinstance(data, dict):
+        return None
+    d = {k: v for k, v in data.items() if k not in ("seed", "seeds")}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _folder_identity(folder: Path) -> Optional[str]:
+    try:
+        return _identity_of(yaml.safe_load((folder / "scenario.resolved.yaml").read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+
+
+#: files a run writes into its seed folder (cleared before a seed reruns, so a
+#: rerun of another scenario leaves none of the old run's tables behind)
+_TABLES = ("events", "tasks", "reviews", "states", "rounds", "queries")
+_OWN = ("summary.json", "error.txt", PROVENANCE, "scenario.resolved.yaml", "report.html")
+
+
+def _clear(folder: Path) -> None:
+    for name in _OWN + tuple(f"{t}.jsonl{z}" for t in _TABLES for z in ("", ".gz")):
+        p = folder / name
+        if p.is_file():
+            p.unlink()
+
+
+class _Session:
+    """One ``run`` into a run folder: the lock, the layout, the resume plan,
+    provenance. Every refusal happens before the first seed is simulated."""
+
+    def __init__(self, scenario: Scenario, top: Path, seeds: list[int], multi: bool, force: bool):
+        self.scenario = scenario
+        self.top = top
+        self.seeds = seeds
+        self.multi = multi
+        self.force = force
+        self.identity = _identity_of(yaml.safe_load(_resolved_yaml(scenario, scenario.seed)))
+        self.env = environment()
+        self.inputs = {role: input_record(p, prefix) for role, (p, prefix) in input_files(scenario).items()}
+        self.lock = RunLock(top)
+        self.started = time.time()
+        self.wrote = False
+
+    def folder(self, seed: int) -> Path:
+        return self.top / f"seed-{seed}" if self.multi else self.top
+
+    # -- before any seed runs ------------------------------------------------
+    def open(self) -> dict[int, str]:
+        """Lock, check the layout, remove stale temp files, decide per seed
+        ``run`` or ``resume`` (or refuse)."""
+        self.lock.acquire({"scenario": self.scenario.name})
+        remove_stale_tmp(self.top)
+        self._check_layout()
+        return {s: self._plan(s) for s in self.seeds}
+
+    def _check_layout(self) -> None:
+        top, out = self.top, str(self.top)
+        seed_dirs = sorted(d for d in top.glob("seed-*") if d.is_dir())
+        single = (top / "summary.json").exists() or (top / "scenario.resolved.yaml").exists()
+        if self.multi:
+            if single:
+                raise RunFolderError(f"holds a single-seed run, and this scenario has seeds: {self.scenario.seeds} "
+                                     "(its runs go to seed-<s>/ folders); choose another --out", file=out)
+            top_prov = read_json(top / PROVENANCE)
+            ident = top_prov.get("scenario", {}).get("identity") if top_prov else None
+            if ident and ident != self.identity and not self.force:
+                raise RunFolderError(f"holds runs of a different scenario "
+                                     f"({top_prov.get('scenario', {}).get('name')!r}); use --force to rerun the "
+                                     "seeds into it, or choose another --out", file=out)
+            ours = {f"seed-{s}" for s in self.seed_list_all()}
+            for d in seed_dirs:
+                if d.name not in ours and (d / "summary.json").exists() and _folder_identity(d) != self.identity:
+                    raise RunFolderError(f"holds {d.name}/ of a different scenario, which this run would not "
+                                         "replace (the folder would mix two scenarios); choose another --out",
+                                         file=out)
+        elif seed_dirs or (top / "aggregate.json").exists():
+            raise RunFolderError("holds a multi-seed run (seed-<s>/ folders), and this scenario has one seed; "
+                                 "choose another --out", file=out)
+
+    def seed_list_all(self) -> list[int]:
+        return self.scenario.seed_list() if self.multi else self.seeds
+
+    def _plan(self, seed: int) -> str:
+        folder = self.folder(seed)
+        if not (folder / "summary.json").exists() or self.force:
+            return "run"
+        try:
+            old = (folder / "scenario.resolved.yaml").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            old = None
+        if old != _resolved_yaml(self.scenario, seed):
+            raise RunFolderError("folder holds a completed run of a different scenario or seed; "
+                                 "use --force to overwrite or choose another --out", file=str(folder))
+        why = resume_problem(read_json(folder / PROVENANCE), self.env, self.inputs)
+        if why:
+            raise RunFolderError(f"holds a completed run that cannot be resumed: {why}; use --force to rerun it, "
+                                 "or choose another --out", file=str(folder))
+        return "resume"
+
+    # -- per seed ------------------------------------------------------------
+    def start(self, seed: int) -> Path:
+        folder = self.folder(seed)
+        folder.mkdir(parents=True, exist_ok=True)
+        _clear(folder)
+        self.wrote = True
+        write_atomic(folder / "scenario.resolved.yaml", _resolved_yaml(self.scenario, seed))
+        return folder
+
+    def provenance(self, seed: Optional[int], started: float, extra: Optional[dict[str, Any]] = None) -> str:
+        inputs = dict(self.inputs)
+        if "cassette" in inputs:  # as the run left it: what a resume must still find as its prefix
+            inputs["cassette"] = input_record(Path(inputs["cassette"]["path"]), prefix=True)
+        src = Path(self.scenario.source)
+        rec: dict[str, Any] = {
+            "format": 1, **self.env,
+            "layout": "seeds" if self.multi else "single",
+            "scenario": {"name": self.scenario.name, "file": str(src), "identity": self.identity,
+                         **({k: v for k, v in input_record(src).items() if k != "path"} if src.is_file() else {})},
+            "inputs": inputs,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_seconds": round(time.time() - started, 3),
+        }
+        if seed is not None:
+            rec["seed"] = seed
+        rec.update(extra or {})
+        return dump_json(rec)
+
+    def close(self) -> None:
+        if self.wrote:
+            self.lock.release()
+        else:
+            self.lock.release_unused()
+
+
 def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
             progress: Optional[Progress] = None, force: bool = False) -> RunResult:
-    """Run one seed; with ``out``, write (or resume from) its run folder."""
-    resolved = _resolved_yaml(scenario, seed)
-    if out is not None:
-        out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise RunFolderError("output path exists and is not a folder", file=str(out))
-        done = out / "summary.json"
-        old = out / "scenario.resolved.yaml"
-        if done.exists() and not force:
-            if old.exists() and old.read_text() == resolved:
-                records = read_records(out, "events.jsonl")
-                return RunResult(seed, json.loads(done.read_text()), records, out, resumed=True)
-            raise RunFolderError("folder holds a completed run of a different scenario or seed; "
-                                 "use --force to overwrite or choose another --out", file=str(out))
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in ("summary.json", "error.txt"):
-            if (out / stale).exists():
-                (out / stale).unlink()
-        write_atomic(old, resolved)
+    """Run one seed into the folder ``out`` (single-seed layout); see :func:`run`."""
+    if out is None:
+        G = prepare(scenario, [seed]).get(seed)
+        return _run_seed(scenario, seed, None, progress, build(scenario, seed, G))
+    return _run(scenario, [seed], Path(out), progress, force, multi=False)  # type: ignore[return-value]
+
+
+def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: Optional[Progress],
+              world: Optional[World], session: Optional[_Session] = None, G: Optional[nx.Graph] = None) -> RunResult:
+    started = time.time()
     try:
-        result = _simulate(scenario, seed, progress)
+        if world is None:
+            world = build(scenario, seed, G)
+        result = simulate(world, progress)
     except MeshsimError as exc:
-        if out is not None:
-            write_atomic(out / "error.txt", f"{type(exc).__name__}: {exc}\n")
+        if folder is not None:
+            write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
         raise
     except Exception as exc:
-        if out is not None:
-            write_atomic(out / "error.txt", traceback.format_exc())
+        if folder is not None:
+            write_atomic(folder / "error.txt", traceback.format_exc())
         raise SimulationError(f"internal error in seed {seed}: {type(exc).__name__}: {exc}"
-                              + (f" (traceback in {out / 'error.txt'})" if out else "")) from exc
-    if out is not None:
-        result.out = out
+                              + (f" (traceback in {folder / 'error.txt'})" if folder else "")) from exc
+    assert result is not None
+    if folder is not None and session is not None:
+        result.out = folder
         fmt = scenario.output.format
-        write_records(out, "events.jsonl", result.records, fmt)
+        write_records(folder, "events.jsonl", result.records, fmt)
         for name, rows in result.tables.items():
-            write_records(out, name, rows, fmt)
-        write_atomic(out / "summary.json", dump_json(result.summary))
+            write_records(folder, name, rows, fmt)
+        write_atomic(folder / PROVENANCE, session.provenance(seed, started))
+        write_atomic(folder / "summary.json", dump_json(result.summary))  # last: the run is complete
     return result
 
 
+def _resumed(folder: Path, seed: int) -> RunResult:
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    return RunResult(seed, summary, read_records(folder, "events.jsonl"), folder, resumed=True)
+
+
+def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
+         multi: bool) -> RunResult | MultiRunResult:
+    graphs = prepare(scenario, seeds)  # every check before the folder is touched,
+    session = _Session(scenario, top, seeds, multi, force)
+    first: Optional[World] = None
+    if force or not (session.folder(seeds[0]) / "summary.json").exists():  # (a seed to resume needs no world)
+        first = build(scenario, seeds[0], graphs.pop(seeds[0], None))  # and the first world built
+    runs: list[RunResult] = []
+    try:
+        plan = session.open()
+        if any(v == "run" for v in plan.values()):
+            _preflight(scenario)
+        for k, s in enumerate(seeds):
+            folder = session.folder(s)
+            if plan[s] == "resume":
+                runs.append(_resumed(folder, s))
+                continue
+
+            def seed_progress(kind: str, done: float, total: float, k=k) -> None:
+                if progress is not None:
+                    progress(kind, k + (done / total if total else 0), len(seeds))
+
+            session.start(s)
+            world, first = (first, None) if k == 0 else (None, first)
+            runs.append(_run_seed(scenario, s, folder, seed_progress if progress else None, world, session,
+                                  graphs.pop(s, None)))
+        if multi:
+            session.wrote = True
+            write_atomic(top / PROVENANCE, session.provenance(None, session.started, {
+                "seeds": {str(r.seed): "resumed" if r.resumed else "ran" for r in runs}}))
+        if multi and len(seeds) > 1:
+            agg = {"scenario": scenario.name, "seeds": seeds, "metrics": aggregate([r.summary for r in runs])}
+            write_atomic(top / "aggregate.json", dump_json(_clean(agg)))
+            return MultiRunResult(runs, agg, top)
+        return runs[0]
+    except KeyboardInterrupt:
+        # Ctrl-C can land between a temp file's creation and its rename: we
+        # still hold the lock, so tidy up now rather than at the next run
+        try:
+            remove_stale_tmp(top)
+        except OSError:
+            pass
+        done = sum(1 for s in seeds if (session.folder(s) / "summary.json").exists())
+        raise Interrupted(f"interrupted: {done} of {len(seeds)} seeds complete, rerun to resume") from None
+    except OSError as exc:  # a full or read-only disk, a vanished folder: the path and the reason
+        raise RunFolderError(f"cannot write the run folder: {os_reason(exc)}",
+                             file=str(exc.filename or top)) from None
+    finally:
+        if first is not None:
+            first.close()
+        session.close()
+
+
+def _is_multi_folder(top: Path) -> bool:
+    if (top / "aggregate.json").exists() or any(d.is_dir() for d in top.glob("seed-*")):
+        return True
+    prov = read_json(top / PROVENANCE)
+    return bool(prov) and prov.get("layout") == "seeds"
+
+
 def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path] = None,
-        progress: Optional[Progress] = None, force: bool = False) -> RunResult | MultiRunResult:
+        progress: Optional[Progress] = None, force: bool = False,
+        seed_folder: Optional[bool] = None) -> RunResult | MultiRunResult:
     """Run ``scenario``: one seed (``seed`` given, or ``seeds: 1``) or all its seeds.
 
-    Several seeds write ``out/seed-<s>/`` folders plus ``out/aggregate.json``
-    (mean ± sample std of every numeric summary field).
+    Every check (for every seed) runs before anything is built or written.
+    With ``out``: a scenario with ``seeds: N > 1`` writes ``out/seed-<s>/``
+    folders plus ``out/aggregate.json`` (mean ± sample std of every numeric
+    summary field); a one-seed scenario writes ``out/`` itself. One ``seed``
+    of a multi-seed scenario goes to ``out/seed-<s>/`` when ``out`` already is
+    a multi-seed folder or ``seed_folder`` is true (``meshsim run --seed``:
+    the layout is the scenario's), else to ``out/`` itself (a folder of its
+    own, as from Python). Either way a folder never holds both layouts. The
+    folder is locked while the run writes it; completed seeds are resumed when
+    nothing they depend on changed (``force`` reruns them); see
+    :mod:`meshsim.runfolder`.
     """
-    out_path = Path(out) if out is not None else None
-    if seed is not None or scenario.seeds == 1:
-        return run_one(scenario, scenario.seed if seed is None else seed, out_path, progress, force)
-    runs = []
-    seeds = scenario.seed_list()
-    for k, s in enumerate(seeds):
-        sub = out_path / f"seed-{s}" if out_path is not None else None
-
-        def seed_progress(kind: str, done: float, total: float, k=k) -> None:
-            if progress is not None:
-                progress(kind, k + (done / total if total else 0), len(seeds))
-
-        runs.append(run_one(scenario, s, sub, seed_progress if progress else None, force))
-    agg = {"scenario": scenario.name, "seeds": seeds, "metrics": aggregate([r.summary for r in runs])}
-    if out_path is not None:
-        write_atomic(out_path / "aggregate.json", dump_json(_clean(agg)))
-    return MultiRunResult(runs, agg, out_path)
+    multi = scenario.seeds > 1
+    if multi and seed is not None and out is not None and not seed_folder and not _is_multi_folder(Path(out)):
+        multi = False  # one seed into a folder of its own
+    if seed is not None:
+        seeds = [seed]
+    else:
+        seeds = scenario.seed_list() if multi else [scenario.seed]
+    if out is None:
+        graphs = prepare(scenario, seeds)
+        first = build(scenario, seeds[0], graphs.pop(seeds[0], None))
+        try:
+            _preflight(scenario)
+            runs = [_run_seed(scenario, s, None, progress if len(seeds) == 1 else None,
+                              first if k == 0 else None, None, graphs.pop(s, None)) for k, s in enumerate(seeds)]
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: 0 of {len(seeds)} seeds written (no run folder)") from None
+        finally:
+            first.close()
+        if len(runs) == 1:
+            return runs[0]
+        agg = {"scenario": scenario.name, "seeds": seeds, "metrics": aggregate([r.summary for r in runs])}
+        return MultiRunResult(runs, agg, None)
+    return _run(scenario, seeds, Path(out), progress, force, multi)

@@ -18,7 +18,9 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny,
 
 from .errors import InputError, ScenarioError, TopologyError
 from .events import EVENT_TYPES, EventCheck
-from .fields import DURATION_SCHEMA, AgentPair, Duration, EventSpec, Latency, Probability, Role, Strict
+from .fields import (DURATION_SCHEMA, MAX_SEED, AgentPair, Duration, EventSpec, Latency, Probability, Role,
+                     Seed, Strict)
+from .files import check_numbers, parse_yaml, read_text
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "build_graph",
            "check_semantics", "Duration", "scenario_schema"]
@@ -42,7 +44,7 @@ class Topology(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     kind: str
-    seed: Optional[int] = None
+    seed: Optional[Seed] = None
 
 
 class NetworkSpec(Strict):
@@ -93,8 +95,10 @@ class TasksSpec(Strict):
             return v
         import re
 
+        import math
+
         m = re.fullmatch(r"poisson\(\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*\)", v.strip())
-        if not m or float(m.group(1)) <= 0:
+        if not m or not 0 < float(m.group(1)) < math.inf:
             raise ValueError("expected 'sequential' or 'poisson(RATE)' with RATE > 0 tasks per simulated second")
         return v.strip()
 
@@ -116,10 +120,45 @@ class OutputSpec(Strict):
     format: Literal["jsonl.gz", "jsonl"] = "jsonl.gz"
 
 
+#: the longest scenario name: it names the run folder ``runs/<name>``
+MAX_NAME = 128
+
+
+class Limits(Strict):
+    """Resource bounds a scenario must stay within (errors name the bound and
+    how to raise it). They guard against a typo costing hours or all memory
+    before anything is simulated; raise them in the file or with
+    ``--set limits.agents=N``. Each has a hard ceiling that keeps every size in
+    the range the graph and array code handles."""
+
+    #: agents in the graph at any time (initial topology plus ``add_agent`` events)
+    agents: Annotated[int, Field(ge=1, le=10 ** 8)] = 10_000
+    #: links in the graph at any time (initial topology plus events)
+    links: Annotated[int, Field(ge=1, le=10 ** 10)] = 2_000_000
+    #: ``tasks.count`` (and ``tasks.block``)
+    tasks: Annotated[int, Field(ge=1, le=10 ** 9)] = 1_000_000
+    #: simulated seconds (``duration``)
+    duration: Annotated[Duration, Field(gt=0, le=1e12)] = 1e7
+    #: ``seeds`` (replications of one scenario)
+    seeds: Annotated[int, Field(ge=1, le=10 ** 6)] = 1000
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        x = int(x)
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def _over(what: str, value: Any, key: str, limit: Any) -> str:
+    unit = "s" if key == "duration" else ""
+    return (f"{_fmt(value)}{unit} {what} is above limits.{key} ({_fmt(limit)}{unit}); raise it (limits: {{{key}: N}} "
+            f"in the scenario, or --set limits.{key}=N) if you mean it")
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
-    seed: int = 0
+    seed: Seed = 0
     seeds: Annotated[int, Field(ge=1)] = 1
     duration: Optional[Annotated[Duration, Field(gt=0)]] = None
     network: NetworkSpec
@@ -133,6 +172,7 @@ class Scenario(Strict):
     #: Overrides (``path: value``) that shrink the scenario for a quick run:
     #: ``meshsim run --smoke`` and the test suite apply them.
     smoke: dict[str, Any] = {}
+    limits: Limits = Limits()
 
     # Where the scenario came from (not part of the file).
     _source: str = "<scenario>"
@@ -143,6 +183,10 @@ class Scenario(Strict):
     def _name(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be empty")
+        if len(v) > MAX_NAME:
+            raise ValueError(f"at most {MAX_NAME} characters (it names the run folder runs/<name>; got {len(v)})")
+        if not any(c.isalnum() for c in v):
+            raise ValueError("must contain a letter or digit (it names the run folder runs/<name>)")
         return v
 
     @model_validator(mode="after")
@@ -150,6 +194,13 @@ class Scenario(Strict):
         if self.duration is None and self.tasks is None:
             raise ValueError("give 'duration' (simulated seconds) or a 'tasks' stream, so the run can end")
         return self
+
+    def folder_name(self) -> str:
+        """The default run folder's name (``runs/<folder_name>``): the name with
+        every character but letters, digits, ``-``, ``_`` and ``.`` replaced, and
+        no leading dot, so it is one path component that stays inside ``runs/``."""
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "-" for c in self.name)
+        return safe.lstrip(".") or "run"
 
     @property
     def source(self) -> str:
@@ -204,11 +255,14 @@ def _from_validation(exc: ValidationError, source: str, prefix: tuple = ()) -> S
     return ScenarioError(msg + more, file=source, field=_fmt_loc(loc) or None, value=value)
 
 
-def _parse_value(text: str) -> Any:
-    try:
-        return yaml.safe_load(text) if text != "" else ""
-    except yaml.YAMLError:
-        return text
+def _parse_value(text: str, field: str) -> Any:
+    """An override's value, parsed as YAML with the file's checks (an alias
+    bomb on the command line is refused too); text that is not YAML stays text."""
+    if not text.strip():
+        # `--set protocol.params=` would silently reset every parameter to its default
+        raise ScenarioError("empty value (write PATH='' for an empty string, PATH={} for an empty mapping)",
+                            file="--set", field=field)
+    return parse_yaml(text, "--set", field, syntax_error_as_text=True)
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> dict:
@@ -229,12 +283,12 @@ def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> 
                     raise ScenarioError("list index out of range", file="--set",
                                         field=".".join(parts[: i + 1]), value=part)
                 if last:
-                    cur[int(part)] = _parse_value(raw)
+                    cur[int(part)] = _parse_value(raw, path.strip())
                 else:
                     cur = cur[int(part)]
             elif isinstance(cur, dict):
                 if last:
-                    cur[part] = _parse_value(raw)
+                    cur[part] = _parse_value(raw, path.strip())
                 else:
                     nxt = cur.get(part)
                     if nxt is None:
@@ -297,6 +351,10 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
     """Validate raw scenario data (already parsed from YAML)."""
     if not isinstance(data, dict):
         raise ScenarioError("a scenario must be a YAML mapping", file=source, value=type(data).__name__)
+    try:
+        check_numbers(data, source)  # finite, 64-bit: before any model sees a number
+    except InputError as exc:
+        raise ScenarioError(exc.message, file=exc.file, field=exc.field, value=exc.value) from None
     data = dict(data)
     if "events" in data and data["events"] is not None:
         data["events"] = _resolve_events(data["events"], source)
@@ -322,19 +380,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
     """
     path = Path(path)
     source = str(path)
-    if not path.exists():
-        raise ScenarioError("scenario file not found", file=source)
-    if path.is_dir():
-        raise ScenarioError("is a directory, expected a scenario YAML file", file=source)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(f"YAML syntax error: {problem}", file=source, field=where) from None
-    except UnicodeDecodeError:
-        raise ScenarioError("not a text file", file=source) from None
+        data = parse_yaml(read_text(path, "scenario"), source)
+    except InputError as exc:
+        raise ScenarioError(exc.message, file=exc.file, field=exc.field, value=exc.value) from None
     if data is None:
         raise ScenarioError("scenario file is empty", file=source)
     if (overrides or smoke) and not isinstance(data, dict):
@@ -363,6 +412,23 @@ def smoke_overrides(path: str | Path) -> list[str]:
 
 def _check_static(sc: Scenario) -> None:
     src = sc.source
+    lim = sc.limits
+    if sc.seeds > lim.seeds:
+        raise ScenarioError(_over("seeds", sc.seeds, "seeds", lim.seeds), file=src, field="seeds", value=sc.seeds)
+    if sc.seed + sc.seeds - 1 > MAX_SEED:
+        raise ScenarioError(f"the last seed, seed + seeds - 1, must be <= 2**63-1 ({MAX_SEED})", file=src,
+                            field="seeds", value=sc.seeds)
+    if sc.duration is not None and sc.duration > lim.duration:
+        raise ScenarioError(_over("of simulated time", sc.duration, "duration", lim.duration), file=src,
+                            field="duration", value=sc.duration)
+    if sc.tasks is not None:
+        for key in ("count", "block"):
+            n = getattr(sc.tasks, key)
+            if n is not None and n > lim.tasks:
+                raise ScenarioError(_over("tasks", n, "tasks", lim.tasks), file=src, field=f"tasks.{key}", value=n)
+    if sc.agents.replicas > lim.agents:
+        raise ScenarioError(_over("replicas", sc.agents.replicas, "agents", lim.agents), file=src,
+                            field="agents.replicas", value=sc.agents.replicas)
     for i, ev in enumerate(sc.events):
         if ev.at is not None and sc.duration is not None and ev.at > sc.duration:
             raise ScenarioError(f"event is after the end of the run (duration {sc.duration:g}s)", file=src,
@@ -412,6 +478,7 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
         if prof is not None:
             params["abilities"] = {a: list(k) for a, k in prof.agents.items()}
             params["targets"] = list(prof.targets)
+    _check_size(sc, spec.kind, params)
     try:
         G = graphs.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
     except InputError as exc:
@@ -422,11 +489,46 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
         raise exc.with_file(sc.source) from None
     if G.number_of_nodes() == 0:
         raise TopologyError("the graph has no agents", file=sc.source, field="network.topology")
+    lim = sc.limits
+    if G.number_of_nodes() > lim.agents:
+        raise TopologyError(_over("agents", G.number_of_nodes(), "agents", lim.agents), file=sc.source,
+                            field="network.topology")
+    if G.number_of_edges() > lim.links:
+        raise TopologyError(_over("links", G.number_of_edges(), "links", lim.links), file=sc.source,
+                            field="network.topology")
     if sc.network.require_connected and not nx.is_connected(G):
         raise TopologyError(f"graph is disconnected ({nx.number_connected_components(G)} components) "
                             "but network.require_connected is true", file=sc.source,
                             field="network.topology")
     return G
+
+
+def _num(params: dict, key: str) -> Optional[float]:
+    v = params.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _check_size(sc: Scenario, kind: str, params: dict) -> None:
+    """Agents and links a generator would make, against ``limits``, before it
+    runs: ``complete`` with n = 10**6 must not start building 5 * 10**11 links."""
+    lim = sc.limits
+    n = _num(params, "n")
+    if n is None:
+        return  # the generator names what is missing or wrong
+    if n > lim.agents:
+        raise TopologyError(_over("agents", params["n"], "agents", lim.agents), field="network.topology.n",
+                            file=sc.source, value=params["n"])
+    pairs = n * (n - 1) / 2
+    p, m, d, k, r = (_num(params, key) for key in ("p", "m", "d", "k", "r"))
+    links = {"complete": pairs, "merg": pairs, "gnm": m, "regular": None if d is None else n * d / 2,
+             "k_circulant": None if k is None else n * k, "pa_robust": None if r is None else n * r,
+             "gnp": None if p is None else p * pairs, "erdos_renyi": None if p is None else p * pairs,
+             "er_robust": None if p is None else p * pairs, "ability_sparse": m}.get(kind)
+    if links is not None and links > lim.links:
+        key = {"gnm": "m", "ability_sparse": "m", "regular": "d", "k_circulant": "k", "pa_robust": "r",
+               "gnp": "p", "erdos_renyi": "p", "er_robust": "p"}.get(kind, "n")
+        raise TopologyError(_over(f"links ({kind} topology)", links, "links", lim.links), file=sc.source,
+                            field=f"network.topology.{key}", value=params.get(key))
 
 
 def profile_of(sc: Scenario):
@@ -473,11 +575,113 @@ def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
                       targets=list(targets) if profile_of(sc) is not None else None)
 
 
+class _Tracked(set):
+    """A set of agents or links that notes what an event's ``check`` looked up
+    (``in``) and changed (``add``, ``discard``): an event's footprint, found
+    without asking each event type to declare it."""
+
+    def __init__(self, items: Any, tag: str):
+        super().__init__(items)
+        self.tag = tag
+        self.reads: set = set()
+        self.writes: set = set()
+
+    def __contains__(self, x: Any) -> bool:
+        self.reads.add((self.tag, x))
+        return super().__contains__(x)
+
+    def add(self, x: Any) -> None:
+        self.writes.add((self.tag, x))
+        super().add(x)
+
+    def discard(self, x: Any) -> None:
+        self.writes.add((self.tag, x))
+        super().discard(x)
+
+    def remove(self, x: Any) -> None:
+        self.writes.add((self.tag, x))
+        super().remove(x)
+
+
+def _when(ev: Any) -> str:
+    return f"at {ev.at:g}s" if ev.at is not None else f"at_task {ev.at_task}"
+
+
+def _elem_key(elem: tuple) -> tuple:
+    tag, x = elem
+    return (tag != "agent", str(x) if tag == "agent" else "-".join(sorted(map(str, x))))
+
+
+def _what(elem: tuple) -> str:
+    tag, x = elem
+    return f"agent {x}" if tag == "agent" else "link " + "-".join(sorted(x))
+
+
+def _replay_events(sc: Scenario, nodes: set, edges: set, ctx: EventCheck) -> None:
+    """A dry run of the event schedule against the graph: every event's agents
+    and links must exist (or, for ``add_*``, must not) when it fires.
+
+    Time events (``at``) fire in time order, task events (``at_task``) in task
+    order, and the runner fires them in exactly these orders (ties: list
+    order). How the two chains interleave is only known once the run goes (task
+    5 may start before or after t = 100 s), so an agent or link that one chain
+    adds or removes must not be used by the other: then every interleaving
+    gives every event the same graph, and this replay is exact.
+    """
+    src = sc.source
+    lim = sc.limits
+    evs = sc.events
+    chains = {
+        "time": sorted((i for i, e in enumerate(evs) if e.at is not None), key=lambda i: (evs[i].at, i)),
+        "task": sorted((i for i, e in enumerate(evs) if e.at is None), key=lambda i: (evs[i].at_task, i)),
+    }
+    tn, te = _Tracked(nodes, "agent"), _Tracked(edges, "link")
+    n_agents, n_links = len(nodes), len(edges)
+    touched: dict[str, dict[tuple, int]] = {"time": {}, "task": {}}
+    changed: dict[str, dict[tuple, int]] = {"time": {}, "task": {}}
+    for chain, order in chains.items():
+        for i in order:
+            ev = evs[i]
+            for t in (tn, te):
+                t.reads, t.writes = set(), set()
+            before = (len(tn), len(te))
+            try:
+                ev.check(tn, te, ctx)  # type: ignore[attr-defined]
+            except InputError as exc:
+                field = f"events[{i}]" + (f".{exc.field}" if exc.field else "")
+                raise ScenarioError(exc.message, file=src, field=field, value=exc.value) from None
+            # an upper bound on the graph's size at any time, whatever the interleaving
+            n_agents += max(0, len(tn) - before[0])
+            n_links += max(0, len(te) - before[1])
+            if n_agents > lim.agents:
+                raise ScenarioError(_over("agents", n_agents, "agents", lim.agents), file=src,
+                                    field=f"events[{i}]", value=ev.type)
+            if n_links > lim.links:
+                raise ScenarioError(_over("links", n_links, "links", lim.links), file=src,
+                                    field=f"events[{i}]", value=ev.type)
+            # sorted (agents first): the error names the same element in every process
+            for elem in sorted(tn.reads | te.reads | tn.writes | te.writes, key=_elem_key):
+                touched[chain].setdefault(elem, i)
+            for elem in sorted(tn.writes | te.writes, key=_elem_key):
+                changed[chain].setdefault(elem, i)
+    for a, b in (("time", "task"), ("task", "time")):
+        for elem, i in changed[a].items():
+            j = touched[b].get(elem)
+            if j is not None:
+                first, second = sorted((i, j))
+                raise ScenarioError(
+                    f"{_what(elem)} is changed by events[{i}] ({_when(evs[i])}) and used by events[{j}] "
+                    f"({_when(evs[j])}), and whether a task starts before or after a simulated time is only known "
+                    "during the run; time both events with 'at' or both with 'at_task'",
+                    file=src, field=f"events[{second}]", value=evs[second].type)
+
+
 def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     """Checks that need the graph: every named agent and link must exist.
 
-    Events are checked in time order against the graph as earlier events
-    change it (an ``add_agent`` makes the agent known to later events).
+    Events are replayed against the graph as earlier events change it (an
+    ``add_agent`` makes the agent known to later events): see
+    :func:`_replay_events`.
     """
     src = sc.source
     nodes = set(G.nodes)
@@ -503,17 +707,7 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
         if frozenset(ov.link) not in edges:
             raise ScenarioError("no such link in the topology", file=src, field=f"network.overrides[{i}].link",
                                 value=ov.link)
-    # time events first (by time), then task events (by index): a static order
-    order = sorted(range(len(sc.events)),
-                   key=lambda i: (sc.events[i].at is None, sc.events[i].at or 0, sc.events[i].at_task or 0, i))
-    ctx = event_check(sc, targets)
-    for i in order:
-        ev = sc.events[i]
-        try:
-            ev.check(nodes, edges, ctx)  # type: ignore[attr-defined]
-        except InputError as exc:
-            field = f"events[{i}]" + (f".{exc.field}" if exc.field else "")
-            raise ScenarioError(exc.message, file=src, field=field, value=exc.value) from None
+    _replay_events(sc, nodes, edges, event_check(sc, targets))
     proto_check = getattr(sc.protocol.params, "check", None)
     if proto_check is not None:
         try:
@@ -582,3 +776,52 @@ def _widen_parsed(defs: dict[str, Any], name: str, model: type[BaseModel]) -> No
         if key in props and any(isinstance(m, BeforeValidator) for m in info.metadata):
             props[key] = {"anyOf": [props[key], {"type": "string"}], "description": "also a string the "
                           "protocol parses, e.g. a duration such as '5s'"}
+
+
+# --------------------------------------------------------------------------
+# the files a run reads (provenance.json hashes them; resume compares them)
+
+
+def input_files(sc: Scenario) -> dict[str, tuple[Path, bool]]:
+    """``{role: (path, append_only)}`` of every file the scenario reads besides
+    itself: ``topology``, ``tasks`` (the task file), ``dataset`` (the dataset
+    profile), ``profile`` (the backend profile; ``inner`` is wrapped by a
+    replay backend) and ``cassette`` (append-only: later recordings append).
+    Only files that exist; call after the checks."""
+    from .backends import find_profile
+    from .tasks import _profile_path
+
+    base = sc.base_dir
+    out: dict[str, tuple[Path, bool]] = {}
+
+    def rel(p: str) -> Path:
+        q = Path(p)
+        return q if q.is_absolute() or base is None else base / q
+
+    topo = sc.network.topology
+    if topo.kind == "file" and isinstance((topo.model_extra or {}).get("path"), str):
+        out["topology"] = (rel(topo.model_extra["path"]), False)
+    if sc.tasks is not None and sc.tasks.file:
+        out["tasks"] = (rel(sc.tasks.file), False)
+    name = sc.agents.profile or (sc.tasks.dataset if sc.tasks is not None else None)
+    if name:
+        p = _profile_path(name)
+        if p is not None:
+            out["dataset"] = (p, False)
+
+    def backend(spec: Any, role: str) -> None:
+        if not isinstance(spec, dict):
+            return
+        if spec.get("kind") == "replay":
+            if spec.get("mode", "record-missing") != "off" and isinstance(spec.get("cassette"), str):
+                out["cassette"] = (rel(spec["cassette"]), True)
+            backend(spec.get("backend"), "inner")
+        elif isinstance(spec.get("profile"), str):
+            try:
+                out[role] = (find_profile(spec["profile"], base), False)
+            except InputError:
+                pass
+
+    if sc.backend is not None:
+        backend(sc.backend.model_dump(), "profile")
+    return {k: (p, a) for k, (p, a) in out.items() if p.is_file() or a}

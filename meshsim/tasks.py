@@ -18,10 +18,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .backends.base import TaskRef
 from .errors import InputError
+from .files import load_yaml
 
 __all__ = ["DatasetProfile", "load_profile", "builtin_profiles", "replicate", "make_stream"]
 
@@ -86,8 +86,8 @@ def load_profile(name: str) -> DatasetProfile:
     if path is None:
         raise InputError(f"unknown dataset profile; choose one of {builtin_profiles()} or a .yaml path",
                          field="tasks.dataset", value=name)
+    data = load_yaml(path, "profile")
     try:
-        data = yaml.safe_load(path.read_text())
         prof = DatasetProfile(
             name=str(data["name"]),
             abilities={str(k): str(v) for k, v in data["abilities"].items()},
@@ -95,7 +95,7 @@ def load_profile(name: str) -> DatasetProfile:
             types={str(k): tuple(v) for k, v in data["types"].items()},
             targets=tuple(data.get("targets", ())),
         )
-    except (KeyError, TypeError, AttributeError, yaml.YAMLError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"malformed dataset profile ({type(exc).__name__}: {exc})", file=str(path)) from None
     bad = prof.check()
     if bad:

@@ -56,12 +56,23 @@ _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, 
 def parse_duration(value: Any) -> float:
     """Seconds from ``12.5``, ``"12.5s"``, ``"50ms"``, ``"2min"`` or ``"1h"``.
 
-    Raises ``ValueError`` (with the allowed forms) for anything else.
+    Raises ``ValueError`` (with the allowed forms) for anything else, and for
+    NaN and infinity (``"inf"``, ``.nan``, ``"1e999s"``): no duration is endless.
     """
+    secs = _parse_duration(value)
+    if secs != secs or secs in (float("inf"), float("-inf")):
+        raise ValueError("must be a finite duration (got %r)" % (value,))
+    return secs
+
+
+def _parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 12.5, '12.5s' or '50ms'")
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError("must be a finite duration") from None
     if isinstance(value, str):
         text = value.strip().lower()
         for unit in sorted(_UNITS, key=len, reverse=True):

@@ -1,16 +1,22 @@
-"""Same scenario + seed => byte-identical run folders; other seeds differ."""
+"""Same scenario + seed => byte-identical run folders; other seeds differ.
+
+``provenance.json`` (wall-clock times, versions, input hashes) and the lock
+file ``.meshsim.lock`` are the only files left out of the comparison
+(``meshsim.runfolder.NOT_COMPARED``; docs/outputs.md).
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 import meshsim
 from meshsim.records import read_records
+from meshsim.runfolder import NOT_COMPARED, comparable_files
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "routing" / "sparse-failures.yaml"
 
 
 def _files(d: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+    return comparable_files(d)
 
 
 def test_same_seed_byte_identical(tmp_path):
@@ -20,6 +26,9 @@ def test_same_seed_byte_identical(tmp_path):
     a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert set(a) == {"scenario.resolved.yaml", "summary.json", "events.jsonl.gz"}
     assert a == b
+    # exactly the documented files are left out, and they are there
+    every = {p.name for p in (tmp_path / "a").iterdir()}
+    assert every - set(a) == set(NOT_COMPARED) == {"provenance.json", ".meshsim.lock"}
 
 
 def test_different_seeds_differ(tmp_path):

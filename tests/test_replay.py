@@ -18,6 +18,7 @@ from meshsim.backends.fake import FakeBackend, load_fake_profile
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
 from meshsim.backends.replay import ReplayBackend, read_cassette
 from meshsim.errors import InputError
+from meshsim.runfolder import comparable_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-live-DO-NOT-RECORD-987654321"
@@ -307,12 +308,10 @@ def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
     assert SECRET not in (tmp_path / "cas.jsonl").read_text()
     monkeypatch.delenv("MESHSIM_E2E_KEY")
     rep = meshsim.run(_scenario(tmp_path, port, "replay"), out=tmp_path / "rep")  # server is gone, no key
-    # the whole run folder, byte for byte
-    names = sorted(p.name for p in (tmp_path / "rec").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "rep").iterdir())
-    assert {"summary.json", "scenario.resolved.yaml", "tasks.jsonl.gz"} <= set(names)
-    for name in names:
-        assert (tmp_path / "rec" / name).read_bytes() == (tmp_path / "rep" / name).read_bytes(), name
+    # the whole run folder, byte for byte (but provenance.json: times, versions)
+    a, b = comparable_files(tmp_path / "rec"), comparable_files(tmp_path / "rep")
+    assert {"summary.json", "scenario.resolved.yaml", "tasks.jsonl.gz"} <= set(a)
+    assert a == b
     assert rec.summary["backend"]["calls"] == n_calls
     assert rec.transport["recorded"] == n_calls and rec.transport["inner"]["calls"] == n_calls
     assert rep.transport["hits"] == n_calls and rep.transport["misses"] == 0 and rep.transport["inner"]["calls"] == 0
@@ -422,6 +421,5 @@ def test_cli_prints_transport_and_record_replay_folders_match(tmp_path):
     n = len((tmp_path / "c.jsonl").read_text().splitlines())
     assert f"backend: cassette record: 0 replayed, {n} recorded" in r1.output
     assert "backend: cassette replay: " in r2.output and ", 0 recorded" in r2.output
-    for f in sorted(p.name for p in (tmp_path / "a").iterdir()):
-        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    assert comparable_files(tmp_path / "a") == comparable_files(tmp_path / "b")
     assert "mode" not in yaml.safe_load((tmp_path / "a" / "scenario.resolved.yaml").read_text())["backend"]

@@ -144,6 +144,11 @@ class Backend:
     def close(self) -> None:
         """Release connections, flush recordings."""
 
+    def preflight(self) -> None:
+        """Check, before the clock starts, that whatever serves the calls is
+        there (one request per endpoint); raise ``InputError`` with a hint
+        when it is not. Backends that need nothing outside the process do nothing."""
+
     def grade(self, task: TaskRef, text: str, action: Optional[str] = None) -> Optional[bool]:
         """The observer's grade of a text this backend produced for ``task``
         (metrics only; no agent ever calls it): does a committed final answer

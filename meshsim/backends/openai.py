@@ -14,14 +14,24 @@ is looked up as a role too, else sent as the model id)::
     temperature: 0.0
     seed: 0                      # sampling seed (+ the call's sample index)
     max_tokens: 512
-    timeout: 60                  # seconds per HTTP request
+    timeout: 60                  # seconds per HTTP request, start to last byte
     concurrency: 4               # calls in flight at once
     retries: {max: 4, base: 0.5, cap: 30, jitter: 0.5}
 
 The API key is read from the environment variable the profile *names*; it
 is sent as a bearer token and never stored in a profile, a cassette, a log,
-an error message or ``describe()``. A scenario whose profile names an unset
-variable fails at start (``check_openai``), not mid-run.
+an error message or ``describe()``: it is registered with
+:mod:`meshsim.redact`, so the key and every run of 8 or more of its
+characters are scrubbed from every reply text and error body (a server that
+echoes the key) and from everything meshsim writes. A scenario whose profile
+names an unset variable fails at start (``check_openai``), not mid-run, and
+:meth:`OpenAIBackend.preflight` asks each endpoint once before the clock
+starts, so an unreachable server or a refused key is one line, not a run of
+recorded connection failures.
+
+``timeout`` is a deadline for the whole request, from sending it to the last
+byte of the reply (not per read): a server that drips a byte every second
+never holds a call longer than ``timeout``.
 
 Calls run on the backend's own event loop in a background thread (one
 ``httpx.AsyncClient`` with its connection pool and one
@@ -51,10 +61,11 @@ from pathlib import Path
 from typing import Annotated, Any, Awaitable, Callable, Literal, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
+from ..files import load_yaml
+from ..redact import register as register_secret, scrub
 from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
@@ -149,12 +160,7 @@ def load_openai_profile(path: Optional[str | Path], overrides: Optional[dict[str
     if path is not None:
         path = Path(path)
         where = str(path)
-        if not path.is_file():
-            raise InputError("backend profile not found", file=where)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=where) from None
+        data = load_yaml(path, "profile") or {}
         if not isinstance(data, dict):
             raise InputError("a backend profile is a mapping", file=where)
     data = dict(data, **(overrides or {}))
@@ -282,6 +288,10 @@ class OpenAIBackend(Backend):
             check_openai(profile, True, env)
         # secrets live only here, keyed by variable name
         self.__keys = {v: env.get(v, "") for v in _key_vars(profile)}
+        for key in self.__keys.values():
+            register_secret(key)
+        #: where the profile came from (errors name it); set by make_openai
+        self.source: Optional[str] = None
         self.prompts = PromptSet.from_spec(profile.prompts, base_dir)
         self._lat = {role: LatencyModel(m.ttft, m.rate, m.prefill_rate) for role, m in profile.models.items()}
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -411,18 +421,70 @@ class OpenAIBackend(Backend):
                 "sample": int(req.sample)}
 
     def _headers(self, ep: ModelEndpoint) -> dict[str, str]:
+        return self._headers_for(ep.api_key_env or self.profile.api_key_env)
+
+    def _headers_for(self, var: Optional[str]) -> dict[str, str]:
         h = {"Content-Type": "application/json", **self.profile.headers}
-        var = ep.api_key_env or self.profile.api_key_env
         key = self.__keys.get(var or "", "")
         if key:
             h["Authorization"] = f"Bearer {key}"
         return h
 
     def _scrub(self, text: str) -> str:
-        for key in self.__keys.values():
-            if key:
-                text = text.replace(key, "***")
-        return text
+        return scrub(text)
+
+    # ------------------------------------------------------------------ preflight
+    def endpoints(self) -> list[tuple[str, Optional[str]]]:
+        """Distinct (base_url, api_key_env) pairs the profile's models use."""
+        out: list[tuple[str, Optional[str]]] = []
+        for ep in self.profile.models.values():
+            pair = ((ep.base_url or self.profile.base_url).rstrip("/"), ep.api_key_env or self.profile.api_key_env)
+            if pair not in out:
+                out.append(pair)
+        return out
+
+    def preflight(self) -> None:
+        """One ``GET {base_url}/models`` per endpoint, before the clock starts.
+
+        An endpoint that cannot be reached, does not answer within the
+        profile's ``timeout`` (at most 10 s here), refuses the key (401, 403)
+        or says it is not ready (500, 502, 503, 504: llama-server while it
+        loads) is an :class:`InputError` with a hint. Any other answer (200,
+        or 404 from a server without ``/models``) means it is there.
+        """
+        import httpx
+
+        wait = min(self.profile.timeout, 10.0)
+        kw: dict[str, Any] = {"timeout": httpx.Timeout(wait)}
+        if self._transport is not None:
+            kw["transport"] = self._transport
+        hint = ("start it (backends/local-llm.sh start for the local server) or replay from a cassette "
+                "(backend kind replay, --set backend.mode=replay)")
+        with httpx.Client(**kw) as client:
+            for base, var in self.endpoints():
+                url = f"{base}/models"
+                h = {k: v for k, v in self._headers_for(var).items() if k != "Content-Type"}
+                where = _public_url(base)
+                try:
+                    r = client.get(url, headers=h)
+                except httpx.TimeoutException:
+                    raise InputError(f"the endpoint {where} did not answer within {wait:g}s; is the server "
+                                     f"up? {hint}", file=self.source, field="base_url") from None
+                except httpx.TransportError as exc:
+                    reason = scrub(str(exc) or type(exc).__name__)
+                    raise InputError(f"cannot reach the endpoint {where} ({reason}); is the server up? {hint}",
+                                     file=self.source, field="base_url") from None
+                if r.status_code in (401, 403):
+                    if var:
+                        msg = f"the endpoint {where} refused the API key in ${var} (HTTP {r.status_code})"
+                    else:
+                        msg = (f"the endpoint {where} wants an API key (HTTP {r.status_code}); name the "
+                               "environment variable that holds it in api_key_env")
+                    raise InputError(msg, file=self.source, field="api_key_env" if var else "base_url")
+                if r.status_code in (500, 502, 503, 504):
+                    raise InputError(f"the endpoint {where} is not ready (HTTP {r.status_code} on GET /models); "
+                                     f"wait until it has loaded its model, or {hint}", file=self.source,
+                                     field="base_url")
 
     # ------------------------------------------------------------------ the loop thread
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -458,10 +520,13 @@ class OpenAIBackend(Backend):
     async def _attempt(self, client: Any, url: str, body: dict, headers: dict) -> dict:
         import httpx
 
+        deadline = self.profile.timeout
         try:
-            r = await client.post(url, json=body, headers=headers, timeout=self.profile.timeout)
-        except httpx.TimeoutException as exc:
-            raise _Failure("timeout", f"timed out after {self.profile.timeout:g}s ({type(exc).__name__})", True)
+            # the whole request under one deadline: httpx's own timeout is per
+            # read, so a server dripping a byte a second would never trip it
+            r = await asyncio.wait_for(client.post(url, json=body, headers=headers, timeout=deadline), deadline)
+        except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
+            raise _Failure("timeout", f"no complete reply within {deadline:g}s ({type(exc).__name__})", True)
         except httpx.TransportError as exc:
             raise _Failure("connection", f"{type(exc).__name__}: {exc}", True)
         code = r.status_code
@@ -535,6 +600,7 @@ class OpenAIBackend(Backend):
         if not isinstance(text, str) or not text.strip():
             return self._fail("empty_content", f"reply has no content (finish_reason={ch.get('finish_reason')!r})",
                               body)
+        text = self._scrub(text)  # a server that echoes the key: the simulation never sees it
         fields, correct = parse_reply(req, text)
         if fields.get("parsed") is False:
             self.unparsed += 1
@@ -564,7 +630,9 @@ def make_openai(spec: dict[str, Any], seed: int, base_dir: Optional[Path], *, re
     path = find_profile(spec["profile"], base_dir) if spec.get("profile") else None
     prof = load_openai_profile(path, overrides)
     pdir = path.parent if path is not None else base_dir
-    return OpenAIBackend(prof, seed=seed, base_dir=pdir, require_key=require_key, **kw)
+    backend = OpenAIBackend(prof, seed=seed, base_dir=pdir, require_key=require_key, **kw)
+    backend.source = str(path) if path is not None else None
+    return backend
 
 
 def check_openai_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> OpenAIProfile:

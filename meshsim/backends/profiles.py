@@ -6,10 +6,10 @@ import hashlib
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InputError
+from ..files import load_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -24,12 +24,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
     existing field is an error naming ``overrides.<path>``.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError("backend profile not found", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=str(path)) from None
+    data = load_yaml(path, "profile")
     if overrides:
         data = apply_overrides(data, overrides, path.stem)
     try:

@@ -24,7 +24,6 @@ import fnmatch
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import yaml
 
 from ..errors import InputError
 
@@ -87,13 +86,10 @@ def missing_sources(data: dict[str, Any]) -> list[str]:
 
 
 def load_profile_data(path: str | Path) -> dict[str, Any]:
+    from ..files import load_yaml
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError("backend profile not found", file=str(p))
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", file=str(p)) from None
+    data = load_yaml(p, "profile")
     if not isinstance(data, dict):
         raise InputError("a profile is a mapping", file=str(p))
     return data

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
+from ..redact import scrub
 from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["ReplayBackend", "MODES", "call_key", "read_cassette", "request_record", "response_from", "response_to"]
@@ -127,10 +128,12 @@ def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
     """(entries, length of the readable prefix in bytes). A partial last line
     (a crash mid-append) is skipped; a corrupt line before it is an error
     naming the line."""
+    from ..files import read_bytes
+
     path = Path(path)
     if not path.exists():
         return [], 0
-    raw = path.read_bytes()
+    raw = read_bytes(path, "cassette")
     entries: list[dict[str, Any]] = []
     good = pos = 0
     n = 0
@@ -256,6 +259,11 @@ class ReplayBackend(Backend):
     def close(self) -> None:
         self.inner.close()
 
+    def preflight(self) -> None:
+        """Replay mode never touches the network, not even to check it."""
+        if self.mode != "replay":
+            self.inner.preflight()
+
     def key(self, req: Request) -> str:
         return call_key(key_material(self.inner, req))
 
@@ -340,7 +348,9 @@ class ReplayBackend(Backend):
         entry = {"v": VERSION, "key": k, "backend": self.inner.name, "request": request_record(req),
                  "call": key_material(self.inner, req), "response": response_to(resp),
                  **{m: meta[m] for m in ("wall", "attempts") if m in meta}}
-        line = (_canon(entry) + "\n").encode("utf-8")
+        # the wrapped backend scrubs what it received; this catches a key that
+        # reached a prompt any other way (never a line holding a key)
+        line = (scrub(_canon(entry)) + "\n").encode("utf-8")
         self._write(line)
         self._index[k] = json.loads(line)
         self._session.add(k)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..errors import InputError
+from ..files import json_loads, read_text
 from .graders import LETTERS, GRADERS, grade_answer, grader_kind
 
 __all__ = ["Item", "load_jsonl", "write_jsonl", "load_bigbench", "load_items", "grade", "grade_task", "to_taskref",
@@ -78,17 +79,16 @@ def _item(d: Any, where: str, line: int) -> Item:
 def load_jsonl(path: str | Path) -> list[Item]:
     """Items of a JSONL task file (blank lines ignored; duplicate ids rejected)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("task file not found", file=str(path))
     items: list[Item] = []
     seen: set[str] = set()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path, "tasks").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", file=str(path), field=f"line {n}") from None
+            d = json_loads(line)
+        except ValueError as exc:
+            raise InputError(f"invalid JSON ({getattr(exc, 'msg', exc)})", file=str(path),
+                             field=f"line {n}") from None
         it = _item(d, str(path), n)
         if it.id in seen:
             raise InputError("duplicate id", file=str(path), field=f"line {n}", value=it.id)
@@ -114,12 +114,11 @@ def load_bigbench(path: str | Path, task_type: Optional[str] = None, dataset: st
     path = Path(path)
     if path.is_dir():
         path = path / "task.json"
-    if not path.is_file():
-        raise InputError("BIG-bench task file not found", file=str(path))
+    text = read_text(path, "tasks")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg})", file=str(path)) from None
+        data = json_loads(text)
+    except ValueError as exc:
+        raise InputError(f"invalid JSON ({getattr(exc, 'msg', exc)})", file=str(path)) from None
     if not isinstance(data, dict) or not isinstance(data.get("examples"), list):
         raise InputError("not a BIG-bench task (no 'examples' list)", file=str(path))
     name = task_type or str(data.get("name") or path.parent.name).replace(" ", "_")

@@ -32,6 +32,7 @@ from ..backends.base import CallKind, Request, TaskRef
 from ..datasets.graders import (extract_boxed, extract_choice, extract_final, extract_number, grader_kind,
                                 LETTERS)
 from ..errors import InputError
+from ..files import read_text
 
 __all__ = ["PromptSet", "build_messages", "parse_reply", "extract_json", "parse_review", "parse_sac_score",
            "extract_answer", "parse_pair", "parse_competence", "template_names", "CONTEXT_KEYS", "SAC_NUMBER"]
@@ -92,7 +93,7 @@ class PromptSet:
             for f in sorted(d.glob("*.txt")):
                 if f.stem not in known:
                     raise InputError(f"unknown prompt template; choose from {sorted(known)}", file=str(f))
-                self._over[f.stem] = f.read_text(encoding="utf-8")
+                self._over[f.stem] = read_text(f, "prompt")
         for name, text in (templates or {}).items():
             if name not in known:
                 raise InputError(f"unknown prompt template; choose from {sorted(known)}",
@@ -104,7 +105,7 @@ class PromptSet:
                     p = base_dir / p
                 if not p.is_file():
                     raise InputError("prompt file not found", field=f"prompts.templates.{name}", value=text)
-                text = p.read_text(encoding="utf-8")
+                text = read_text(p, "prompt")
             self._over[name] = text
         self.overridden = sorted(self._over)
 

@@ -1,0 +1,279 @@
+"""Run folders that cannot mix: a lock, provenance, resume rules, stale files.
+
+* **Lock.** A run holds an exclusive ``fcntl.flock`` on ``OUT/.meshsim.lock``
+  for as long as it writes ``OUT``; a second run into the same folder fails at
+  once (exit 2) naming the holder's pid, scenario and start time. The kernel
+  drops the lock when the process ends, however it ends (crash, kill -9), so
+  a stale lock file never blocks anyone; the file stays (removing a lock file
+  someone may be opening races with them).
+* **Provenance.** Every completed seed folder holds ``provenance.json``: the
+  meshsim version and git commit, Python and key package versions, the sha256
+  of every input file (scenario, dataset and backend profiles, topology, task
+  file, cassette) and wall-clock timings. It differs from run to run (times),
+  so it is **not** part of the byte-identical comparison of run folders:
+  :data:`NOT_COMPARED` and :func:`comparable_files` leave it out.
+* **Resume** reuses a completed seed only when its resolved scenario, every
+  input's hash and the meshsim version match; otherwise the run stops with
+  the reason (``--force`` reruns). The git commit is recorded, not compared:
+  a commit that changes no results (docs, tests) must not force every
+  cached run to be redone; bump the version when results change.
+  A cassette counts as unchanged when the bytes the run saw are still its
+  prefix: later recordings only append.
+* **Stale files.** Temporary files (``.NAME.XXXXXXXX.tmp``) left by a killed
+  run are removed when the next run takes the lock.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import RunFolderError
+from .files import file_digest, os_reason
+
+__all__ = ["LOCK_NAME", "PROVENANCE", "NOT_COMPARED", "comparable_files", "RunLock", "remove_stale_tmp",
+           "environment", "input_record", "resume_problem", "read_json"]
+
+LOCK_NAME = ".meshsim.lock"
+PROVENANCE = "provenance.json"
+#: run-folder files that differ between two runs of the same scenario and seed
+#: (wall-clock times, the lock): every byte-identity check leaves them out
+NOT_COMPARED = frozenset({PROVENANCE, LOCK_NAME})
+_TMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # records._atomic's temp names (mkstemp)
+
+
+def comparable_files(folder: Path | str) -> dict[str, bytes]:
+    """``{name: bytes}`` of a run folder's files that must be byte-identical
+    between two runs of the same scenario and seed (every file but
+    :data:`NOT_COMPARED`)."""
+    folder = Path(folder)
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.name not in NOT_COMPARED}
+
+
+def read_json(path: Path) -> Optional[dict[str, Any]]:
+    """A JSON object from ``path``; None when absent or unreadable as one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class RunLock:
+    """An exclusive lock on a run folder (see the module doc)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self.created: list[Path] = []  # folders this lock created (removed again if nothing was written)
+        self._fd: Optional[int] = None
+
+    def acquire(self, info: dict[str, Any]) -> "RunLock":
+        missing = []
+        p = self.folder
+        while not p.exists() and p != p.parent:
+            missing.append(p)
+            p = p.parent
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunFolderError(f"cannot create the run folder: {os_reason(exc)}", file=str(self.folder)) from None
+        self.created = missing
+        if not self.folder.is_dir():
+            raise RunFolderError("output path exists and is not a folder", file=str(self.folder))
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            self._undo()
+            raise RunFolderError(f"cannot write the run folder: {os_reason(exc)}", file=str(self.folder)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise RunFolderError(f"in use by another meshsim run ({holder}); wait for it to finish or choose "
+                                 "another --out", file=str(self.folder)) from None
+        self._fd = fd
+        try:
+            text = json.dumps(dict(info, pid=os.getpid(), host=socket.gethostname(), since=_now()))
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, text.encode("utf-8") + b"\n", 0)
+        except OSError as exc:
+            self.release()
+            self._undo()
+            raise RunFolderError(f"cannot write the run folder: {os_reason(exc)}", file=str(self.folder)) from None
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def release_unused(self) -> None:
+        """Release; and when this run created the folder and wrote nothing in
+        it, remove it again (a run that stopped before writing leaves nothing)."""
+        fd = self._fd
+        self.release()
+        if fd is None or not self.created:
+            return
+        try:
+            if [p.name for p in self.folder.iterdir()] == [LOCK_NAME]:
+                self.path.unlink()
+                self._undo()
+        except OSError:
+            pass
+
+    def _undo(self) -> None:
+        for p in self.created:  # deepest first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+    except (OSError, ValueError, UnicodeDecodeError):
+        info = {}
+    if not isinstance(info, dict) or "pid" not in info:
+        return "its details are not written yet"
+    parts = [f"pid {info.get('pid')}"]
+    if info.get("host") and info.get("host") != socket.gethostname():
+        parts[0] += f" on {info['host']}"
+    if info.get("scenario"):
+        parts.append(f"scenario {info['scenario']!r}")
+    if info.get("since"):
+        parts.append(f"since {info['since']}")
+    return ", ".join(parts)
+
+
+def remove_stale_tmp(folder: Path) -> int:
+    """Remove temp files a killed run left in ``folder`` and its ``seed-*/``
+    folders (only meshsim's own ``.NAME.XXXXXXXX.tmp``). Call with the lock held."""
+    n = 0
+    folder = Path(folder)
+    dirs = [folder] + [d for d in folder.glob("seed-*") if d.is_dir()]
+    for d in dirs:
+        for p in d.iterdir():
+            if _TMP.match(p.name) and p.is_file():
+                try:
+                    p.unlink()
+                    n += 1
+                except OSError:
+                    pass
+    return n
+
+
+# --------------------------------------------------------------------------
+# provenance
+
+
+_ENV: Optional[dict[str, Any]] = None
+_PACKAGES = ("simpy", "networkx", "numpy", "scipy", "pydantic", "pydantic-core", "pyyaml", "click", "httpx")
+
+
+def _git_commit() -> tuple[Optional[str], Optional[bool]]:
+    import subprocess
+
+    here = Path(__file__).resolve().parent.parent
+    if not (here / ".git").exists():
+        return None, None
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5)
+        if head.returncode != 0:
+            return None, None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+        return head.stdout.strip() or None, (bool(dirty.stdout.strip()) if dirty.returncode == 0 else None)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def environment() -> dict[str, Any]:
+    """meshsim version, git commit (when run from a checkout), Python and key packages (cached)."""
+    global _ENV
+    if _ENV is None:
+        from importlib import metadata
+
+        from . import __version__
+
+        pkgs = {}
+        for name in _PACKAGES:
+            try:
+                pkgs[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        commit, dirty = _git_commit()
+        _ENV = {"meshsim": __version__, "git_commit": commit, "git_dirty": dirty,
+                "python": sys.version.split()[0], "platform": sys.platform, "packages": pkgs}
+    return dict(_ENV)
+
+
+def input_record(path: Path, prefix: bool = False) -> dict[str, Any]:
+    """What provenance keeps of an input file: path, size and sha256.
+    ``prefix``: an append-only file (a cassette): later appends keep it valid."""
+    try:
+        size, digest = file_digest(path)
+    except OSError as exc:
+        return {"path": str(path), "error": os_reason(exc)}
+    rec: dict[str, Any] = {"path": str(path), "bytes": size, "sha256": digest}
+    if prefix:
+        rec["append_only"] = True
+    return rec
+
+
+def _changed(name: str, old: dict[str, Any], new: Optional[dict[str, Any]]) -> Optional[str]:
+    """Why input ``name`` no longer matches its record, or None."""
+    if new is None:
+        return f"input {name} ({old.get('path')}) is no longer used"
+    if "sha256" not in old:
+        return None
+    if old.get("append_only"):
+        path = Path(new["path"])
+        try:
+            n, digest = file_digest(path, upto=int(old.get("bytes", 0)))
+        except OSError as exc:
+            return f"{name} {path}: {os_reason(exc)}"
+        if n < int(old.get("bytes", 0)) or digest != old["sha256"]:
+            return f"{name} {path} changed (not only appended to) since the run"
+        return None
+    if new.get("sha256") != old["sha256"]:
+        return f"{name} {new.get('path')} changed since the run (sha256 {old['sha256'][:12]}, now " \
+               f"{str(new.get('sha256'))[:12]})"
+    return None
+
+
+def resume_problem(old: Optional[dict[str, Any]], now: dict[str, Any], inputs: dict[str, dict[str, Any]]) -> \
+        Optional[str]:
+    """Why a completed seed whose provenance is ``old`` must not be reused by a
+    run in environment ``now`` with ``inputs`` (name -> record), or None."""
+    if old is None:
+        return f"it has no readable {PROVENANCE} (written by an older meshsim, or edited)"
+    if old.get("meshsim") != now.get("meshsim"):
+        return f"it was made by meshsim {old.get('meshsim')}, this is {now.get('meshsim')}"
+    before = old.get("inputs") or {}
+    for name in sorted(set(before) | set(inputs)):
+        if name not in before:
+            return f"this run reads {name} {inputs[name].get('path')}, which the completed run did not"
+        why = _changed(name, before[name], inputs.get(name))
+        if why:
+            return why
+    return None

@@ -1,0 +1,240 @@
+"""Real endpoints that misbehave (issue 12): a server on 127.0.0.1 that echoes
+the API key and drips its replies, one that is not there, one that refuses
+the key; and replay mode, which never touches the network.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from meshsim.backends.replay import read_cassette
+from meshsim.cli import main
+from meshsim.redact import MASK, register, scrub
+from meshsim.runfolder import comparable_files
+
+KEY = "sk-live-REFLECT-me-0123456789-abcdefghijklmnop"
+KEY_VAR = "MESHSIM_SAFETY_KEY"
+DEADLINE = 3.0  # the profile's timeout: a deadline per request
+DRIP = 2.0  # seconds between two bytes of the dripping reply
+
+
+def key_runs(text: str, n: int = 8) -> list[str]:
+    """Every run of ``n`` characters of KEY that ``text`` contains."""
+    return sorted({KEY[i:i + n] for i in range(len(KEY) - n + 1) if KEY[i:i + n] in text})
+
+
+def answer(body: dict, echo: str) -> str:
+    """A reply the protocol can use, with the caller's Authorization header echoed into it."""
+    sys_msg = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    if "You review" in sys_msg:
+        return json.dumps({"normal_working_score": 0.9, "confidence": 0.8, "specific_failure_found": False,
+                           "failure_type": "none", "failure_evidence": "", "one_sentence_reason": echo})
+    if "You route tasks" in sys_msg:
+        user = body["messages"][-1]["content"]
+        ttype = user.split("Task type: ")[1].split("\n")[0]
+        pair = user.split(f"- {ttype}: ")[1].split("\n")[0]
+        return json.dumps({"abilities": pair.split(", "), "note": echo})
+    return f"COMPETENCE_MATCH:partial\nyou said {echo}, key prefix {echo[7:28]}\nAnswer: Yes"
+
+
+class Evil(BaseHTTPRequestHandler):
+    """Echoes the caller's key into replies (in the content of a 200, in a 400
+    body) and drips the first chat reply, one byte every DRIP seconds."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall per call
+
+    def do_GET(self):  # noqa: N802 - the preflight: GET /v1/models
+        self.server.log.append(("GET", self.path))
+        self._send(200, {"data": [{"id": "m"}]})
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        auth = self.headers.get("Authorization", "")
+        with self.server.lock:
+            self.server.log.append(("POST", self.path))
+            n = sum(1 for m, _ in self.server.log if m == "POST")
+        if n == 1 and self.server.drip:  # drip: headers at once, then a byte every DRIP seconds
+            payload = json.dumps({"choices": [{"message": {"content": "x" * 50}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            try:
+                for b in payload:  # 60 bytes: two minutes, unless the client gives up
+                    self.wfile.write(bytes([b]))
+                    self.wfile.flush()
+                    time.sleep(DRIP)
+            except OSError:
+                pass  # the client hung up
+            self.close_connection = True
+            return
+        if n % 5 == 0:  # a 400 whose body holds the key (the client keeps 300 characters of it)
+            self._send(400, {"error": {"message": f"bad request; you sent Authorization: {auth}", "pad": "." * 400}})
+            return
+        self._send(200, {"choices": [{"message": {"role": "assistant", "content": answer(body, auth)},
+                                      "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 40, "completion_tokens": 10}})
+
+    def _send(self, code: int, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def evil():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    srv.daemon_threads = True
+    srv.log, srv.lock = [], threading.Lock()
+    srv.drip = True
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def scenario(tmp_path: Path, port: int, mode: str = "record", **profile) -> Path:
+    prof = {"kind": "openai", "name": "evil", "base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": KEY_VAR,
+            "models": {"strong": {"id": "s"}, "weak": {"id": "w"}}, "retries": {"max": 0}, "concurrency": 4,
+            "timeout": DEADLINE}
+    prof.update(profile)
+    (tmp_path / "ep.yaml").write_text(yaml.safe_dump(prof))
+    sc = {"name": "evil", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
+          "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
+          "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
+                      "backend": {"kind": "openai", "profile": "ep.yaml"}},
+          "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
+    path = tmp_path / f"{mode}.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+def every_text(folder: Path) -> str:
+    out = []
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            raw = p.read_bytes()
+            out.append((gzip.decompress(raw) if p.name.endswith(".gz") else raw).decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def test_echoed_key_reaches_no_file_and_a_dripping_reply_is_a_timeout(evil, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", str(scenario(tmp_path, evil.server_address[1])), "--out", str(out)],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    posts = sum(1 for m, _ in evil.log if m == "POST")
+    assert evil.log[0] == ("GET", "/v1/models") and posts > 10  # one preflight, then the calls
+    assert [m for m, _ in evil.log].count("GET") == 1
+    # the server did echo it: the scrubbed marks are there, the key is not, nor any 8 of its characters
+    cassette = (tmp_path / "cas.jsonl").read_text()
+    assert MASK in cassette
+    for where, text in (("cassette", cassette), ("run folder", every_text(out)), ("stdout", res.output),
+                        ("stderr", res.stderr)):
+        assert key_runs(text) == [], f"{where} holds {key_runs(text)}"
+    # the drip: one call, failed as a timeout within 1.5x the deadline
+    entries, _ = read_cassette(tmp_path / "cas.jsonl")
+    timeouts = [e for e in entries if (e["response"]["error"] or "").startswith("timeout")]
+    assert len(timeouts) == 1, [e["response"]["error"] for e in entries if e["response"]["error"]]
+    assert DEADLINE * 0.9 <= timeouts[0]["wall"] <= DEADLINE * 1.5, timeouts[0]["wall"]
+    errors = json.loads((out / "summary.json").read_text())["backend"]["errors"]
+    assert errors.get("timeout") == 1 and errors.get("http_400", 0) >= 1, errors
+
+
+def test_replay_never_touches_the_network_and_replays_recorded_failures(evil, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    evil.drip = False  # the failures here are the 400s
+    port = evil.server_address[1]
+    rec = CliRunner().invoke(main, ["run", str(scenario(tmp_path, port)), "--out", str(tmp_path / "rec")],
+                             catch_exceptions=False)
+    assert rec.exit_code == 0, rec.stderr
+    failures = [e for e in read_cassette(tmp_path / "cas.jsonl")[0] if e["response"]["error"]]
+    assert failures and all(e["response"]["error"].startswith("http_400") for e in failures)
+    seen = len(evil.log)
+    monkeypatch.delenv(KEY_VAR)
+    rep = CliRunner().invoke(main, ["run", str(scenario(tmp_path, port, "replay")), "--out", str(tmp_path / "rep")],
+                             catch_exceptions=False)
+    assert rep.exit_code == 0, rep.stderr
+    assert len(evil.log) == seen  # not one request, not even the preflight, with the server right there
+    # every recorded failure served as that failure: the same run folder, byte for byte
+    assert comparable_files(tmp_path / "rec") == comparable_files(tmp_path / "rep")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_no_server_is_exit_2_with_a_hint_before_anything_is_written(command, tmp_path, monkeypatch):
+    """The README's record command with the server down: one line, nothing
+    recorded, no run folder (not a run of 90 recorded connection failures)."""
+    monkeypatch.setenv(KEY_VAR, KEY)
+    sc = scenario(tmp_path, _free_port())
+    out = tmp_path / "run"
+    argv = [command, str(sc)] + (["--out", str(out)] if command == "run" else [])
+    t0 = time.monotonic()
+    res = CliRunner().invoke(main, argv, catch_exceptions=False)
+    assert time.monotonic() - t0 < 10
+    assert res.exit_code == 2
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "ep.yaml: base_url: cannot reach the endpoint http://127.0.0.1:" in lines[0], lines[0]
+    assert "backends/local-llm.sh start" in lines[0] and "--set backend.mode=replay" in lines[0]
+    assert not out.exists() and not (tmp_path / "cas.jsonl").exists()
+
+
+def test_missing_key_and_refused_key_are_exit_2(tmp_path, monkeypatch):
+    class Refuse(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        sc = scenario(tmp_path, srv.server_address[1])
+        monkeypatch.delenv(KEY_VAR, raising=False)
+        res = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "a")], catch_exceptions=False)
+        assert res.exit_code == 2 and f"environment variable {KEY_VAR} is not set" in res.stderr, res.stderr
+        monkeypatch.setenv(KEY_VAR, "wrong-key-but-set")
+        res = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "b")], catch_exceptions=False)
+        assert res.exit_code == 2 and f"refused the API key in ${KEY_VAR} (HTTP 401)" in res.stderr, res.stderr
+        assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "b").exists()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_scrub_masks_every_run_of_eight_or_more_key_characters():
+    key = "k3y-ABCDEFGHIJKLMNOPQRSTUVWX"
+    register(key)
+    assert scrub(f"a {key} b") == f"a {MASK} b"
+    assert scrub(f"prefix {key[:21]} cut") == f"prefix {MASK} cut"
+    assert scrub(f"middle {key[5:13]}.") == f"middle {MASK}."  # exactly 8
+    assert scrub(f"short {key[5:12]}.") == f"short {key[5:12]}."  # 7 characters are ordinary text
+    assert scrub(f"two {key[:9]} and {key[-10:]}") == f"two {MASK} and {MASK}"
+    assert scrub("nothing here") == "nothing here"
