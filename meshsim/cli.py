@@ -68,6 +68,8 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option("--seed", type=int, default=None, help="Run this one seed (default: the scenario's seeds).")
+@click.option("--seeds", "seeds", default=None, metavar="SEEDS",
+              help="Run these seeds instead of the scenario's: a count N, a list 1,5,9 or a range 9301-9320.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run folder (default: runs/<scenario name>).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
@@ -76,13 +78,17 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stdout.")
 @click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides: a small, quick run.")
 @click.option("--plot", "make_report", is_flag=True, help="Write OUT/report.html (tables and figures) after the run.")
-def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...], force: bool,
+def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
         quiet: bool, smoke: bool, make_report: bool = False) -> None:
     """Run SCENARIO and write its run folder."""
     from .runner import run as run_api
 
     if make_report:
         _need_plotting()  # before any work: not after an hour of simulation
+    if seeds is not None:
+        if seed is not None:
+            raise InputError("give --seed or --seeds, not both", field="--seeds", value=seeds)
+        sets = tuple(sets) + (f"seeds={_seeds_text(seeds)}",)
     sc = _load(scenario, sets, smoke)
     out_dir = Path(out) if out else Path("runs") / _safe(sc.name)
     show = not quiet and sys.stderr.isatty()
@@ -108,6 +114,17 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
         path = write_report(out_dir)
         if not quiet:
             click.echo(f"report -> {path}")
+
+
+def _seeds_text(text: str) -> str:
+    """``--seeds`` as a ``seeds=`` override value (checked here, so the error names the option)."""
+    from .fields import parse_seeds
+
+    try:
+        v = parse_seeds(text)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--seeds", value=text) from None
+    return json.dumps(v)
 
 
 def _need_plotting() -> None:

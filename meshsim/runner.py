@@ -348,10 +348,10 @@ def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path
     (mean ± sample std of every numeric summary field).
     """
     out_path = Path(out) if out is not None else None
-    if seed is not None or scenario.seeds == 1:
-        return run_one(scenario, scenario.seed if seed is None else seed, out_path, progress, force)
-    runs = []
     seeds = scenario.seed_list()
+    if seed is not None or len(seeds) == 1:
+        return run_one(scenario, seeds[0] if seed is None else seed, out_path, progress, force)
+    runs = []
     for k, s in enumerate(seeds):
         sub = out_path / f"seed-{s}" if out_path is not None else None
 

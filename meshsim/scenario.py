@@ -18,9 +18,10 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny,
 
 from .errors import InputError, ScenarioError, TopologyError
 from .events import EVENT_TYPES, EventCheck
-from .fields import DURATION_SCHEMA, AgentPair, Duration, EventSpec, Latency, Probability, Role, Strict
+from .fields import DURATION_SCHEMA, AgentPair, Duration, EventSpec, Latency, Probability, Role, Seeds, Strict
 
-__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "build_graph",
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "set_path", "get_path",
+           "read_scenario_data", "scenario_data", "build_graph",
            "check_semantics", "Duration", "scenario_schema"]
 
 
@@ -120,7 +121,8 @@ class Scenario(Strict):
     name: str
     description: str = ""
     seed: int = 0
-    seeds: Annotated[int, Field(ge=1)] = 1
+    #: a count N (seeds seed .. seed+N-1), a list of seeds, or a range text "9301-9320"
+    seeds: Seeds = 1
     duration: Optional[Annotated[Duration, Field(gt=0)]] = None
     network: NetworkSpec
     agents: AgentsSpec = AgentsSpec()
@@ -133,6 +135,9 @@ class Scenario(Strict):
     #: Overrides (``path: value``) that shrink the scenario for a quick run:
     #: ``meshsim run --smoke`` and the test suite apply them.
     smoke: dict[str, Any] = {}
+    #: A parameter sweep over this scenario (``meshsim sweep``, docs/sweeps.md);
+    #: ignored by ``meshsim run`` and not part of the resolved scenario.
+    sweep: Optional[dict[str, Any]] = Field(default=None, exclude=True)
 
     # Where the scenario came from (not part of the file).
     _source: str = "<scenario>"
@@ -163,7 +168,17 @@ class Scenario(Strict):
         """Every field with defaults filled in, as plain data (for the run folder)."""
         return self.model_dump(mode="json")
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("a seed count must be >= 1 (or give a list / range of seeds)")
+        return v
+
     def seed_list(self) -> list[int]:
+        """The seeds to run: ``seed .. seed+N-1`` for a count N, else the list."""
+        if isinstance(self.seeds, list):
+            return list(self.seeds)
         return [self.seed + k for k in range(self.seeds)]
 
 
@@ -211,6 +226,68 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def _split_path(path: str, item: Any, source: str) -> list[str]:
+    parts = [p for p in str(path).strip().split(".") if p]
+    if not parts:
+        raise ScenarioError("empty path", file=source, value=item)
+    # backend.overrides holds dotted profile paths as keys: the rest of the path is one key
+    if len(parts) > 2 and parts[0] == "backend" and parts[1] == "overrides":
+        parts = parts[:2] + [".".join(parts[2:])]
+    return parts
+
+
+def set_path(data: dict, path: str, value: Any, source: str = "--set", item: Any = None) -> None:
+    """Set ``path`` (``a.b.0.c``; ``backend.overrides.<dotted profile path>``) in
+    raw scenario ``data`` to ``value``, in place: missing mappings are created,
+    list items are addressed by index."""
+    item = f"{path}=..." if item is None else item
+    parts = _split_path(path, item, source)
+    cur: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(cur, list):
+            if not part.isdigit() or int(part) >= len(cur):
+                raise ScenarioError("list index out of range", file=source,
+                                    field=".".join(parts[: i + 1]), value=part)
+            if last:
+                cur[int(part)] = value
+            else:
+                cur = cur[int(part)]
+        elif isinstance(cur, dict):
+            if last:
+                cur[part] = value
+            else:
+                nxt = cur.get(part)
+                if nxt is None:
+                    nxt = cur[part] = {}
+                elif not isinstance(nxt, (dict, list)):
+                    raise ScenarioError("cannot set a field inside a scalar", file=source,
+                                        field=".".join(parts[: i + 1]), value=nxt)
+                cur = nxt
+        else:
+            raise ScenarioError("cannot set a field inside a scalar", file=source,
+                                field=".".join(parts[:i]), value=cur)
+
+
+_NOT_FOUND = object()
+
+
+def get_path(data: Any, path: str, default: Any = _NOT_FOUND) -> Any:
+    """The value at ``path`` in (raw or resolved) scenario data; ``default`` (or
+    KeyError) when there is none. Same path syntax as :func:`set_path`."""
+    cur = data
+    for part in _split_path(path, path, "<path>"):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            if default is _NOT_FOUND:
+                raise KeyError(path)
+            return default
+    return cur
+
+
 def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> dict:
     """Apply ``path=value`` overrides (``a.b.0.c=1``) to raw scenario data."""
     data = copy.deepcopy(data)
@@ -218,34 +295,7 @@ def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> 
         if "=" not in item:
             raise ScenarioError("expected PATH=VALUE", file="--set", value=item)
         path, raw = item.split("=", 1)
-        parts = [p for p in path.strip().split(".") if p]
-        if not parts:
-            raise ScenarioError("empty path", file="--set", value=item)
-        cur: Any = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(cur, list):
-                if not part.isdigit() or int(part) >= len(cur):
-                    raise ScenarioError("list index out of range", file="--set",
-                                        field=".".join(parts[: i + 1]), value=part)
-                if last:
-                    cur[int(part)] = _parse_value(raw)
-                else:
-                    cur = cur[int(part)]
-            elif isinstance(cur, dict):
-                if last:
-                    cur[part] = _parse_value(raw)
-                else:
-                    nxt = cur.get(part)
-                    if nxt is None:
-                        nxt = cur[part] = {}
-                    elif not isinstance(nxt, (dict, list)):
-                        raise ScenarioError("cannot set a field inside a scalar", file="--set",
-                                            field=".".join(parts[: i + 1]), value=nxt)
-                    cur = nxt
-            else:
-                raise ScenarioError("cannot set a field inside a scalar", file="--set",
-                                    field=".".join(parts[:i]), value=cur)
+        set_path(data, path, _parse_value(raw), source, item)
     return data
 
 
@@ -314,12 +364,8 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
     return sc
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: bool = False) -> Scenario:
-    """Load, override and validate a scenario file (static checks only).
-
-    Checks that need the graph (unknown agents, connectivity) run in
-    :func:`check_semantics`, which ``meshsim validate`` and every run call.
-    """
+def read_scenario_data(path: str | Path) -> Any:
+    """A scenario file's raw data (YAML parsed, nothing validated yet)."""
     path = Path(path)
     source = str(path)
     if not path.exists():
@@ -337,6 +383,12 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
         raise ScenarioError("not a text file", file=source) from None
     if data is None:
         raise ScenarioError("scenario file is empty", file=source)
+    return data
+
+
+def scenario_data(data: Any, source: str, overrides: list[str] | None = None, smoke: bool = False) -> Any:
+    """Raw scenario data with the file's ``smoke`` overrides (``smoke``) and then
+    ``overrides`` applied, as :func:`load_scenario` validates it."""
     if (overrides or smoke) and not isinstance(data, dict):
         raise ScenarioError("a scenario must be a YAML mapping", file=source)
     if smoke:
@@ -349,7 +401,18 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
             data["smoke"] = {}
     if overrides:
         data = apply_overrides(data, overrides)
-    return parse_scenario(data, source, path.parent)
+    return data
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: bool = False) -> Scenario:
+    """Load, override and validate a scenario file (static checks only).
+
+    Checks that need the graph (unknown agents, connectivity) run in
+    :func:`check_semantics`, which ``meshsim validate`` and every run call.
+    """
+    path = Path(path)
+    data = scenario_data(read_scenario_data(path), str(path), overrides, smoke)
+    return parse_scenario(data, str(path), path.parent)
 
 
 def _check_static(sc: Scenario) -> None:
