@@ -27,7 +27,8 @@ from .scenario import Scenario, agent_abilities, build_graph, check_semantics
 from .sim import Environment
 from .types import LatencySpec
 
-__all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic"]
+__all__ = ["run", "run_one", "RunResult", "MultiRunResult", "RunContext", "write_atomic", "portable_data",
+           "resolved_yaml", "dump_json"]
 
 Progress = Callable[[str, float, float], None]
 
@@ -154,7 +155,10 @@ class _Trace:
             self(env.now, type_, data)
 
 
-def _resolved_yaml(scenario: Scenario, seed: int) -> str:
+def portable_data(scenario: Scenario) -> dict[str, Any]:
+    """The resolved scenario as plain data, with the files it names (tasks file,
+    cassette) made absolute: what a sweep's workers receive, and what
+    ``scenario.resolved.yaml`` holds (with the run's seed)."""
     data = scenario.resolved()
     # files named relative to the scenario: absolute, so the resolved scenario
     # runs from its run folder (or `backends fit` re-runs it) as it ran here
@@ -165,6 +169,17 @@ def _resolved_yaml(scenario: Scenario, seed: int) -> str:
     b = data.get("backend")
     if base is not None and isinstance(b, dict) and b.get("cassette") and not Path(b["cassette"]).is_absolute():
         b["cassette"] = str((base / b["cassette"]).resolve())
+    return data
+
+
+def resolved_yaml(scenario: Scenario, seed: int) -> str:
+    """The text of ``scenario.resolved.yaml`` for ``seed``."""
+    return _resolved_yaml(scenario, seed)
+
+
+def _resolved_yaml(scenario: Scenario, seed: int) -> str:
+    data = portable_data(scenario)
+    b = data.get("backend")
     if isinstance(b, dict) and b.get("kind") == "replay":
         # where replies come from (cassette or endpoint) is not part of what was
         # run: a recorded run and its replay resolve to the same scenario
