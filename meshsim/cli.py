@@ -301,7 +301,8 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
                    "else the scenario's).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field for every point.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
-              help="Sweep folder (default: runs/sweep-<scenario name>); rerunning resumes it.")
+              help="Sweep folder (default: runs/sweep-<scenario name>, or runs/<name> for a name starting with "
+                   "'sweep'); rerunning resumes it.")
 @click.option("--workers", type=click.IntRange(1, 4096), default=None,
               help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
@@ -328,19 +329,26 @@ def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: st
         raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
     names = short_names(plan.spec.paths)
-    out_dir = Path(out) if out else Path("runs") / f"sweep-{_safe(plan.name)}"
-    click.echo(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds "
-               f"({_seed_text(plan.seeds)}) = {len(plan.runs)} runs -> {out_dir}/")
-    if plan.skipped:
-        click.echo(f"skipped {len(plan.skipped)} invalid point{'s' if len(plan.skipped) != 1 else ''}:")
-        for sk in plan.skipped:
-            click.echo(f"  {point_label(sk['values'], names)}: {sk['reason']}")
+    name = _safe(plan.name)
+    out_dir = Path(out) if out else Path("runs") / (name if name.startswith("sweep") else f"sweep-{name}")
+
+    def announce() -> None:
+        n = len(plan.runs)
+        click.echo(f"{plan.name}: {len(plan.points)} point{'s' if len(plan.points) != 1 else ''} x "
+                   f"{len(plan.seeds)} seed{'s' if len(plan.seeds) != 1 else ''} "
+                   f"({_seed_text(plan.seeds)}) = {n} run{'s' if n != 1 else ''} -> {out_dir}/")
+        if plan.skipped:
+            click.echo(f"skipped {len(plan.skipped)} invalid point{'s' if len(plan.skipped) != 1 else ''}:")
+            for sk in plan.skipped:
+                click.echo(f"  {point_label(sk['values'], names)}: {sk['reason']}")
+
     if dry_run:
+        announce()
         for p in plan.points:
             click.echo(f"  {p.key}  {point_label(p.values, names)}")
         return 0
     res = run_sweep(plan, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet,
-                    echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)))
+                    echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce)
     click.echo(f"{res.total} runs: {res.total - res.failed} finished ({res.resumed} resumed), {res.failed} failed"
                + (f", {res.skipped} points skipped" if res.skipped else ""))
     for f in res.failures[:10]:

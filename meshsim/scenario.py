@@ -527,21 +527,36 @@ def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
                       targets=list(targets) if profile_of(sc) is not None else None)
 
 
-def check_semantics(sc: Scenario, G: nx.Graph) -> None:
+def check_semantics(sc: Scenario, G: nx.Graph, memo: Optional[dict] = None) -> None:
     """Checks that need the graph: every named agent and link must exist.
 
     Events are checked in time order against the graph as earlier events
     change it (an ``add_agent`` makes the agent known to later events).
+    ``memo`` (a dict kept by the caller) remembers the abilities and the
+    backend checks of scenarios that share them: a sweep checks many points
+    that differ in a parameter only, and reading profiles is the slow part.
     """
+    import json
+
     src = sc.source
     nodes = set(G.nodes)
     edges = {frozenset(e) for e in G.edges}
-    _abilities, targets = agent_abilities(sc, G)
-    if sc.backend is not None:
+    if memo is None:
+        memo = {}
+    akey = json.dumps(["abilities", sc.agents.model_dump(mode="json"),
+                       sc.tasks.model_dump(mode="json") if sc.tasks else None, sorted(map(str, G.nodes)),
+                       str(sc.base_dir)], sort_keys=True, default=str)
+    if akey not in memo:
+        memo[akey] = agent_abilities(sc, G)
+    _abilities, targets = memo[akey]
+    bkey = json.dumps(["backend", sc.backend.model_dump(mode="json") if sc.backend else None, str(sc.base_dir)],
+                      sort_keys=True, default=str)
+    if sc.backend is not None and bkey not in memo:
         from .backends import check_backend
 
         try:
             check_backend(sc.backend.model_dump(), sc.base_dir)
+            memo[bkey] = True
         except InputError as exc:
             if exc.file:
                 raise  # it names the profile file and its field
@@ -560,7 +575,10 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
     # time events first (by time), then task events (by index): a static order
     order = sorted(range(len(sc.events)),
                    key=lambda i: (sc.events[i].at is None, sc.events[i].at or 0, sc.events[i].at_task or 0, i))
-    ctx = event_check(sc, targets)
+    ekey = akey + sc.protocol.name
+    if ekey not in memo:
+        memo[ekey] = event_check(sc, targets)
+    ctx = memo[ekey]
     for i in order:
         ev = sc.events[i]
         try:

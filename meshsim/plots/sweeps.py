@@ -435,13 +435,14 @@ def build_sweep_report(path: Path | str) -> str:
                      "labelled: Pareto-optimal points (no other point is at least as good on delay, false-isolation "
                      "rate and missed rate, and better on one). Read it from the lower left: fast detection without "
                      "isolating healthy agents.", lambda: tradeoff(sd)))
-    shown = [h for h in HEADLINES if h in sd.columns][:4] or sd.metrics[:3]
+    shown = [h for h in (DELAY, FALSE_ISO) if h in sd.columns] or \
+        [h for h in HEADLINES if h in sd.columns][:2] or sd.metrics[:2]
     if len(axes) >= 2:
-        for h in shown[:3]:
+        for h in shown:
             figs.append((f"Heat map: {h}", f"Mean over seeds of {h} on {names[axes[0]]} × {names[axes[1]]}; "
                          "hatched: skipped (invalid) points.", lambda h=h: heatmap(sd, axes[0], axes[1], h)))
     for a in axes[:3]:
-        for h in shown[:3]:
+        for h in shown:
             figs.append((f"Sensitivity of {h} to {names[a]}", "Mean over seeds with a ± sd band and every seed's "
                          "value.", lambda a=a, h=h: sensitivity(sd, a, h)))
     if figs:

@@ -167,6 +167,7 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
         seed_list = list(spec.seeds)
 
     graphs: dict[str, Any] = {}
+    memo: dict[str, Any] = {}
 
     def check(data: dict[str, Any]):
         sc = parse_scenario(data, source, base_dir)
@@ -175,7 +176,7 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
                            topology_seed(sc, seed_list[0])], sort_keys=True, default=str)
         if gkey not in graphs:
             graphs[gkey] = build_graph(sc, seed_list[0])
-        check_semantics(sc, graphs[gkey])
+        check_semantics(sc, graphs[gkey], memo)
         return sc
 
     # a path the scenario does not hold (even as a default) must be one it accepts
@@ -261,8 +262,13 @@ def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
 
 def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Optional[int] = None,
               scheduler: Optional[str] = None, quiet: bool = False, live: Optional[bool] = None,
-              echo: Callable[[str], None] = lambda s: None, every: float = 10.0) -> SweepOutcome:
-    """Run every unfinished run of ``plan`` into ``out`` and write its tables."""
+              echo: Callable[[str], None] = lambda s: None, every: float = 10.0,
+              announce: Optional[Callable[[], None]] = None) -> SweepOutcome:
+    """Run every unfinished run of ``plan`` into ``out`` and write its tables.
+
+    ``announce`` is called once everything that can refuse the sweep (the
+    folder, the executor) has passed, before the first run: a refused sweep
+    prints its one error line and nothing else."""
     from ..runner import resolved_yaml
     from ..scenario import parse_scenario
 
@@ -307,6 +313,8 @@ def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Opt
         for tmp in out.glob(".*.tmp"):
             tmp.unlink()
         write_manifest(out, manifest)
+        if announce is not None:
+            announce()
         total = len(plan.runs)
         echo(f"sweep: {len(plan.points)} points x {len(plan.seeds)} seeds = {total} runs"
              + (f", {total - len(todo)} already done" if len(todo) < total else "")

@@ -20,7 +20,7 @@ __all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
 
 EXECUTORS = ("local", "dask")
 #: seconds to wait for a Dask scheduler given by address
-CONNECT_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 3.0
 
 
 def default_workers() -> int:
@@ -104,6 +104,7 @@ class DaskExecutor(Executor):
             self.client = Client(self.cluster)
             self.address = "local"
         else:
+            _probe(scheduler)
             try:
                 self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
             except Exception as exc:  # OSError / TimeoutError / ValueError for a malformed address
@@ -141,6 +142,28 @@ class DaskExecutor(Executor):
     def describe(self) -> str:
         where = "a LocalCluster" if self.cluster is not None else f"scheduler {self.address}"
         return f"Dask distributed on {where}, {self.workers} worker thread{'s' if self.workers != 1 else ''}"
+
+
+def _probe(address: str) -> None:
+    """A plain TCP connect to a ``tcp://host:port`` scheduler first: nothing
+    listening fails at once (Dask's client would retry until its timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if "://" not in address:
+        address = "tcp://" + address
+    try:
+        u = urlsplit(address)
+        host, port = u.hostname, u.port
+    except ValueError:
+        return  # let Dask name what is wrong with it
+    if u.scheme != "tcp" or not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise InputError(f"cannot reach the Dask scheduler: {exc.strerror or exc}", field="--scheduler",
+                         value=address) from None
 
 
 def make_executor(kind: str, workers: Optional[int], scheduler: Optional[str] = None) -> Executor:

@@ -81,11 +81,14 @@ def _first_difference(a: Any, b: Any, prefix: str = "") -> Optional[tuple[str, A
     if isinstance(a, dict) and isinstance(b, dict):
         for k in list(a) + [k for k in b if k not in a]:
             path = f"{prefix}.{k}" if prefix else str(k)
-            if k not in a:
-                return path, "<unset>", b[k]
-            if k not in b:
-                return path, a[k], "<unset>"
-            d = _first_difference(a[k], b[k], path)
+            x, y = a.get(k, _UNSET), b.get(k, _UNSET)
+            if x is _UNSET and isinstance(y, dict):
+                x = {}  # name the leaf that was added, not the mapping holding it
+            if y is _UNSET and isinstance(x, dict):
+                y = {}
+            if x is _UNSET or y is _UNSET:
+                return path, x, y
+            d = _first_difference(x, y, path)
             if d:
                 return d
         return None
@@ -98,7 +101,17 @@ def _first_difference(a: Any, b: Any, prefix: str = "") -> Optional[tuple[str, A
     return None if a == b else (prefix or "<scenario>", a, b)
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
 def _short(v: Any) -> str:
+    if v is _UNSET:
+        return "unset"
     text = json.dumps(v, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
