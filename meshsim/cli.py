@@ -204,6 +204,12 @@ def validate(scenario: str, sets: tuple[str, ...]) -> None:
     check_semantics(sc, G)
     click.echo(f"ok: {scenario}: '{sc.name}', {G.number_of_nodes()} agents, {G.number_of_edges()} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}")
+    if sc.sweep is not None:  # the sweep section too: its spec and every point of its grid
+        from .sweep import plan_sweep
+
+        plan = plan_sweep(scenario, sets=sets)
+        click.echo(f"ok: sweep: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs)} runs"
+                   + (f", {len(plan.skipped)} invalid points skipped" if plan.skipped else ""))
 
 
 @main.command()
