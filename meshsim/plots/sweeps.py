@@ -192,7 +192,7 @@ def tradeoff(run: Any, ax=None):
     pts = tradeoff_points(sd)
     names = _names(sd)
     if ax is None:
-        fig = _new_figure(5.6)
+        fig = _new_figure(5.8)
         ax = fig.add_subplot(1, 1, 1)
     fig = ax.figure
     full = [p for p in pts if p["delay"] is not None and p["fi"] is not None]
@@ -200,13 +200,17 @@ def tradeoff(run: Any, ax=None):
     for p in full:
         ax.errorbar(p["fi"], p["delay"], xerr=p["fi_sd"], yerr=p["delay_sd"], fmt="none", ecolor="#ced4da",
                     elinewidth=0.8, zorder=1)
-    sc = ax.scatter([p["fi"] for p in full], [p["delay"] for p in full], c=[p["missed"] for p in full],
-                    cmap="plasma", vmin=0.0, vmax=max(0.05, max((p["missed"] for p in pts), default=0.0)),
-                    s=[70 if p["pareto"] else 34 for p in full],
-                    edgecolors=["black" if p["pareto"] else "none" for p in full], linewidths=1.3, zorder=3)
-    cb = fig.colorbar(sc, ax=ax, pad=0.01)
-    cb.set_label("missed-detection rate (mean over seeds)")
+    worst = max((p["missed"] for p in pts), default=0.0)
+    style = dict(s=[80 if p["pareto"] else 30 for p in full], linewidths=1.3, zorder=3,
+                 edgecolors=["black" if p["pareto"] else "none" for p in full])
+    if worst > 0:
+        sc = ax.scatter([p["fi"] for p in full], [p["delay"] for p in full], c=[p["missed"] for p in full],
+                        cmap="plasma", vmin=0.0, vmax=worst, **style)
+        fig.colorbar(sc, ax=ax, pad=0.01).set_label("missed-detection rate (mean over seeds)")
+    else:
+        ax.scatter([p["fi"] for p in full], [p["delay"] for p in full], color="#1c7ed6", **style)
     front = sorted((p for p in full if p["pareto"]), key=lambda p: (p["fi"], p["delay"]))
+    lines = []
     if front:
         xs, ys = [], []
         best = float("inf")
@@ -216,23 +220,32 @@ def tradeoff(run: Any, ax=None):
                 ys.append(p["delay"])
                 best = p["delay"]
         ax.step(xs, ys, where="post", color="black", lw=1.0, ls="--", zorder=2, label="Pareto front")
-        for p in front:
-            ax.annotate(" ".join(f"{names[a]}={_fmt(v)}" for a, v in p["values"].items()), (p["fi"], p["delay"]),
-                        textcoords="offset points", xytext=(6, 4), fontsize=7.5, color="#212529")
+        for i, p in enumerate(front, 1):  # numbers on the plot, the values in a box: labels never collide
+            ax.annotate(str(i), (p["fi"], p["delay"]), textcoords="offset points", xytext=(5, 3), fontsize=8,
+                        fontweight="bold", color="#212529", zorder=4)
+            lines.append(f"{i}: " + " ".join(f"{names[a]}={_fmt(v)}" for a, v in p["values"].items())
+                         + f"  ({p['fi']:.3f}, {p['delay']:.0f})")
     if never:
         top = max([p["delay"] for p in full] + [1.0]) * 1.08
         ax.scatter([p["fi"] for p in never], [top] * len(never), marker="x", color="#c92a2a", zorder=3,
                    label="never detected (plotted at the top)")
+    box = "Pareto-optimal (false-isolation rate, delay):\n" + "\n".join(lines) if lines else ""
+    if worst == 0:
+        box += ("\n" if box else "") + "no missed detections in any run"
+    if box:
+        ax.text(0.985, 0.97, box, transform=ax.transAxes, ha="right", va="top", multialignment="left",
+                fontsize=7.5, family="monospace",
+                bbox=dict(boxstyle="round,pad=0.4", facecolor="white", edgecolor="#ced4da", alpha=0.92), zorder=5)
     fmax = max([p["fi"] + p["fi_sd"] for p in pts if p["fi"] is not None] + [0.05])
     ax.set_xlim(-0.03 * fmax, fmax * 1.05)
     ax.set_xlabel("false-isolation rate: healthy agents ever isolated / healthy agents (mean over seeds)")
     ax.set_ylabel("detection delay c−b, mean over degraded agents (tasks; mean over seeds)")
     seeds = sd.seeds()
-    ax.set_title(f"{sd.name}: {len(pts)} points × {len(seeds)} seeds; error bars: sd over seeds; "
-                 "ringed: Pareto-optimal (delay, false isolations, missed)", fontsize=9)
+    ax.set_title(f"{sd.name}: {len(pts)} points × {len(seeds)} seeds; bars: sd over seeds; ringed, numbered: "
+                 "Pareto-optimal (delay, false isolations, missed)", fontsize=9)
     ax.grid(alpha=0.3)
     if front or never:
-        ax.legend(loc="upper right", fontsize=8)
+        ax.legend(loc="lower left", fontsize=8)
     return fig
 
 
