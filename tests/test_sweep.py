@@ -270,7 +270,8 @@ def test_a_failing_run_is_recorded_and_the_exit_code_counts_failures(tmp_path, m
         rows = list(csv.DictReader(fh))
     bad = [r for r in rows if r["status"] == "failed"]
     assert [r["seed"] for r in bad] == ["2", "2"] and "boom in seed 2" in bad[0]["error"]
-    assert (tmp_path / "f" / "runs" / bad[0]["point"] / "seed-2" / "error.txt").is_file()
+    err = (tmp_path / "f" / "runs" / bad[0]["point"] / "seed-2" / "error.txt").read_text()
+    assert err.startswith("internal error: RuntimeError: boom in seed 2") and "Traceback" in err
     # the rerun retries the failed runs only
     monkeypatch.setattr(runner, "run_one", real)
     res = CliRunner().invoke(main, ["sweep", STAGGERED, "--smoke", "--grid", "protocol.params.beta=2.5,3",

@@ -29,7 +29,7 @@ def failure(task: dict[str, Any], error: str, detail: str = "") -> dict[str, Any
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """Run ``task`` (``scenario`` data, ``source``, ``base_dir``, ``seed``,
     ``level``, ``point``); never raises for a failing run: the error is the result."""
-    from ..errors import MeshsimError
+    from ..errors import InputError, MeshsimError
     from ..runner import dump_json, resolved_yaml, run_one
     from ..scenario import parse_scenario
 
@@ -41,7 +41,9 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         resolved = resolved_yaml(sc, seed)
         res = run_one(sc, seed)
     except MeshsimError as exc:
-        return failure(task, f"{type(exc).__name__}: {exc}")
+        # bad input needs no traceback; a simulation error wraps a bug whose traceback is the cause chain
+        detail = "" if isinstance(exc, InputError) else "".join(traceback.format_exception(exc))
+        return failure(task, f"{type(exc).__name__}: {exc}", detail)
     except Exception as exc:  # a bug in the simulator: keep the traceback next to the run
         return failure(task, f"internal error: {type(exc).__name__}: {exc}", traceback.format_exc())
     level = task.get("level", "summary")
