@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -25,7 +24,7 @@ from typing import Any, Callable, Optional
 from ..errors import InputError, RunFolderError
 from ..records import write_atomic, write_records
 from .executors import make_executor
-from .manifest import FORMAT, MANIFEST, check_compatible, merge, read_manifest, write_manifest
+from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
 from .progress import SweepProgress
 from .results import write_results
 from .spec import OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
