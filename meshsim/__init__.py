@@ -6,6 +6,7 @@ Notebook use::
     sc = meshsim.load_scenario("scenarios/routing/sparse-failures.yaml")
     result = meshsim.run(sc, seed=3, out="runs/demo")
     result.summary["routing"]["tables_correct_at_end"]
+    df = meshsim.load_results("runs/my-sweep")   # a sweep folder as a pandas DataFrame
 """
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from .errors import InputError, MeshsimError, ScenarioError
 if TYPE_CHECKING:  # pragma: no cover
     from .runner import MultiRunResult, RunResult, run
     from .scenario import Scenario, load_scenario, parse_scenario
+    from .sweep import load_results
 
 # The face is loaded on first use, so that importing one part (meshsim.graphs,
 # meshsim.plots) does not load the simulator, its protocols and backends.
 _LAZY = {"run": "runner", "RunResult": "runner", "MultiRunResult": "runner",
-         "Scenario": "scenario", "load_scenario": "scenario", "parse_scenario": "scenario"}
+         "Scenario": "scenario", "load_scenario": "scenario", "parse_scenario": "scenario",
+         "load_results": "sweep"}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,5 +38,5 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-__all__ = ["load_scenario", "parse_scenario", "run", "Scenario", "RunResult", "MultiRunResult",
+__all__ = ["load_scenario", "parse_scenario", "run", "load_results", "Scenario", "RunResult", "MultiRunResult",
            "MeshsimError", "InputError", "ScenarioError", "__version__"]

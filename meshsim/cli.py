@@ -87,6 +87,8 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option("--seed", type=SEED, default=None,
               help="Run this one seed (default: the scenario's seeds); with seeds > 1 it goes to OUT/seed-N/.")
+@click.option("--seeds", "seeds", default=None, metavar="SEEDS",
+              help="Run these seeds instead of the scenario's: a count N, a list 1,5,9 or a range 9301-9320.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run folder (default: runs/<scenario name>).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
@@ -96,13 +98,17 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stdout.")
 @click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides: a small, quick run.")
 @click.option("--plot", "make_report", is_flag=True, help="Write OUT/report.html (tables and figures) after the run.")
-def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...], force: bool,
+def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
         quiet: bool, smoke: bool, make_report: bool = False) -> None:
     """Run SCENARIO and write its run folder."""
     from .runner import run as run_api
 
     if make_report:
         _need_plotting()  # before any work: not after an hour of simulation
+    if seeds is not None:
+        if seed is not None:
+            raise InputError("give --seed or --seeds, not both", field="--seeds", value=seeds)
+        sets = tuple(sets) + (f"seeds={_seeds_text(seeds)}",)
     sc = _load(scenario, sets, smoke)
     out_dir = Path(out) if out else Path("runs") / sc.folder_name()
     show = not quiet and sys.stderr.isatty()
@@ -128,6 +134,17 @@ def run(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...],
         path = write_report(out_dir)
         if not quiet:
             click.echo(f"report -> {path}")
+
+
+def _seeds_text(text: str) -> str:
+    """``--seeds`` as a ``seeds=`` override value (checked here, so the error names the option)."""
+    from .fields import parse_seeds
+
+    try:
+        v = parse_seeds(text)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--seeds", value=text) from None
+    return json.dumps(v)
 
 
 def _need_plotting() -> None:
@@ -214,6 +231,12 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
     n = len(info["seeds"])
     click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))
+    if sc.sweep is not None:  # the sweep section too: its spec and every point of its grid
+        from .sweep import plan_sweep
+
+        plan = plan_sweep(scenario, sets=sets)
+        click.echo(f"ok: sweep: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs)} runs"
+                   + (f", {len(plan.skipped)} invalid points skipped" if plan.skipped else ""))
 
 
 @main.command()
@@ -251,20 +274,42 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
 
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(), metavar="RUN_DIR...")
-@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology"]),
-              default=None, help="Figure (default: timeline for MeshHeal runs, sac for SAC runs).")
+@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology",
+                                           "tradeoff", "sensitivity"]),
+              default=None, help="Figure (default: timeline for MeshHeal runs, sac for SAC runs, tradeoff for "
+                                 "a MeshHeal sweep folder).")
 @click.option("--agents", default=None, metavar="A3,A5", help="Agents to show (timeline, heatmap, detector).")
 @click.option("--seed", type=int, default=None, help="Seed of a multi-seed folder (default: its first).")
+@click.option("--x", "x", default=None, metavar="PARAM", help="Sweep folders: swept parameter on the x axis "
+              "(heatmap, sensitivity; a unique last component such as 'alpha' will do).")
+@click.option("--y", "y", default=None, metavar="PARAM", help="Sweep folders: swept parameter on the y axis (heatmap).")
+@click.option("--metric", default=None, metavar="COLUMN", help="Sweep folders: a results.csv metric column "
+              "(heatmap, sensitivity; default detection.delay_mean).")
+@click.option("--by", default=None, metavar="PARAM", help="Sweep folders: one line per value of this parameter "
+              "(sensitivity).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Figure file: .png, .pdf or .svg (default: RUN_DIR/<kind>.png).")
-def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: int | None,
-         out: str | None) -> None:
-    """Draw a figure of RUN_DIR (several RUN_DIRs for --kind sac); see docs/plots.md."""
+def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: int | None, x: str | None,
+         y: str | None, metric: str | None, by: str | None, out: str | None) -> None:
+    """Draw a figure of RUN_DIR (several RUN_DIRs for --kind sac) or of a sweep
+    folder (--kind tradeoff, heatmap, sensitivity); see docs/plots.md and docs/sweeps.md."""
     from . import plots
+    from .sweep import is_sweep_folder
 
     _need_plotting()
     if out is not None:
         plots.check_figure_path(out)
+    if is_sweep_folder(run_dirs[0]):
+        from .plots.sweeps import render_sweep
+
+        if len(run_dirs) > 1 or agents or seed is not None:
+            raise InputError("a sweep folder takes one folder and no --agents / --seed", field="RUN_DIR",
+                             value=list(run_dirs))
+        click.echo(f"wrote {render_sweep(run_dirs[0], kind, x=x, y=y, metric=metric, by=by, out=out)}")
+        return
+    if kind in ("tradeoff", "sensitivity") or x or y or metric or by:
+        raise InputError("--kind tradeoff / sensitivity and --x, --y, --metric, --by take a sweep folder "
+                         "(meshsim sweep)", file=run_dirs[0])
 
     path = plots.render(list(run_dirs), kind=kind, agents=plots.parse_agents(agents), seed=seed, out=out)
     click.echo(f"wrote {path}")
@@ -275,6 +320,87 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
         print_tables(tabs)
         for p in write_tables(tabs, path.parent, md_name=f"{path.stem}.md", prefix=f"{path.stem}-"):
             click.echo(f"wrote {p}")
+
+
+@main.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--grid", "grid", multiple=True, metavar="PATH=VALUES",
+              help="A swept parameter: a range START:STOP:STEP (both ends included), a list 1.5,2,3 or [..], "
+                   "or one value (repeatable: the cartesian product). Replaces the file's sweep section axes.")
+@click.option("--zip", "zips", multiple=True, metavar="PATH=VALUES",
+              help="Parameters that vary together (every --zip axis takes its i-th value at once).")
+@click.option("--seeds", default=None, metavar="SEEDS",
+              help="Seeds of every point: a range 9301-9320, a list 1,5,9 or a count N (default: the spec's, "
+                   "else the scenario's).")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field for every point.")
+@click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
+              help="Sweep folder (default: runs/sweep-<scenario name>, or runs/<name> for a name starting with "
+                   "'sweep'); rerunning resumes it.")
+@click.option("--workers", type=click.IntRange(1, 4096), default=None,
+              help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="local: a process pool on this machine; dask: Dask distributed.")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="With --executor dask: 'local' (default) starts a LocalCluster; an address such as "
+                   "tcp://host:8786 connects to a running scheduler.")
+@click.option("--output", "output", type=click.Choice(["summary", "records", "full"]), default=None,
+              help="What each run keeps: summary (default), records (every table but reviews), full.")
+@click.option("--smoke", is_flag=True, help="Apply the scenario's and the sweep section's 'smoke' overrides.")
+@click.option("--dry-run", is_flag=True, help="List the points (and skipped ones) and stop.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: str | None, sets: tuple[str, ...],
+          out: str | None, workers: int | None, executor: str, scheduler: str | None, output: str | None,
+          smoke: bool, dry_run: bool, quiet: bool) -> int:
+    """Run SCENARIO over a grid of parameters and seeds (docs/sweeps.md).
+
+    Writes OUT/manifest.json, one folder per run under OUT/runs/, and the tidy
+    OUT/results.csv and OUT/summary.csv. Exit 0 when every run finished;
+    100 + the number of failed runs (at most 199) otherwise; 2 for bad input."""
+    from .sweep import plan_sweep, point_label, run_sweep, short_names
+
+    if scheduler and executor != "dask":
+        raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
+    plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
+    names = short_names(plan.spec.paths)
+    name = _safe(plan.name)
+    out_dir = Path(out) if out else Path("runs") / (name if name.startswith("sweep") else f"sweep-{name}")
+
+    def announce() -> None:
+        n = len(plan.runs)
+        click.echo(f"{plan.name}: {len(plan.points)} point{'s' if len(plan.points) != 1 else ''} x "
+                   f"{len(plan.seeds)} seed{'s' if len(plan.seeds) != 1 else ''} "
+                   f"({_seed_text(plan.seeds)}) = {n} run{'s' if n != 1 else ''} -> {out_dir}/")
+        if plan.skipped:
+            click.echo(f"skipped {len(plan.skipped)} invalid point{'s' if len(plan.skipped) != 1 else ''}:")
+            for sk in plan.skipped:
+                click.echo(f"  {point_label(sk['values'], names)}: {sk['reason']}")
+
+    if dry_run:
+        announce()
+        for p in plan.points:
+            click.echo(f"  {p.key}  {point_label(p.values, names)}")
+        return 0
+    res = run_sweep(plan, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet,
+                    echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce)
+    click.echo(f"{res.total} runs: {res.total - res.failed} finished ({res.resumed} resumed), {res.failed} failed"
+               + (f", {res.skipped} points skipped" if res.skipped else ""))
+    for f in res.failures[:10]:
+        vals = plan_point_values(plan, f["point"])
+        click.echo(f"  failed: {point_label(vals, names)} seed {f['seed']}: {f['error']}")
+    if len(res.failures) > 10:
+        click.echo(f"  ... and {len(res.failures) - 10} more (results.csv, column error)")
+    click.echo("wrote " + ", ".join(str(p) for p in res.written))
+    return 100 + min(res.failed, 99) if res.failed else 0
+
+
+def plan_point_values(plan: Any, key: str) -> dict:
+    return next((p.values for p in plan.points if p.key == key), {})
+
+
+def _seed_text(seeds: list[int]) -> str:
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seed" + ("s " if len(seeds) != 1 else " ") + ",".join(map(str, seeds))
 
 
 @main.command()
@@ -289,10 +415,17 @@ def schema() -> None:
 @click.argument("run_dir", type=click.Path())
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
 def report(run_dir: str, seed: int | None) -> None:
-    """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file."""
+    """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file
+    (a sweep folder: trade-off, heat maps, sensitivity and the per-point table)."""
     from .plots.report import write_report
+    from .sweep import is_sweep_folder
 
     _need_plotting()
+    if is_sweep_folder(run_dir):
+        from .plots.sweeps import write_sweep_report
+
+        click.echo(f"wrote {write_sweep_report(run_dir)}")
+        return
 
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from .types import LatencySpec, parse_duration
 
 __all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec", "Seed", "MAX_SEED",
-           "MAX_LATENCY", "MAX_SIGMA"]
+           "MAX_LATENCY", "MAX_SIGMA", "Seeds", "parse_seeds", "SEEDS_SCHEMA"]
 
 #: seeds are 0 .. 2**63-1: what numpy's SeedSequence and every stream derived from it take
 MAX_SEED = 2 ** 63 - 1
@@ -80,6 +80,70 @@ class Latency(Strict):
 
 
 AgentPair = Annotated[list[str], Field(min_length=2, max_length=2)]
+
+_MAX_SEEDS = 100_000
+_SEED_TEXT = r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*,?\s*$"
+
+#: JSON Schema of ``seeds`` (a count, a list, or a range text)
+SEEDS_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 1},
+                          {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1,
+                           "uniqueItems": True},
+                          {"type": "string", "pattern": _SEED_TEXT}],
+                "description": "a count N (seeds seed, seed+1, ..., seed+N-1), a list [3, 7, 11], or a range "
+                               "text '9301-9320' (both ends included; '1-3,7' combines)"}
+
+
+def parse_seeds(v: Any) -> Any:
+    """``seeds`` as a count (int >= 1, kept as is) or a list of distinct seeds.
+
+    Text: ``"9301-9320"`` (a range, both ends included), ``"1,5,9"``, ``"1-3,7"``
+    (a list), or ``"5"`` (a count, as in a scenario file). A list must be
+    non-empty, of integers >= 0 and without repeats. ``ValueError`` names the
+    problem in one line.
+    """
+    if isinstance(v, bool):
+        raise ValueError("expected a count, a list of seeds or a range such as '9301-9320'")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        import re
+
+        text = v.strip()
+        if re.fullmatch(r"\d+", text):
+            return int(text)
+        if not re.fullmatch(_SEED_TEXT, text):
+            raise ValueError("expected a count N, a list 'A,B,C' or a range 'FIRST-LAST' of seeds")
+        out: list[int] = []
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-"))
+                if b < a:
+                    raise ValueError(f"seed range '{part}' runs backwards (FIRST-LAST with FIRST <= LAST)")
+                if b - a + 1 > _MAX_SEEDS:
+                    raise ValueError(f"seed range '{part}' holds more than {_MAX_SEEDS} seeds")
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(part))
+        v = out
+    if isinstance(v, (list, tuple)):
+        if not v:
+            raise ValueError("the list of seeds is empty")
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, int) or x < 0 or x > MAX_SEED:
+                raise ValueError(f"seeds must be integers 0 ... 2^63-1 (got {x!r})")
+        if len(set(v)) != len(v):
+            dup = next(x for i, x in enumerate(v) if x in v[:i])
+            raise ValueError(f"seed {dup} is listed twice")
+        if len(v) > _MAX_SEEDS:
+            raise ValueError(f"more than {_MAX_SEEDS} seeds")
+        return list(v)
+    raise ValueError("expected a count, a list of seeds or a range such as '9301-9320'")
+
+
+#: ``seeds``: a count (from ``seed`` on) or an explicit list (a range text becomes a list)
+Seeds = Annotated[Any, BeforeValidator(parse_seeds), WithJsonSchema(SEEDS_SCHEMA)]
 
 
 #: Agent roles of the consensus protocols (SAC, CP-WBFT; docs/sac.md).

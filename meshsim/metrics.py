@@ -10,7 +10,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .net.network import Network
     from .net.routing import DistanceVector
 
-__all__ = ["true_distances", "routing_mismatches", "RoutingConvergence", "aggregate"]
+__all__ = ["true_distances", "routing_mismatches", "RoutingConvergence", "aggregate", "quantile",
+           "detection_summary"]
 
 
 def true_distances(net: "Network", tables: dict[str, "DistanceVector"], ability: str,
@@ -264,6 +265,8 @@ def review_audit(review_rows: list[dict], task_rows: list[dict], tau: float) -> 
     return {
         "initial_score_healthy": _mean([r["q0"] for r in neg]),
         "initial_score_degraded": _mean([r["q0"] for r in pos]),
+        # the reviewers' discrimination in score units: how far apart the two conditions' mean q0 are
+        "initial_score_gap": (_mean([r["q0"] for r in neg]) - _mean([r["q0"] for r in pos])) if neg and pos else None,
         "outputs_healthy": len(neg),
         "outputs_degraded": len(pos),
         "initial_recall": _frac(len(flagged_pos), len(pos)),
@@ -281,6 +284,78 @@ def review_audit(review_rows: list[dict], task_rows: list[dict], tau: float) -> 
                                           count(flagged_pos, lambda r: r["committee"])),
         "takeover": takeover,
     }
+
+
+def quantile(xs: Iterable[float], q: float) -> Optional[float]:
+    """The ``q`` quantile of ``xs`` by linear interpolation between order
+    statistics (numpy's default, ``statistics.quantiles(method="inclusive")``);
+    None for no values."""
+    v = sorted(xs)
+    if not v:
+        return None
+    pos = (len(v) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _delay_stats(prefix: str, xs: list) -> dict[str, Any]:
+    return {f"{prefix}_mean": _mean(xs), f"{prefix}_median": quantile(xs, 0.5), f"{prefix}_p90": quantile(xs, 0.9),
+            f"{prefix}_max": max(xs) if xs else None}
+
+
+def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents: Iterable[str],
+                      degraded_agents: Iterable[str]) -> dict[str, Any]:
+    """Network-level detector performance (docs/outputs.md, ``detection``).
+
+    ``episodes``: one :func:`self_healing` result per degradation interval of
+    every degraded agent. Over them: how many were detected (isolated before
+    recovery), the delay statistics, the closure rate among the detected, and
+    the reintegration delay statistics among the recovered. Over the healthy
+    agents (never degraded in the run): how many were ever isolated, and the
+    watched-but-not-isolated episodes (normal -> watched, then back to normal,
+    or still watched at the end, without an isolation in between).
+    """
+    degraded = set(degraded_agents)
+    healthy = sorted(set(agents) - degraded)
+    delays = [e["detection_delay"] for e in episodes if e["detection_delay"] is not None]
+    detected = len(delays)
+    recovered = [e for e in episodes if e["recovered_at"] is not None]
+    rein = [e["reintegration_delay"] for e in recovered if e.get("reintegration_delay") is not None]
+    n = len(episodes)
+    out: dict[str, Any] = {"degraded_agents": len(degraded), "episodes": n, "detected": detected,
+                           "missed": n - detected, "missed_rate": _frac(n - detected, n)}
+    out.update(_delay_stats("delay", delays))
+    out["closure_rate"] = _frac(sum(1 for e in episodes if e["detection_delay"] is not None and e["closure"]),
+                                detected)
+    out.update(recovered=len(recovered), reintegrated=len(rein))
+    out.update(_delay_stats("reintegration_delay", rein))
+    healthy_set = set(healthy)
+    iso_episodes = 0
+    iso_agents: set[str] = set()
+    watched_open: dict[str, bool] = {}
+    watched_only = 0
+    watched_agents: set[str] = set()
+    for s in states:
+        a = s["agent"]
+        if a not in healthy_set:
+            continue
+        if s["new"] == "isolated":
+            iso_episodes += 1
+            iso_agents.add(a)
+            watched_open.pop(a, None)
+        elif s["new"] == "watched" and s["old"] == "normal":
+            watched_open[a] = True
+        elif s["new"] == "normal" and watched_open.pop(a, False):
+            watched_only += 1
+            watched_agents.add(a)
+    for a in watched_open:  # still watched at the end, never isolated
+        watched_only += 1
+        watched_agents.add(a)
+    out.update(healthy_agents=len(healthy), false_isolations=len(iso_agents),
+               false_isolation_rate=_frac(len(iso_agents), len(healthy)), false_isolation_episodes=iso_episodes,
+               watched_not_isolated=watched_only, watched_not_isolated_agents=len(watched_agents))
+    return out
 
 
 def execution_summary(proto: Any) -> dict[str, Any]:
@@ -302,8 +377,10 @@ def execution_summary(proto: Any) -> dict[str, Any]:
     states = proto.state_rows
     agents: dict[str, Any] = {}
     missed = 0
+    episodes: list[dict[str, Any]] = []
     for a in sorted(intervals, key=lambda x: (len(x), x)):
         per = [self_healing(states, b, r, n, a) for b, r in intervals[a]]
+        episodes += per
         missed += sum(1 for p in per if p["isolated_at"] is None)
         agents[a] = dict(per[0])
         if len(per) > 1:
@@ -329,6 +406,7 @@ def execution_summary(proto: Any) -> dict[str, Any]:
         "false_isolations": len(false_iso),
         "falsely_isolated": false_iso,
         "missed": missed,
+        "detection": detection_summary(episodes, states, getattr(proto, "K", {}), intervals),
         "isolated_at_end": sorted((a for a, s in isolated_end.items() if s == "isolated"),
                                   key=lambda x: (len(x), x)),
         "state_changes": len(states),

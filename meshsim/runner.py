@@ -42,7 +42,7 @@ from .sim import Environment
 from .types import LatencySpec
 
 __all__ = ["run", "run_one", "validate", "prepare", "Interrupted", "RunResult", "MultiRunResult", "RunContext",
-           "write_atomic"]
+           "write_atomic", "portable_data", "resolved_yaml", "dump_json"]
 
 Progress = Callable[[str, float, float], None]
 
@@ -167,6 +167,28 @@ class _Trace:
     def emit(self, env: Environment, type_: str, **data: Any) -> None:
         if self.level != "none":
             self(env.now, type_, data)
+
+
+def portable_data(scenario: Scenario) -> dict[str, Any]:
+    """The resolved scenario as plain data, with the files it names (tasks file,
+    cassette) made absolute: what a sweep's workers receive, and what
+    ``scenario.resolved.yaml`` holds (with the run's seed)."""
+    data = scenario.resolved()
+    # files named relative to the scenario: absolute, so the resolved scenario
+    # runs from its run folder (or `backends fit` re-runs it) as it ran here
+    base = scenario.base_dir
+    t = data.get("tasks")
+    if base is not None and isinstance(t, dict) and t.get("file") and not Path(t["file"]).is_absolute():
+        t["file"] = str((base / t["file"]).resolve())
+    b = data.get("backend")
+    if base is not None and isinstance(b, dict) and b.get("cassette") and not Path(b["cassette"]).is_absolute():
+        b["cassette"] = str((base / b["cassette"]).resolve())
+    return data
+
+
+def resolved_yaml(scenario: Scenario, seed: int) -> str:
+    """The text of ``scenario.resolved.yaml`` for ``seed``."""
+    return _resolved_yaml(scenario, seed)
 
 
 World = Generator[None, Optional[Progress], RunResult]
@@ -430,16 +452,8 @@ def validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = T
 
 
 def _resolved_data(scenario: Scenario) -> dict[str, Any]:
-    data = scenario.resolved()
-    # files named relative to the scenario: absolute, so the resolved scenario
-    # runs from its run folder (or `backends fit` re-runs it) as it ran here
-    base = scenario.base_dir
-    t = data.get("tasks")
-    if base is not None and isinstance(t, dict) and t.get("file") and not Path(t["file"]).is_absolute():
-        t["file"] = str((base / t["file"]).resolve())
+    data = portable_data(scenario)
     b = data.get("backend")
-    if base is not None and isinstance(b, dict) and b.get("cassette") and not Path(b["cassette"]).is_absolute():
-        b["cassette"] = str((base / b["cassette"]).resolve())
     if isinstance(b, dict) and b.get("kind") == "replay":
         # where replies come from (cassette or endpoint) is not part of what was
         # run: a recorded run and its replay resolve to the same scenario
@@ -712,13 +726,14 @@ def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path
     nothing they depend on changed (``force`` reruns them); see
     :mod:`meshsim.runfolder`.
     """
-    multi = scenario.seeds > 1
+    all_seeds = scenario.seed_list()
+    multi = len(all_seeds) > 1
     if multi and seed is not None and out is not None and not seed_folder and not _is_multi_folder(Path(out)):
         multi = False  # one seed into a folder of its own
     if seed is not None:
         seeds = [seed]
     else:
-        seeds = scenario.seed_list() if multi else [scenario.seed]
+        seeds = all_seeds if multi else all_seeds[:1]
     if out is None:
         graphs = prepare(scenario, seeds)
         first = build(scenario, seeds[0], graphs.pop(seeds[0], None))

@@ -19,10 +19,11 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny,
 from .errors import InputError, ScenarioError, TopologyError
 from .events import EVENT_TYPES, EventCheck
 from .fields import (DURATION_SCHEMA, MAX_SEED, AgentPair, Duration, EventSpec, Latency, Probability, Role,
-                     Seed, Strict)
+                     Seed, Seeds, Strict)
 from .files import check_numbers, parse_yaml, read_text
 
-__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "build_graph",
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "set_path", "get_path",
+           "read_scenario_data", "scenario_data", "build_graph",
            "check_semantics", "Duration", "scenario_schema"]
 
 
@@ -159,7 +160,8 @@ class Scenario(Strict):
     name: str
     description: str = ""
     seed: Seed = 0
-    seeds: Annotated[int, Field(ge=1)] = 1
+    #: a count N (seeds seed .. seed+N-1), a list of seeds, or a range text "9301-9320"
+    seeds: Seeds = 1
     duration: Optional[Annotated[Duration, Field(gt=0)]] = None
     network: NetworkSpec
     agents: AgentsSpec = AgentsSpec()
@@ -173,6 +175,9 @@ class Scenario(Strict):
     #: ``meshsim run --smoke`` and the test suite apply them.
     smoke: dict[str, Any] = {}
     limits: Limits = Limits()
+    #: A parameter sweep over this scenario (``meshsim sweep``, docs/sweeps.md);
+    #: ignored by ``meshsim run`` and not part of the resolved scenario.
+    sweep: Optional[dict[str, Any]] = Field(default=None, exclude=True)
 
     # Where the scenario came from (not part of the file).
     _source: str = "<scenario>"
@@ -214,7 +219,17 @@ class Scenario(Strict):
         """Every field with defaults filled in, as plain data (for the run folder)."""
         return self.model_dump(mode="json")
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("a seed count must be >= 1 (or give a list / range of seeds)")
+        return v
+
     def seed_list(self) -> list[int]:
+        """The seeds to run: ``seed .. seed+N-1`` for a count N, else the list."""
+        if isinstance(self.seeds, list):
+            return list(self.seeds)
         return [self.seed + k for k in range(self.seeds)]
 
 
@@ -265,6 +280,68 @@ def _parse_value(text: str, field: str) -> Any:
     return parse_yaml(text, "--set", field, syntax_error_as_text=True)
 
 
+def _split_path(path: str, item: Any, source: str) -> list[str]:
+    parts = [p for p in str(path).strip().split(".") if p]
+    if not parts:
+        raise ScenarioError("empty path", file=source, value=item)
+    # backend.overrides holds dotted profile paths as keys: the rest of the path is one key
+    if len(parts) > 2 and parts[0] == "backend" and parts[1] == "overrides":
+        parts = parts[:2] + [".".join(parts[2:])]
+    return parts
+
+
+def set_path(data: dict, path: str, value: Any, source: str = "--set", item: Any = None) -> None:
+    """Set ``path`` (``a.b.0.c``; ``backend.overrides.<dotted profile path>``) in
+    raw scenario ``data`` to ``value``, in place: missing mappings are created,
+    list items are addressed by index."""
+    item = f"{path}=..." if item is None else item
+    parts = _split_path(path, item, source)
+    cur: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(cur, list):
+            if not part.isdigit() or int(part) >= len(cur):
+                raise ScenarioError("list index out of range", file=source,
+                                    field=".".join(parts[: i + 1]), value=part)
+            if last:
+                cur[int(part)] = value
+            else:
+                cur = cur[int(part)]
+        elif isinstance(cur, dict):
+            if last:
+                cur[part] = value
+            else:
+                nxt = cur.get(part)
+                if nxt is None:
+                    nxt = cur[part] = {}
+                elif not isinstance(nxt, (dict, list)):
+                    raise ScenarioError("cannot set a field inside a scalar", file=source,
+                                        field=".".join(parts[: i + 1]), value=nxt)
+                cur = nxt
+        else:
+            raise ScenarioError("cannot set a field inside a scalar", file=source,
+                                field=".".join(parts[:i]), value=cur)
+
+
+_NOT_FOUND = object()
+
+
+def get_path(data: Any, path: str, default: Any = _NOT_FOUND) -> Any:
+    """The value at ``path`` in (raw or resolved) scenario data; ``default`` (or
+    KeyError) when there is none. Same path syntax as :func:`set_path`."""
+    cur = data
+    for part in _split_path(path, path, "<path>"):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            if default is _NOT_FOUND:
+                raise KeyError(path)
+            return default
+    return cur
+
+
 def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> dict:
     """Apply ``path=value`` overrides (``a.b.0.c=1``) to raw scenario data."""
     data = copy.deepcopy(data)
@@ -272,34 +349,7 @@ def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> 
         if "=" not in item:
             raise ScenarioError("expected PATH=VALUE", file="--set", value=item)
         path, raw = item.split("=", 1)
-        parts = [p for p in path.strip().split(".") if p]
-        if not parts:
-            raise ScenarioError("empty path", file="--set", value=item)
-        cur: Any = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(cur, list):
-                if not part.isdigit() or int(part) >= len(cur):
-                    raise ScenarioError("list index out of range", file="--set",
-                                        field=".".join(parts[: i + 1]), value=part)
-                if last:
-                    cur[int(part)] = _parse_value(raw, path.strip())
-                else:
-                    cur = cur[int(part)]
-            elif isinstance(cur, dict):
-                if last:
-                    cur[part] = _parse_value(raw, path.strip())
-                else:
-                    nxt = cur.get(part)
-                    if nxt is None:
-                        nxt = cur[part] = {}
-                    elif not isinstance(nxt, (dict, list)):
-                        raise ScenarioError("cannot set a field inside a scalar", file="--set",
-                                            field=".".join(parts[: i + 1]), value=nxt)
-                    cur = nxt
-            else:
-                raise ScenarioError("cannot set a field inside a scalar", file="--set",
-                                    field=".".join(parts[:i]), value=cur)
+        set_path(data, path, _parse_value(raw, path.strip()), source, item)
     return data
 
 
@@ -372,12 +422,8 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
     return sc
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: bool = False) -> Scenario:
-    """Load, override and validate a scenario file (static checks only).
-
-    Checks that need the graph (unknown agents, connectivity) run in
-    :func:`check_semantics`, which ``meshsim validate`` and every run call.
-    """
+def read_scenario_data(path: str | Path) -> Any:
+    """A scenario file's raw data (YAML parsed, nothing validated yet)."""
     path = Path(path)
     source = str(path)
     try:
@@ -386,6 +432,12 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
         raise ScenarioError(exc.message, file=exc.file, field=exc.field, value=exc.value) from None
     if data is None:
         raise ScenarioError("scenario file is empty", file=source)
+    return data
+
+
+def scenario_data(data: Any, source: str, overrides: list[str] | None = None, smoke: bool = False) -> Any:
+    """Raw scenario data with the file's ``smoke`` overrides (``smoke``) and then
+    ``overrides`` applied, as :func:`load_scenario` validates it."""
     if (overrides or smoke) and not isinstance(data, dict):
         raise ScenarioError("a scenario must be a YAML mapping", file=source)
     if smoke:
@@ -398,7 +450,18 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
             data["smoke"] = {}
     if overrides:
         data = apply_overrides(data, overrides)
-    return parse_scenario(data, source, path.parent)
+    return data
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: bool = False) -> Scenario:
+    """Load, override and validate a scenario file (static checks only).
+
+    Checks that need the graph (unknown agents, connectivity) run in
+    :func:`check_semantics`, which ``meshsim validate`` and every run call.
+    """
+    path = Path(path)
+    data = scenario_data(read_scenario_data(path), str(path), overrides, smoke)
+    return parse_scenario(data, str(path), path.parent)
 
 
 def smoke_overrides(path: str | Path) -> list[str]:
@@ -413,9 +476,10 @@ def smoke_overrides(path: str | Path) -> list[str]:
 def _check_static(sc: Scenario) -> None:
     src = sc.source
     lim = sc.limits
-    if sc.seeds > lim.seeds:
-        raise ScenarioError(_over("seeds", sc.seeds, "seeds", lim.seeds), file=src, field="seeds", value=sc.seeds)
-    if sc.seed + sc.seeds - 1 > MAX_SEED:
+    n_seeds = len(sc.seeds) if isinstance(sc.seeds, list) else sc.seeds
+    if n_seeds > lim.seeds:
+        raise ScenarioError(_over("seeds", n_seeds, "seeds", lim.seeds), file=src, field="seeds", value=n_seeds)
+    if not isinstance(sc.seeds, list) and sc.seed + sc.seeds - 1 > MAX_SEED:
         raise ScenarioError(f"the last seed, seed + seeds - 1, must be <= 2**63-1 ({MAX_SEED})", file=src,
                             field="seeds", value=sc.seeds)
     if sc.duration is not None and sc.duration > lim.duration:
@@ -676,22 +740,36 @@ def _replay_events(sc: Scenario, nodes: set, edges: set, ctx: EventCheck) -> Non
                     file=src, field=f"events[{second}]", value=evs[second].type)
 
 
-def check_semantics(sc: Scenario, G: nx.Graph) -> None:
+def check_semantics(sc: Scenario, G: nx.Graph, memo: Optional[dict] = None) -> None:
     """Checks that need the graph: every named agent and link must exist.
 
-    Events are replayed against the graph as earlier events change it (an
-    ``add_agent`` makes the agent known to later events): see
-    :func:`_replay_events`.
+    Events are checked in time order against the graph as earlier events
+    change it (an ``add_agent`` makes the agent known to later events).
+    ``memo`` (a dict kept by the caller) remembers the abilities and the
+    backend checks of scenarios that share them: a sweep checks many points
+    that differ in a parameter only, and reading profiles is the slow part.
     """
+    import json
+
     src = sc.source
     nodes = set(G.nodes)
     edges = {frozenset(e) for e in G.edges}
-    _abilities, targets = agent_abilities(sc, G)
-    if sc.backend is not None:
+    if memo is None:
+        memo = {}
+    akey = json.dumps(["abilities", sc.agents.model_dump(mode="json"),
+                       sc.tasks.model_dump(mode="json") if sc.tasks else None, sorted(map(str, G.nodes)),
+                       str(sc.base_dir)], sort_keys=True, default=str)
+    if akey not in memo:
+        memo[akey] = agent_abilities(sc, G)
+    _abilities, targets = memo[akey]
+    bkey = json.dumps(["backend", sc.backend.model_dump(mode="json") if sc.backend else None, str(sc.base_dir)],
+                      sort_keys=True, default=str)
+    if sc.backend is not None and bkey not in memo:
         from .backends import check_backend
 
         try:
             check_backend(sc.backend.model_dump(), sc.base_dir)
+            memo[bkey] = True
         except InputError as exc:
             if exc.file:
                 raise  # it names the profile file and its field
@@ -707,7 +785,10 @@ def check_semantics(sc: Scenario, G: nx.Graph) -> None:
         if frozenset(ov.link) not in edges:
             raise ScenarioError("no such link in the topology", file=src, field=f"network.overrides[{i}].link",
                                 value=ov.link)
-    _replay_events(sc, nodes, edges, event_check(sc, targets))
+    ekey = akey + sc.protocol.name
+    if ekey not in memo:
+        memo[ekey] = event_check(sc, targets)
+    _replay_events(sc, nodes, edges, memo[ekey])
     proto_check = getattr(sc.protocol.params, "check", None)
     if proto_check is not None:
         try:

@@ -46,15 +46,14 @@ def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool
     if kind not in KINDS:
         raise InputError(f"unknown backend kind; choose one of {list(KINDS)}", field="kind", value=kind)
     if kind == "fake":
-        _fields(spec, {"kind", "profile", "draw"})
+        _fields(spec, {"kind", "profile", "draw", "overrides"})
         if not isinstance(spec.get("draw", 0), int) or isinstance(spec.get("draw", 0), bool) \
                 or spec.get("draw", 0) < 0:
             raise InputError("must be an integer >= 0", field="draw", value=spec.get("draw"))
         if not spec.get("profile"):
             raise InputError("a fake backend needs 'profile'", field="profile")
-        from .fake import load_fake_profile
-
-        load_fake_profile(find_profile(spec["profile"], base_dir))
+        # overrides: {dotted.profile.path: value}, as for fake_consensus (sweeps of review quality)
+        _load_fake(find_profile(spec["profile"], base_dir), spec.get("overrides"))
     elif kind == "fake_consensus":  # SAC / CP-WBFT answer-space fake (docs/sac.md)
         _fields(spec, {"kind", "profile", "overrides"})
         if not spec.get("profile"):
@@ -75,6 +74,39 @@ def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool
         _fields(spec, {"kind"})
 
 
+def _load_fake(path: Path, overrides: Optional[dict[str, Any]]):
+    """A MeshHeal fake profile, with ``overrides`` (dotted profile path -> value)
+    applied before validation. The file is checked on its own first, so an
+    error names the file when the file is at fault and ``overrides.<path>``
+    when an override is."""
+    from .fake import FakeProfile, load_fake_profile
+
+    prof = load_fake_profile(path)
+    if not overrides:
+        return prof
+    from .profiles import load_validated
+
+    prof = load_validated(path, FakeProfile, overrides)
+    for role in ("strong", "weak"):
+        if role not in prof.models:
+            raise InputError(f"profile needs a '{role}' model", field="overrides", value=overrides)
+        if "default" not in prof.models[role].skill:
+            raise InputError(f"models.{role}.skill needs a 'default' skill", field="overrides", value=overrides)
+    return prof
+
+
+def _describe_overrides(backend: Backend, overrides: dict[str, Any]) -> None:
+    """The summary's ``backend`` names the overridden profile fields (as fake_consensus does)."""
+    plain = backend.describe
+
+    def describe() -> dict[str, Any]:
+        out = plain()
+        out["overrides"] = {str(k): overrides[k] for k in sorted(overrides, key=str)}
+        return out
+
+    backend.describe = describe  # type: ignore[method-assign]
+
+
 def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[Path],
                  need_key: bool = True) -> Backend:
     if spec is None:
@@ -89,10 +121,14 @@ def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[P
 
         return make_replay(spec, seed, base_dir)
     if spec["kind"] == "fake":
-        from .fake import FakeBackend, load_fake_profile
+        from .fake import FakeBackend
 
-        return FakeBackend(load_fake_profile(find_profile(spec["profile"], base_dir)), seed=seed,
-                           draw=int(spec.get("draw", 0)))
+        over = spec.get("overrides")
+        backend = FakeBackend(_load_fake(find_profile(spec["profile"], base_dir), over), seed=seed,
+                              draw=int(spec.get("draw", 0)))
+        if over:
+            _describe_overrides(backend, over)
+        return backend
     if spec["kind"] == "fake_consensus":
         from .fake_consensus import ConsensusFakeBackend, load_consensus_profile
 

@@ -1,0 +1,346 @@
+"""Planning and running a sweep (docs/sweeps.md).
+
+:func:`plan_sweep` reads the spec, expands the grid and validates every point
+against the scenario (static checks and those that need the graph): a point
+that fails (α ≥ β) is *skipped* with its reason, never a crash; a path that
+names nothing, an empty grid or a malformed range is an input error.
+:func:`run_sweep` resumes what the folder already holds, connects the
+executor, writes the manifest, runs the rest and writes the tidy tables.
+
+A run's identity is a hash of the resolved scenario it runs (its folder is
+``runs/<point>/seed-<s>/``): the same scenario is never run twice, whatever
+grid reached it; a run is finished when its ``summary.json`` (written last,
+atomically) sits beside the expected ``scenario.resolved.yaml``.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..errors import InputError, RunFolderError
+from ..records import write_atomic, write_records
+from .executors import make_executor
+from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
+from .progress import SweepProgress
+from .results import write_results
+from .spec import OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
+
+__all__ = ["Point", "Plan", "plan_sweep", "run_sweep", "SweepOutcome", "short_names", "point_label"]
+
+_MISSING = object()
+
+
+@dataclass
+class Point:
+    key: str
+    values: dict[str, Any]  # swept path -> value as the resolved scenario holds it
+    data: dict[str, Any]  # the resolved scenario (files absolute): what workers receive
+
+
+@dataclass
+class Plan:
+    scenario_path: Path
+    source: str
+    base_dir: Path
+    name: str
+    base: dict[str, Any]  # raw scenario data after --smoke and the base --set overrides
+    spec: SweepSpec
+    seeds: list[int]
+    points: list[Point] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[tuple[str, int]]:
+        return [(p.key, s) for p in self.points for s in self.seeds]
+
+    def manifest(self) -> dict[str, Any]:
+        from .. import __version__
+
+        return {"format": FORMAT, "meshsim": __version__, "scenario": {"name": self.name, "source": self.source},
+                "base": self.base, "axes": self.spec.paths, "output": self.spec.output,
+                "points": {p.key: p.values for p in self.points}, "skipped": self.skipped,
+                "runs": [[k, s] for k, s in self.runs]}
+
+
+@dataclass
+class SweepOutcome:
+    out: Path
+    total: int
+    resumed: int
+    ok: int
+    failed: int
+    skipped: int
+    failures: list[dict[str, Any]]
+    written: list[Path]
+
+
+def short_names(paths: list[str]) -> dict[str, str]:
+    """Each swept path by its last component (``alpha``), or longer when that is ambiguous."""
+    out = {}
+    for p in paths:
+        parts = p.split(".")
+        k = 1
+        while k < len(parts) and sum(1 for q in paths if q.split(".")[-k:] == parts[-k:]) > 1:
+            k += 1
+        out[p] = ".".join(parts[-k:])
+    return out
+
+
+def point_label(values: dict[str, Any], names: Optional[dict[str, str]] = None) -> str:
+    names = names or short_names(list(values))
+    return " ".join(f"{names.get(p, p)}={_fmt(v)}" for p, v in values.items())
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
+
+
+def _key(data: dict[str, Any]) -> str:
+    d = {k: v for k, v in data.items() if k not in ("seed", "seeds", "smoke")}
+    text = json.dumps(d, sort_keys=True, default=str, separators=(",", ":"))
+    return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------------------------ planning
+
+
+def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: tuple[str, ...] | list[str] = (),
+               seeds: Optional[str] = None, sets: tuple[str, ...] | list[str] = (), output: Optional[str] = None,
+               smoke: bool = False) -> Plan:
+    """Read the spec (file section, then the command line's axes replace it) and validate every point."""
+    from ..fields import parse_seeds
+    from ..scenario import (build_graph, check_semantics, get_path, parse_scenario, scenario_data, set_path,
+                            topology_seed)
+    from ..runner import portable_data
+
+    path = Path(path)
+    scen_path, raw, section, section_source = read_sweep_file(path)
+    source = str(scen_path)
+    file_spec = spec_from_section(section, section_source, smoke) if section is not None else None
+    origin: dict[str, dict[str, Any]] = {}
+    if grid or zips:
+        g = [parse_axis_arg(x, "--grid") for x in grid]
+        z = [parse_axis_arg(x, "--zip") for x in zips]
+        spec = build_spec(g, [dict(z)] if z else [], file_spec.seeds if file_spec else None,
+                          file_spec.sets if file_spec else [], output or (file_spec.output if file_spec else None),
+                          {"field": "--grid"})
+        for p, _v in g:
+            origin[p] = {"field": "--grid", "value": p}
+        for p, _v in z:
+            origin[p] = {"field": "--zip", "value": p}
+    elif file_spec is not None:
+        spec = file_spec
+        if output:
+            if output not in OUTPUT_LEVELS:
+                raise InputError(f"unknown output level; choose one of {', '.join(OUTPUT_LEVELS)}",
+                                 field="--output", value=output)
+            spec.output = output
+        for p in spec.paths:
+            origin[p] = {"file": section_source, "field": f"sweep.grid.{p}"}
+    else:
+        spec = SweepSpec()
+    if not spec.axes:
+        raise InputError("empty grid: give --grid PATH=VALUES (or --zip), or a 'sweep: {grid: ...}' section "
+                         "in the file", field="--grid", value=str(path))
+    if seeds is not None:
+        try:
+            spec.seeds = parse_seeds(seeds)
+        except ValueError as exc:
+            raise InputError(str(exc), field="--seeds", value=seeds) from None
+    spec.sets = list(spec.sets) + list(sets)
+
+    base = scenario_data(raw, source, spec.sets, smoke)
+    base_dir = scen_path.parent
+    base_sc = parse_scenario(copy.deepcopy(base), source, base_dir)
+    if spec.seeds is None:
+        seed_list = base_sc.seed_list()
+    elif isinstance(spec.seeds, int):
+        seed_list = [base_sc.seed + k for k in range(spec.seeds)]
+    else:
+        seed_list = list(spec.seeds)
+
+    graphs: dict[str, Any] = {}
+    memo: dict[str, Any] = {}
+
+    def check(data: dict[str, Any]):
+        sc = parse_scenario(data, source, base_dir)
+        gkey = json.dumps([sc.network.model_dump(mode="json"), sc.agents.model_dump(mode="json"),
+                           sc.tasks.model_dump(mode="json") if sc.tasks else None,
+                           topology_seed(sc, seed_list[0])], sort_keys=True, default=str)
+        if gkey not in graphs:
+            graphs[gkey] = build_graph(sc, seed_list[0])
+        check_semantics(sc, graphs[gkey], memo)
+        return sc
+
+    # a path the scenario does not hold (even as a default) must be one it accepts
+    resolved = base_sc.resolved()
+    for axis in spec.axes:
+        for i, p in enumerate(axis.paths):
+            if get_path(resolved, p, _MISSING) is not _MISSING:
+                continue
+            trial = copy.deepcopy(base)
+            set_path(trial, p, axis.values[0][i], source)
+            try:
+                check(trial)
+            except InputError as exc:
+                where = origin.get(p, {"field": "--grid", "value": p})
+                raise InputError(f"unknown path ({exc})", **where) from None
+
+    plan = Plan(scen_path, source, base_dir, base_sc.name, base, spec, seed_list)
+    seen: set[str] = set()
+    for pt in spec.points():
+        data = copy.deepcopy(base)
+        for p, v in pt.items():
+            set_path(data, p, v, source)
+        try:
+            sc = check(data)
+        except InputError as exc:
+            plan.skipped.append({"values": pt, "reason": str(exc)})
+            continue
+        portable = portable_data(sc)
+        key = _key(portable)
+        if key in seen:
+            continue  # the same scenario twice (2 and 2.0)
+        seen.add(key)
+        values = {p: get_path(portable, p, v) for p, v in pt.items()}
+        plan.points.append(Point(key, values, portable))
+    if not plan.points:
+        first = plan.skipped[0]
+        raise InputError(f"every point of the grid fails validation ({len(plan.skipped)} points); the first, "
+                         f"{point_label(first['values'])}: {first['reason']}", field="--grid")
+    return plan
+
+
+# ------------------------------------------------------------------------------------ running
+
+
+def _run_dir(out: Path, key: str, seed: int) -> Path:
+    return out / "runs" / key / f"seed-{seed}"
+
+
+class _Lock:
+    """An exclusive lock on the sweep folder (released by the OS if the process dies)."""
+
+    def __init__(self, out: Path):
+        import fcntl
+
+        self.fh = open(out / ".sweep.lock", "w")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.fh.close()
+            raise RunFolderError("another meshsim sweep is writing this folder", file=str(out)) from None
+
+    def release(self) -> None:
+        self.fh.close()
+
+
+def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
+    d = _run_dir(out, res["point"], int(res["seed"]))
+    d.mkdir(parents=True, exist_ok=True)
+    for stale in ("summary.json", "error.txt"):
+        if (d / stale).exists():
+            (d / stale).unlink()
+    for tmp in d.glob(".*.tmp"):
+        tmp.unlink()
+    if res.get("resolved"):
+        write_atomic(d / "scenario.resolved.yaml", res["resolved"])
+    if res["status"] == "ok":
+        for name, rows in res.get("tables", {}).items():
+            write_records(d, name, rows, fmt)
+        write_atomic(d / "summary.json", res["summary"])  # last: its presence means the run completed
+    else:
+        write_atomic(d / "error.txt", res["error"] + "\n" + (res.get("detail") or ""))
+
+
+def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Optional[int] = None,
+              scheduler: Optional[str] = None, quiet: bool = False, live: Optional[bool] = None,
+              echo: Callable[[str], None] = lambda s: None, every: float = 10.0,
+              announce: Optional[Callable[[], None]] = None) -> SweepOutcome:
+    """Run every unfinished run of ``plan`` into ``out`` and write its tables.
+
+    ``announce`` is called once everything that can refuse the sweep (the
+    folder, the executor) has passed, before the first run: a refused sweep
+    prints its one error line and nothing else."""
+    from ..runner import resolved_yaml
+    from ..scenario import parse_scenario
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunFolderError("output path exists and is not a folder", file=str(out))
+    new = plan.manifest()
+    old = read_manifest(out) if out.is_dir() else None
+    if old is None and out.is_dir() and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
+        raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
+                             "choose another --out", file=str(out))
+    if old is not None:
+        check_compatible(old, new, out)
+
+    expected: dict[tuple[str, int], str] = {}
+    for p in plan.points:
+        sc = parse_scenario(copy.deepcopy(p.data), plan.source, plan.base_dir)
+        for s in plan.seeds:
+            expected[(p.key, s)] = resolved_yaml(sc, s)
+
+    def finished(key: str, seed: int) -> bool:
+        d = _run_dir(out, key, seed)
+        r = d / "scenario.resolved.yaml"
+        return (d / "summary.json").is_file() and r.is_file() and r.read_text() == expected[(key, seed)]
+
+    todo = [r for r in plan.runs if not finished(*r)]
+    ex = make_executor(executor, workers, scheduler) if todo else None  # connect before writing anything
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = _Lock(out)
+    except BaseException:
+        if ex is not None:
+            ex.close()
+        raise
+    failures: list[dict[str, Any]] = []
+    ok = 0
+    try:
+        old = read_manifest(out)  # under the lock now
+        if old is not None:
+            check_compatible(old, new, out)
+        manifest = merge(old, new)
+        for tmp in out.glob(".*.tmp"):
+            tmp.unlink()
+        write_manifest(out, manifest)
+        if announce is not None:
+            announce()
+        total = len(plan.runs)
+        echo(f"sweep: {len(plan.points)} points x {len(plan.seeds)} seeds = {total} runs"
+             + (f", {total - len(todo)} already done" if len(todo) < total else "")
+             + (f"; {ex.describe()}" if ex is not None else ""))
+        fmts = {p.key: (p.data.get("output") or {}).get("format", "jsonl.gz") for p in plan.points}
+        by_run = {(p.key, s): p for p in plan.points for s in plan.seeds}
+        tasks = [{"point": k, "seed": s, "scenario": by_run[(k, s)].data, "source": plan.source,
+                  "base_dir": str(plan.base_dir), "level": plan.spec.output, "resolved": expected[(k, s)]}
+                 for k, s in todo]
+        progress = SweepProgress(total, total - len(todo), live=live, quiet=quiet, every=every)
+        if todo:
+            progress.start()
+            aborted = True
+            try:
+                for res in ex.run(tasks):
+                    _write_run(out, res, fmts[res["point"]])
+                    if res["status"] == "ok":
+                        ok += 1
+                    else:
+                        failures.append(res)
+                    progress.advance(res["status"] == "ok")
+                aborted = False
+            finally:
+                progress.close()
+                ex.close(abort=aborted) if ex is not None else None
+        written = write_results(out, manifest)
+    finally:
+        lock.release()
+    return SweepOutcome(out, len(plan.runs), len(plan.runs) - len(todo), ok, len(failures), len(plan.skipped),
+                        failures, written)

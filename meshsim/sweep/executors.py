@@ -1,0 +1,180 @@
+"""Where a sweep's runs execute: in this process, on a local process pool
+(``concurrent.futures``, the default) or on Dask distributed (a
+``LocalCluster`` started here, or a running scheduler by address).
+
+Every executor takes the task dicts of :mod:`.worker` and yields their results
+in completion order; a task that dies with its worker (a crash, a lost Dask
+worker) comes back as a failed result, never as an exception. Connecting
+happens when the executor is made, so a scheduler that cannot be reached is a
+one-line input error before anything is written.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator, Optional
+
+from ..errors import InputError
+from .worker import failure, run_task
+
+__all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
+
+EXECUTORS = ("local", "dask")
+#: seconds to wait for a Dask scheduler given by address
+CONNECT_TIMEOUT = 3.0
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Executor:
+    name = "inline"
+    workers = 1
+
+    def run(self, tasks: list[dict[str, Any]], fn: Callable = run_task) -> Iterator[dict[str, Any]]:
+        for t in tasks:
+            yield fn(t)
+
+    def close(self, abort: bool = False) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "in this process"
+
+
+class PoolExecutor(Executor):
+    """A local process pool. Workers are forked from a server process that has
+    meshsim imported (``forkserver``): cheap to start, and safe next to the
+    parent's progress thread."""
+
+    name = "local"
+
+    def __init__(self, workers: int):
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        self.workers = workers
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.runner"])
+        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+    def run(self, tasks, fn=run_task):
+        import concurrent.futures as cf
+
+        futs = {self.pool.submit(fn, t): t for t in tasks}
+        try:
+            for fut in cf.as_completed(futs):
+                try:
+                    yield fut.result()
+                except Exception as exc:  # the worker process died (BrokenProcessPool) or could not unpickle
+                    yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
+        finally:
+            for f in futs:
+                f.cancel()
+
+    def close(self, abort: bool = False) -> None:
+        if abort:  # interrupted: do not wait for the runs in flight
+            for proc in list(getattr(self.pool, "_processes", {}).values()):
+                proc.terminate()
+        self.pool.shutdown(wait=not abort, cancel_futures=True)
+
+    def describe(self) -> str:
+        return f"local process pool, {self.workers} worker{'s' if self.workers != 1 else ''}"
+
+
+class DaskExecutor(Executor):
+    name = "dask"
+
+    def __init__(self, workers: int, scheduler: Optional[str]):
+        try:
+            import logging
+
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise InputError("--executor dask needs Dask distributed, which the 'dask' extra installs: "
+                             "pip install 'meshsim[dask]'", field="--executor", value="dask") from None
+        self.cluster = None
+        self.address = scheduler
+        if scheduler in (None, "", "local"):
+            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=logging.ERROR)
+            self.client = Client(self.cluster)
+            self.address = "local"
+        else:
+            _probe(scheduler)
+            try:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            except Exception as exc:  # OSError / TimeoutError / ValueError for a malformed address
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise InputError(f"cannot reach the Dask scheduler: {msg}", field="--scheduler",
+                                 value=scheduler) from None
+        info = self.client.scheduler_info()
+        self.workers = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()) or workers
+
+    def run(self, tasks, fn=run_task):
+        from distributed import as_completed
+
+        futs = {}
+        for t in tasks:
+            f = self.client.submit(fn, t, pure=False)
+            futs[f] = t
+        try:
+            for fut in as_completed(list(futs)):
+                try:
+                    yield fut.result()
+                except Exception as exc:  # KilledWorker, a lost connection
+                    yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
+                fut.release()
+        finally:
+            for f in futs:
+                f.cancel()
+
+    def close(self, abort: bool = False) -> None:
+        try:
+            self.client.close()
+        finally:
+            if self.cluster is not None:
+                self.cluster.close()
+
+    def describe(self) -> str:
+        where = "a LocalCluster" if self.cluster is not None else f"scheduler {self.address}"
+        return f"Dask distributed on {where}, {self.workers} worker thread{'s' if self.workers != 1 else ''}"
+
+
+def _probe(address: str) -> None:
+    """A plain TCP connect to a ``tcp://host:port`` scheduler first: nothing
+    listening fails at once (Dask's client would retry until its timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if "://" not in address:
+        address = "tcp://" + address
+    try:
+        u = urlsplit(address)
+        host, port = u.hostname, u.port
+    except ValueError:
+        return  # let Dask name what is wrong with it
+    if u.scheme != "tcp" or not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise InputError(f"cannot reach the Dask scheduler: {exc.strerror or exc}", field="--scheduler",
+                         value=address) from None
+
+
+def make_executor(kind: str, workers: Optional[int], scheduler: Optional[str] = None) -> Executor:
+    """Connect an executor: ``local`` (``workers`` 1: in this process) or ``dask``."""
+    if kind not in EXECUTORS:
+        raise InputError(f"unknown executor; choose one of {', '.join(EXECUTORS)}", field="--executor", value=kind)
+    if workers is not None and workers < 1:
+        raise InputError("must be >= 1", field="--workers", value=workers)
+    if kind == "local":
+        if scheduler:
+            raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
+        n = workers or default_workers()
+        return Executor() if n == 1 else PoolExecutor(n)
+    return DaskExecutor(workers or default_workers(), scheduler)

@@ -1,0 +1,155 @@
+"""The sweep folder's ``manifest.json``: what the folder is a sweep of.
+
+It holds the base scenario (raw data after ``--smoke`` and the base ``--set``
+overrides), the swept paths, the per-run output level, every point (its id and
+values), the skipped points with their reasons, and every run (point id, seed)
+ever asked for. It is written atomically before any run starts and rewritten
+only to extend it, so a folder killed at any moment still describes itself.
+
+A rerun may change the grid and the seeds (the folder grows: points and runs
+are a union), nothing else: :func:`check_compatible` compares the base
+scenarios with every swept path masked and names the first difference.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import RunFolderError
+from ..records import write_atomic
+
+__all__ = ["MANIFEST", "FORMAT", "read_manifest", "write_manifest", "check_compatible", "merge", "masked"]
+
+MANIFEST = "manifest.json"
+FORMAT = "meshsim-sweep/1"
+#: never part of the comparison: seeds are a sweep axis, the others do not change what runs
+_ALWAYS_MASKED = ("seed", "seeds", "smoke", "sweep")
+
+
+def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
+    f = Path(folder) / MANIFEST
+    if not f.is_file():
+        return None
+    try:
+        m = json.loads(f.read_text())
+    except ValueError:
+        raise RunFolderError("manifest.json is not valid JSON (not written by meshsim sweep?)", file=str(f)) from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise RunFolderError(f"not a {FORMAT} manifest", file=str(f))
+    return m
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    write_atomic(Path(folder) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False, default=str) + "\n")
+
+
+def _delete(data: Any, path: str) -> None:
+    from ..scenario import _split_path
+
+    parts = _split_path(path, path, "<path>")
+    cur = data
+    for p in parts[:-1]:
+        if isinstance(cur, dict) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list) and p.isdigit() and int(p) < len(cur):
+            cur = cur[int(p)]
+        else:
+            return
+    last = parts[-1]
+    if isinstance(cur, dict):
+        cur.pop(last, None)
+    elif isinstance(cur, list) and last.isdigit() and int(last) < len(cur):
+        cur[int(last)] = "<swept>"
+
+
+def masked(base: Any, paths: list[str]) -> Any:
+    data = copy.deepcopy(base)
+    if isinstance(data, dict):
+        for k in _ALWAYS_MASKED:
+            data.pop(k, None)
+        b = data.get("backend")
+        if isinstance(b, dict) and b.get("overrides") == {}:
+            b.pop("overrides")
+    for p in paths:
+        _delete(data, p)
+    return data
+
+
+def _first_difference(a: Any, b: Any, prefix: str = "") -> Optional[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            path = f"{prefix}.{k}" if prefix else str(k)
+            x, y = a.get(k, _UNSET), b.get(k, _UNSET)
+            if x is _UNSET and isinstance(y, dict):
+                x = {}  # name the leaf that was added, not the mapping holding it
+            if y is _UNSET and isinstance(x, dict):
+                y = {}
+            if x is _UNSET or y is _UNSET:
+                return path, x, y
+            d = _first_difference(x, y, path)
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = _first_difference(x, y, f"{prefix}.{i}")
+            if d:
+                return d
+        return None
+    return None if a == b else (prefix or "<scenario>", a, b)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def _short(v: Any) -> str:
+    if v is _UNSET:
+        return "unset"
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_compatible(old: dict[str, Any], new: dict[str, Any], folder: Path) -> None:
+    """Refuse (one line) a rerun that changes anything but the grid and the seeds."""
+    where = str(Path(folder) / MANIFEST)
+    if old.get("output") != new.get("output"):
+        raise RunFolderError(f"the folder keeps output level '{old.get('output')}', this sweep asks for "
+                             f"'{new.get('output')}'; use the same output level or another --out", file=where)
+    paths = list(dict.fromkeys(list(old.get("axes", [])) + list(new.get("axes", []))))
+    d = _first_difference(masked(old["base"], paths), masked(new["base"], paths))
+    if d is not None:
+        path, a, b = d
+        raise RunFolderError(f"the folder holds a sweep of a different scenario: {path} is {_short(a)} there and "
+                             f"{_short(b)} here (only the grid and the seeds may change; use another --out)",
+                             file=where)
+
+
+def merge(old: Optional[dict[str, Any]], new: dict[str, Any]) -> dict[str, Any]:
+    """The union of two manifests of compatible sweeps (``new``'s base and name win)."""
+    if old is None:
+        return new
+    out = dict(new)
+    out["axes"] = list(dict.fromkeys(list(old["axes"]) + list(new["axes"])))
+    points = {k: dict(v) for k, v in old["points"].items()}
+    for k, v in new["points"].items():
+        points.setdefault(k, {}).update(v)
+    out["points"] = points
+    skipped = {json.dumps(s["values"], sort_keys=True, default=str): s for s in old.get("skipped", [])}
+    for s in new.get("skipped", []):
+        skipped[json.dumps(s["values"], sort_keys=True, default=str)] = s
+    out["skipped"] = list(skipped.values())
+    runs = [tuple(r) for r in old["runs"]]
+    seen = set(runs)
+    for r in new["runs"]:
+        if tuple(r) not in seen:
+            runs.append(tuple(r))
+            seen.add(tuple(r))
+    out["runs"] = [list(r) for r in runs]
+    return out

@@ -1,0 +1,255 @@
+"""Tidy results of a sweep folder: ``results.csv`` (one row per run: swept
+parameters, seed, status, every scalar metric of its summary) and
+``summary.csv`` (one row per point and metric: mean, sd and quantiles over
+seeds), both also as Parquet when pyarrow is installed, and
+:func:`load_results` for pandas.
+
+Rows are in grid order (by the swept values, then seed), never in completion
+order, and numbers are written with ``repr``: the same runs give the same
+bytes whatever executor or worker count produced them.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from ..errors import InputError, RunFolderError
+from ..metrics import quantile
+from ..records import write_atomic
+
+__all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
+           "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns"]
+
+RESULTS, SUMMARY = "results.csv", "summary.csv"
+#: per-agent summary fields (``agents.<A>.*``) become columns for at most this many degraded agents;
+#: beyond it only the network-level ``detection.*`` metrics do (every summary.json keeps them all)
+MAX_AGENT_COLUMNS = 12
+QUANTILES = (("q10", 0.10), ("q25", 0.25), ("median", 0.5), ("q75", 0.75), ("q90", 0.90))
+RUN_COLUMNS = ("seed", "point", "status", "error")
+STAT_COLUMNS = ("runs", "failed", "n", "mean", "sd", "min") + tuple(q for q, _ in QUANTILES) + ("max",)
+_SKIP = {"seed", "scenario"}
+
+
+def flatten(summary: dict[str, Any]) -> dict[str, Any]:
+    """Every scalar metric of a summary as ``dotted.path: value`` (numbers,
+    booleans and nulls; text and lists are left out)."""
+    out: dict[str, Any] = {}
+    many = isinstance(summary.get("agents"), dict) and len(summary["agents"]) > MAX_AGENT_COLUMNS
+
+    def walk(obj: Any, prefix: str) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        elif obj is None or isinstance(obj, (bool, int, float)):
+            if prefix in _SKIP or (many and prefix.startswith("agents.")):
+                return
+            out[prefix] = obj
+
+    walk(summary, "")
+    return out
+
+
+def sort_key(value: Any) -> tuple:
+    """Orders swept values of any type: numbers, then text, then missing."""
+    if isinstance(value, bool):
+        return (1, str(value))
+    if isinstance(value, (int, float)):
+        return (0, float(value))
+    if value is None:
+        return (2, "")
+    return (1, json.dumps(value, sort_keys=True, default=str))
+
+
+def _manifest(folder: Path) -> dict[str, Any]:
+    from .manifest import read_manifest
+
+    m = read_manifest(folder)
+    if m is None:
+        raise RunFolderError("not a sweep folder (no manifest.json); make one with meshsim sweep", file=str(folder))
+    return m
+
+
+def _run_dir(folder: Path, point: str, seed: int) -> Path:
+    return folder / "runs" / point / f"seed-{seed}"
+
+
+def _axis_value(folder: Path, manifest: dict, point: str, seed: int, path: str) -> Any:
+    vals = manifest["points"][point]
+    if path in vals:
+        return vals[path]
+    # a point made before this axis was added: the value it ran with
+    from ..scenario import get_path
+    import yaml
+
+    f = _run_dir(folder, point, seed) / "scenario.resolved.yaml"
+    if f.is_file():
+        return get_path(yaml.safe_load(f.read_text()), path, None)
+    return None
+
+
+def run_rows(folder: Path | str, manifest: Optional[dict] = None) -> tuple[list[str], list[dict[str, Any]]]:
+    """(columns, rows) of ``results.csv``: one row per run the folder's manifest lists."""
+    folder = Path(folder)
+    manifest = manifest or _manifest(folder)
+    axes = list(manifest["axes"])
+    rows, metrics = [], set()
+    for point, seed in manifest["runs"]:
+        d = _run_dir(folder, point, seed)
+        row: dict[str, Any] = {p: _axis_value(folder, manifest, point, seed, p) for p in axes}
+        row.update(seed=seed, point=point)
+        summ = d / "summary.json"
+        if summ.is_file():
+            try:
+                flat = flatten(json.loads(summ.read_text()))
+            except ValueError:
+                raise RunFolderError("not valid JSON", file=str(summ)) from None
+            row.update(status="ok", error=None)
+            for k, v in flat.items():
+                if k not in axes:
+                    row[k] = v
+                    metrics.add(k)
+        elif (d / "error.txt").is_file():
+            row.update(status="failed", error=(d / "error.txt").read_text().splitlines()[0][:500]
+                       if (d / "error.txt").read_text().strip() else "failed")
+        else:
+            row.update(status="missing", error="not run yet (rerun the sweep command to finish it)")
+        rows.append(row)
+    rows.sort(key=lambda r: tuple(sort_key(r[p]) for p in axes) + (r["seed"],))
+    return axes + list(RUN_COLUMNS) + sorted(metrics), rows
+
+
+def metric_columns(columns: list[str], axes: list[str]) -> list[str]:
+    return [c for c in columns if c not in axes and c not in RUN_COLUMNS]
+
+
+def _num(v: Any) -> Optional[float]:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[str], list[dict]]:
+    """(columns, rows) of ``summary.csv``: per point and metric, statistics over
+    its finished seeds (booleans count as 0/1, so their mean is a rate)."""
+    metrics = metric_columns(columns, axes)
+    by_point: dict[str, list[dict]] = {}
+    for r in rows:
+        by_point.setdefault(r["point"], []).append(r)
+    out = []
+    for point, runs in by_point.items():  # rows are already in grid order
+        ok = [r for r in runs if r["status"] == "ok"]
+        failed = sum(1 for r in runs if r["status"] == "failed")
+        head = {p: runs[0][p] for p in axes}
+        for m in metrics:
+            xs = [x for x in (_num(r.get(m)) for r in ok) if x is not None]
+            row = dict(head)
+            row.update(point=point, metric=m, runs=len(ok), failed=failed, n=len(xs),
+                       mean=statistics.fmean(xs) if xs else None,
+                       sd=statistics.stdev(xs) if len(xs) > 1 else None,
+                       min=min(xs) if xs else None, max=max(xs) if xs else None)
+            for name, q in QUANTILES:
+                row[name] = quantile(xs, q)
+            out.append(row)
+    return axes + ["point", "metric"] + list(STAT_COLUMNS), out
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def _csv(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_cell(r.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def _parquet(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> bool:
+    """Write a Parquet file when pyarrow is installed (each column one type)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        if path.exists():
+            path.unlink()  # an earlier one would be stale
+        return False
+    arrays = {}
+    for c in columns:
+        vals = [r.get(c) for r in rows]
+        present = [v for v in vals if v is not None]
+        if present and all(isinstance(v, bool) for v in present):
+            arrays[c] = pa.array(vals, type=pa.bool_())
+        elif present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            arrays[c] = pa.array(vals, type=pa.int64())
+        elif present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            arrays[c] = pa.array([None if v is None else float(v) for v in vals], type=pa.float64())
+        else:
+            arrays[c] = pa.array([None if v is None else _cell(v) for v in vals], type=pa.string())
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table(arrays), buf)
+    write_atomic(path, buf.getvalue().to_pybytes())
+    return True
+
+
+def write_results(folder: Path | str, manifest: Optional[dict] = None) -> list[Path]:
+    """Write results.csv and summary.csv (and .parquet twins when pyarrow is there)."""
+    folder = Path(folder)
+    manifest = manifest or _manifest(folder)
+    cols, rows = run_rows(folder, manifest)
+    pcols, prows = point_rows(cols, rows, list(manifest["axes"]))
+    written = []
+    for name, c, r in ((RESULTS, cols, rows), (SUMMARY, pcols, prows)):
+        write_atomic(folder / name, _csv(c, r))
+        written.append(folder / name)
+        pq = (folder / name).with_suffix(".parquet")
+        if _parquet(pq, c, r):
+            written.append(pq)
+    return written
+
+
+def read_table(folder: Path | str, which: str = "runs") -> tuple[list[str], list[dict[str, Any]], dict]:
+    """(columns, rows, manifest) of a sweep folder without pandas: values typed
+    back from the runs' summaries (``runs``) or computed per point (``points``)."""
+    folder = Path(folder)
+    m = _manifest(folder)
+    cols, rows = run_rows(folder, m)
+    if which == "points":
+        cols, rows = point_rows(cols, rows, list(m["axes"]))
+    return cols, rows, m
+
+
+def load_results(folder: Path | str, which: str = "runs"):
+    """A sweep folder's results as a pandas DataFrame.
+
+    ``which="runs"`` (default): ``results.csv``, one row per run (swept
+    parameters, ``seed``, ``point``, ``status``, ``error``, every scalar
+    metric). ``which="points"``: ``summary.csv``, one row per point and metric
+    (``mean``, ``sd``, ``min``, quantiles, ``max`` over seeds). Read from the
+    run folders, so a sweep that is still running gives what has finished.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise InputError("load_results needs pandas, which the 'sweep' extra installs: "
+                         "pip install 'meshsim[sweep]'") from None
+    if which not in ("runs", "points"):
+        raise InputError("choose 'runs' or 'points'", field="which", value=which)
+    cols, rows, _m = read_table(folder, which)
+    return pd.DataFrame.from_records([[r.get(c) for c in cols] for r in rows], columns=cols)
