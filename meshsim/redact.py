@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["MIN_RUN", "MASK", "register", "scrub", "active"]
+__all__ = ["MIN_RUN", "MASK", "register", "scrub", "active", "scope"]
 
 #: the shortest run of a key's characters that is scrubbed (shorter runs are
 #: too common in ordinary text to mean anything)
@@ -33,6 +33,22 @@ def register(key: str) -> None:
     grams = frozenset(key[i:i + n] for i in range(len(key) - n + 1))
     with _lock:
         _KEYS[key] = grams
+
+
+class scope:
+    """``with scope():`` keys registered inside are forgotten on leaving: one
+    run's key does not go on masking text in the next run of the same
+    process (a notebook, a sweep worker, the test suite)."""
+
+    def __enter__(self) -> "scope":
+        with _lock:
+            self._saved = dict(_KEYS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with _lock:
+            _KEYS.clear()
+            _KEYS.update(self._saved)
 
 
 def active() -> bool:

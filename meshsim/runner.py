@@ -34,6 +34,7 @@ from .files import os_reason
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
 from .protocols import PROTOCOLS, ProtocolContext
+from . import redact
 from .records import json_default, read_records, write_atomic, write_records
 from .backends import make_backend
 from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
@@ -431,7 +432,7 @@ def _preflight(scenario: Scenario) -> None:
         backend.close()
 
 
-def validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = True) -> dict[str, Any]:
+def _validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = True) -> dict[str, Any]:
     """Every step of :func:`run` before the clock starts, for every seed it
     would run: the checks (:func:`prepare`), building the world (network,
     backend, protocol setup, task stream) on each distinct graph, and the
@@ -607,8 +608,8 @@ class _Session:
             self.lock.release_unused()
 
 
-def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
-            progress: Optional[Progress] = None, force: bool = False) -> RunResult:
+def _run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
+             progress: Optional[Progress] = None, force: bool = False) -> RunResult:
     """Run one seed into the folder ``out`` (single-seed layout); see :func:`run`."""
     if out is None:
         G = prepare(scenario, [seed]).get(seed)
@@ -709,9 +710,9 @@ def _is_multi_folder(top: Path) -> bool:
     return bool(prov) and prov.get("layout") == "seeds"
 
 
-def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path] = None,
-        progress: Optional[Progress] = None, force: bool = False,
-        seed_folder: Optional[bool] = None) -> RunResult | MultiRunResult:
+def _run_api(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path] = None,
+             progress: Optional[Progress] = None, force: bool = False,
+             seed_folder: Optional[bool] = None) -> RunResult | MultiRunResult:
     """Run ``scenario``: one seed (``seed`` given, or ``seeds: 1``) or all its seeds.
 
     Every check (for every seed) runs before anything is built or written.
@@ -750,3 +751,35 @@ def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path
         agg = {"scenario": scenario.name, "seeds": seeds, "metrics": aggregate([r.summary for r in runs])}
         return MultiRunResult(runs, agg, None)
     return _run(scenario, seeds, Path(out), progress, force, multi)
+
+
+# The public entry points: an API key a run registers for scrubbing is
+# forgotten when the run ends (meshsim.redact.scope), so it cannot go on
+# masking the outputs of later runs in the same process.
+
+
+def validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = True) -> dict[str, Any]:
+    with redact.scope():
+        return _validate(scenario, seed, preflight)
+
+
+validate.__doc__ = _validate.__doc__
+
+
+def run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
+            progress: Optional[Progress] = None, force: bool = False) -> RunResult:
+    with redact.scope():
+        return _run_one(scenario, seed, out, progress, force)
+
+
+run_one.__doc__ = _run_one.__doc__
+
+
+def run(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path] = None,
+        progress: Optional[Progress] = None, force: bool = False,
+        seed_folder: Optional[bool] = None) -> RunResult | MultiRunResult:
+    with redact.scope():
+        return _run_api(scenario, seed, out, progress, force, seed_folder)
+
+
+run.__doc__ = _run_api.__doc__

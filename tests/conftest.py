@@ -8,3 +8,17 @@ settings.register_profile("default", deadline=None, suppress_health_check=[Healt
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow],
                           derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_keys():
+    """A test that builds a real backend registers its fake API key for scrubbing
+    (meshsim.redact); forget it afterwards, or its digits would go on masking
+    numbers in later tests' run folders (runs do the same: redact.scope)."""
+    from meshsim import redact
+
+    with redact.scope():
+        yield

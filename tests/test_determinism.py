@@ -64,22 +64,23 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: shared execution layer was factored out of MeshHeal (issue 14): the refactor
 #: (and every baseline built on it) must not change a byte of MeshHeal's outputs.
 #: A change *meant* to alter MeshHeal's behaviour updates these digests and says so.
-#: Updated for issue 10: backends/fake-default.yaml recalibrated to App. C.5
-#: (synthesis that recognises a sound original, 20-seed fit).
+#: Updated for issue 10 (backends/fake-default.yaml recalibrated to App. C.5)
+#: and issue 11 (every MeshHeal summary gains the network-level `detection`).
 MESHHEAL_PINNED = {
-    ("staggered-math", 2): "330be0e0d9551d9b75994c64290d6347bc998d6e084edff1e5e6b5220e7c614a",
-    ("persistent-bbh", 1): "a37780c0753970f0d8c4f8b0885a0143e5e6ad4178cea686c1b9953648eba712",
+    ("staggered-math", 2): "f2cb9be9a557faafe2d5fd1103e7fbb9d845393939eae8b56aba03967bf59515",
+    ("persistent-bbh", 1): "a54343c7c4dcefb7110784636166d5b5e99f1509f07201c1e8336bd481edc8d7",
 }
 
 
 def _digest(d: Path) -> str:
     import hashlib
 
+    from meshsim.runfolder import comparable_files
+
     h = hashlib.sha256()
-    for p in sorted(d.iterdir()):
-        if p.is_file():
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
+    for name, data in comparable_files(d).items():  # provenance.json and the lock are about the machine
+        h.update(name.encode())
+        h.update(data)
     return h.hexdigest()
 
 
