@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
+from ..errors import InputError
+
 
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
            "plot_sensitivities", "render_markdown", "PREDICTION", "TARGET"]
@@ -111,11 +113,34 @@ def _run(spec: RunSpec) -> dict[str, Any]:
     return summary
 
 
+def _check_cache_version(out: Path) -> None:
+    """Cached summaries are keyed by scenario, overrides, seed and profile, not by
+    code: a folder made by another meshsim version is refused rather than reused."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mine = version("meshsim")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        mine = "unknown"
+    meta = out / "meta.json"
+    if meta.is_file():
+        try:
+            theirs = json.loads(meta.read_text()).get("meshsim")
+        except ValueError:
+            theirs = None
+        if theirs != mine:
+            raise InputError(f"holds runs of meshsim {theirs}, this is {mine}: use a new --out folder",
+                             file=str(out))
+    else:
+        meta.write_text(json.dumps({"meshsim": mine}) + "\n")
+
+
 def run_specs(specs: Iterable[RunSpec], out: Path, workers: int = 1,
               progress: Optional[Callable[[int, int, float], None]] = None) -> dict[RunSpec, dict]:
     """Every spec's summary, from the cache under ``out/runs`` or by running it."""
     cache = out / "runs"
     cache.mkdir(parents=True, exist_ok=True)
+    _check_cache_version(out)
     specs = list(dict.fromkeys(specs))
     done: dict[RunSpec, dict] = {}
     todo = []

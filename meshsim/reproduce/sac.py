@@ -50,8 +50,8 @@ def sac_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment]:
             out = []
             for st in settings:
                 parts = [by[f"{st.id}#{k}"] for k in range(len(st.runs))]
-                label = f"{st.table.split(' ', 2)[-1] if st.table.startswith('Tab. 7') else ''}" \
-                        f"{'SAC' if st.method == 'sac' else 'CP-WBFT'}, {_TOPO.get(st.topology, st.topology)}"
+                label = (st.table.split(" ", 2)[-1] + ", " if st.table.startswith("Tab. 7") else "") + \
+                    f"{'SAC' if st.method == 'sac' else 'CP-WBFT'}, {_TOPO.get(st.topology, st.topology)}"
                 for path, name, kind in _LABELS:
                     # several runs (the commonsense mean): per seed, the mean over the benchmarks
                     per = [_vals(p, path, 100.0) for p in parts]
