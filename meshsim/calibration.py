@@ -120,8 +120,9 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
         cur[parts[-1]] = value
 
 
-def _leaf(audit: dict[str, Any], key: str) -> Any:
-    cur: Any = audit
+def leaf(data: dict[str, Any], key: str) -> Any:
+    """The value at a dotted path of nested mappings; None when there is none."""
+    cur: Any = data
     for part in key.split("."):
         if not isinstance(cur, dict) or part not in cur:
             return None
@@ -180,10 +181,10 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     out["takeover_counts"] = {k: v for k, v in pooled.items() if isinstance(v, int)}
     for t in TARGETS:
         if t.key.startswith("takeover."):
-            vals = [_leaf(a, t.key) for a in audits]
+            vals = [leaf(a, t.key) for a in audits]
             value = pooled.get(t.key.split(".", 1)[1])
         else:
-            vals = [_leaf(a, t.key) for a in audits]
+            vals = [leaf(a, t.key) for a in audits]
             nums = [v for v in vals if isinstance(v, (int, float))]
             value = statistics.fmean(nums) if nums else None
         nums = [v for v in vals if isinstance(v, (int, float))]

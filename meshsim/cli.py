@@ -554,10 +554,16 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
                          value=data.get("kind"))
     sc = scenario or str(Path(__file__).resolve().parents[1] / cal.AUDIT_SCENARIO)
     seed_list = list(range(1, seeds + 1))
+    if out and not Path(out).resolve().parent.is_dir():
+        from .errors import InputError
+
+        raise InputError("the folder to write the fitted profile into does not exist", file=str(out))
     if out:
         data, measured = cal.fit(data, sc, seed_list, sweeps=sweeps, workers=workers,
                                  progress=lambda m: click.echo(f"  {m}", err=True))
-        Path(out).write_text(yaml.safe_dump(data, sort_keys=False, width=110))
+        from .records import write_atomic
+
+        write_atomic(Path(out), yaml.safe_dump(data, sort_keys=False, width=110))
         click.echo(f"wrote {out}")
     else:
         measured = cal.measure(data, sc, seed_list)

@@ -203,12 +203,10 @@ def run_experiments(exps: list[Experiment], out: Path, workers: int = 1,
 
 
 def _get(summary: dict, path: str) -> Any:
-    cur: Any = summary
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
+    """The value at a dotted ``path`` of a summary, None when there is none."""
+    from ..calibration import leaf
+
+    return leaf(summary, path)
 
 
 def _vals(sums: list[dict], path: str, scale: float = 1.0) -> list[Optional[float]]:
