@@ -52,8 +52,12 @@ class InputError(MeshsimError):
 
 
 def _short(value: Any, limit: int = 80) -> str:
+    # Cut in the middle: a long path's tail (its file name) is what the user needs.
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    head = (limit - 3) // 2
+    return text[:head] + "..." + text[len(text) - (limit - 3 - head):]
 
 
 class ScenarioError(InputError):

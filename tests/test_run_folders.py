@@ -83,7 +83,7 @@ def test_two_runs_of_different_scenarios_into_one_out_exactly_one_proceeds(tmp_p
     winner = [k for k, (c, _) in enumerate(results) if c == 0][0]
     loser_err = results[1 - winner][1]
     assert len(loser_err.splitlines()) == 1 and str(out) in loser_err, loser_err
-    assert "in use by another meshsim run (pid" in loser_err or "different scenario" in loser_err, loser_err
+    assert "in use by another meshsim run (" in loser_err or "different scenario" in loser_err, loser_err
     # the folder is the winner's alone
     resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())
     assert resolved["network"]["links"]["loss"] == (0.01, 0.05)[winner]
