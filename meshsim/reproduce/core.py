@@ -321,7 +321,8 @@ def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[s
              "A paper value `n/r` is not reported in the text of our copy of the paper.", ""]
     for r in results:
         lines += [f"## {r['title']}", "",
-                  f"{r['runs']} runs, {r['wall']:.0f} s wall ({r['simulated_seconds']:.0f} s of simulation)", "",
+                  f"{r['runs']} runs, {r['simulated_seconds']:.0f} s of run time summed over runs "
+                  f"({r['wall']:.0f} s wall for this invocation; cached runs are reused)", "",
                   "| table | quantity | paper | simulated | kind |", "| --- | --- | --- | --- | --- |"]
         for c in r["cells"]:
             fmt = c.get("fmt") or "{:.3f}"
