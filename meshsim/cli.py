@@ -209,6 +209,10 @@ def _headline(s: dict) -> str:
             if isinstance(a, dict) and "detection_delay" in a:
                 parts.append(f"{name}: detected+{a['detection_delay']} closure={a['closure']} "
                              f"reintegrated+{a.get('reintegration_delay')}")
+        # a degraded agent already isolated (falsely) when it degrades shows detected+0:
+        # the healthy isolations say why
+        if isinstance(s.get("false_isolations"), int):
+            parts.append(f"false_isolations={s['false_isolations']}")
     elif isinstance(agents, dict) and agents:
         parts.append(f"isolated {sum(1 for a in agents.values() if a.get('isolated_at') is not None)}/{len(agents)}"
                      f" degraded, false_isolations={s.get('false_isolations')}")
