@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from .errors import InputError
+from .records import dig
 
 __all__ = ["Target", "TARGETS", "AUDIT_SCENARIO", "measure", "rows", "fit", "set_path", "get_path"]
 
@@ -120,16 +121,6 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
         cur[parts[-1]] = value
 
 
-def leaf(data: dict[str, Any], key: str) -> Any:
-    """The value at a dotted path of nested mappings; None when there is none."""
-    cur: Any = data
-    for part in key.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
 def _pooled_takeover(audits: list[dict[str, Any]]) -> dict[str, Any]:
     """Takeover rates over all seeds' counts (the paper pools them: '15 of 32')."""
     tot: dict[str, int] = {}
@@ -180,14 +171,11 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     pooled = _pooled_takeover(audits)
     out["takeover_counts"] = {k: v for k, v in pooled.items() if isinstance(v, int)}
     for t in TARGETS:
-        if t.key.startswith("takeover."):
-            vals = [leaf(a, t.key) for a in audits]
-            value = pooled.get(t.key.split(".", 1)[1])
-        else:
-            vals = [leaf(a, t.key) for a in audits]
-            nums = [v for v in vals if isinstance(v, (int, float))]
-            value = statistics.fmean(nums) if nums else None
+        vals = [dig(a, t.key) for a in audits]
         nums = [v for v in vals if isinstance(v, (int, float))]
+        # Takeover rates are pooled over seeds (App. C.5 counts 32 cases in all)
+        value = (pooled.get(t.key.split(".", 1)[1]) if t.key.startswith("takeover.")
+                 else statistics.fmean(nums) if nums else None)
         out["targets"][t.key] = {"value": value, "sd": statistics.stdev(nums) if len(nums) > 1 else 0.0,
                                  "per_seed": vals}
     return out

@@ -1,6 +1,9 @@
 """Small builders shared by tests (not a test module)."""
 from __future__ import annotations
 
+import json
+from http.server import BaseHTTPRequestHandler
+
 import networkx as nx
 
 from meshsim.net.network import Network
@@ -35,3 +38,13 @@ def truth(net: Network, holders: dict[str, set[str]], ability: str, infinity: in
     src = [v for v in holders.get(ability, ()) if v in H]
     d = nx.multi_source_dijkstra_path_length(H, src) if src else {}
     return {v: min(d.get(v, infinity), infinity) for v in H}
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, obj: dict) -> None:
+    """Reply ``obj`` as JSON from a test HTTP server's handler."""
+    data = json.dumps(obj).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

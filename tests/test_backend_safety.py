@@ -16,6 +16,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from helpers import send_json
 from meshsim.backends.replay import read_cassette
 from meshsim.cli import main
 from meshsim.redact import MASK, register, scrub
@@ -86,12 +87,7 @@ class Evil(BaseHTTPRequestHandler):
                          "usage": {"prompt_tokens": 40, "completion_tokens": 10}})
 
     def _send(self, code: int, obj: dict) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, obj)
 
     def log_message(self, *a):
         pass

@@ -22,6 +22,7 @@ import meshsim
 from meshsim.backends import make_backend
 from meshsim.backends.base import CallKind, Request, TaskRef
 from meshsim.records import read_records
+from meshsim.runfolder import comparable_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "backends" / "local-llm.sh"
@@ -83,10 +84,7 @@ def _load(example: str, cassette: Path, mode: str):
 
 
 def _folder(d: Path) -> dict[str, bytes]:
-    # provenance.json (record vs replay, wall times) and the lock file are not
-    # outputs; docs/outputs.md leaves them out of every comparison
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir())
-            if p.name not in ("provenance.json", ".meshsim.lock")}
+    return comparable_files(d)  # provenance.json and the lock are not outputs
 
 
 def test_record_meshheal_and_sac_then_replay_with_server_stopped(server, tmp_path):

@@ -12,6 +12,8 @@ import httpx
 import pytest
 import yaml
 
+from helpers import send_json
+
 import meshsim
 from meshsim.backends.base import CallKind, Request, TaskRef
 from meshsim.backends.fake import FakeBackend, load_fake_profile
@@ -263,14 +265,9 @@ class _Chat(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.auth.append(self.headers.get("Authorization"))
-        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply_for(body)},
-                                       "finish_reason": "stop"}],
-                          "usage": {"prompt_tokens": 100, "completion_tokens": 20}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        send_json(self, 200, {"choices": [{"message": {"role": "assistant", "content": reply_for(body)},
+                                           "finish_reason": "stop"}],
+                              "usage": {"prompt_tokens": 100, "completion_tokens": 20}})
 
     def log_message(self, *a):
         pass

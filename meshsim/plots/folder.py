@@ -16,7 +16,7 @@ import yaml
 
 from ..errors import RunFolderError
 from ..names import node_order
-from ..records import find_records, has_records, iter_records
+from ..records import dig, find_records, has_records, iter_records
 
 
 SAC_METHODS = {"sac": "SAC", "cp-wbft": "CP-WBFT", "cp_wbft": "CP-WBFT", "cpwbft": "CP-WBFT"}
@@ -234,20 +234,12 @@ class RunSet:
         """``{mean, std, min, max, n[, missing]}`` (or ``{true, n}``) of a flattened summary field."""
         if self.aggregate is not None:
             return (self.aggregate.get("metrics") or {}).get(path)
-        v = _dig(self.first.summary, path)
+        v = dig(self.first.summary, path)
         if isinstance(v, bool):
             return {"true": int(v), "n": 1}
         if isinstance(v, (int, float)) and math.isfinite(v):
             return {"mean": float(v), "std": 0.0, "min": float(v), "max": float(v), "n": 1}
         return None
-
-
-def _dig(obj: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(obj, dict) or part not in obj:
-            return None
-        obj = obj[part]
-    return obj
 
 
 def _seed_dirs(path: Path) -> dict[int, Path]:

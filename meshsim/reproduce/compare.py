@@ -27,7 +27,8 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from .core import ROOT, Cell, Experiment, RunSpec, _get, _pair, _vals, run_specs
+from ..records import dig
+from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs
 
 __all__ = ["METHODS", "LABEL", "method_runs", "compare_experiments", "assumption_experiments",
            "compare_sensitivities", "comparison", "render_comparison", "run_comparison", "PAPER"]
@@ -120,7 +121,7 @@ def _delay_cells(table: str, sums: list[dict], method: str, agent: str) -> list[
              values=delays, fmt="{:.1f}", empty=NEVER,
              note=f"isolated in {int(sum(isolated))} of {len(sums)} seeds"),
         Cell(table, f"{label}: {agent} closure (fraction of seeds)", "not established" if never else 1.0,
-             values=[1.0 if _get(x, f"agents.{agent}.closure") else 0.0 for x in sums], fmt="{:.2f}"),
+             values=[1.0 if dig(x, f"agents.{agent}.closure") else 0.0 for x in sums], fmt="{:.2f}"),
         Cell(table, f"{label}: {agent} reintegration delay (tasks)", "undefined" if never else p_rein,
              paper_sd=p_rsd, values=_vals(sums, f"agents.{agent}.reintegration_delay"), fmt="{:.1f}",
              empty="undefined"),
@@ -411,7 +412,7 @@ def _row(sums: list[dict], m: str, phases: list[str], persistent: bool) -> dict[
     heal = {}
     for a in agents:
         heal[a] = {"detection_delay": _vals(sums, f"agents.{a}.detection_delay"),
-                   "closure": [bool(_get(s, f"agents.{a}.closure")) for s in sums],
+                   "closure": [bool(dig(s, f"agents.{a}.closure")) for s in sums],
                    "reintegration_delay": _vals(sums, f"agents.{a}.reintegration_delay")}
     row["healing"] = heal
     row["false_isolations"] = _vals(sums, "false_isolations")

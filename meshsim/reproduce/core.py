@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Optional
 import yaml
 
 from ..errors import InputError
+from ..records import dig
 
 
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
@@ -202,17 +203,12 @@ def run_experiments(exps: list[Experiment], out: Path, workers: int = 1,
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def _get(summary: dict, path: str) -> Any:
-    """The value at a dotted ``path`` of a summary, None when there is none."""
-    from ..calibration import leaf
-
-    return leaf(summary, path)
 
 
 def _vals(sums: list[dict], path: str, scale: float = 1.0) -> list[Optional[float]]:
     out = []
     for s in sums:
-        v = _get(s, path)
+        v = dig(s, path)
         out.append(None if v is None or isinstance(v, bool) else float(v) * scale)
     return out
 

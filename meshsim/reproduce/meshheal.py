@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import statistics
 
-from .core import TARGET, Cell, Experiment, Sensitivity, _get, _pair, _seeds, _vals
+from ..records import dig
+from .core import TARGET, Cell, Experiment, Sensitivity, _pair, _seeds, _vals
 
 __all__ = ["meshheal_experiments", "meshheal_sensitivities"]
 
@@ -98,7 +99,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
             cells.append(Cell("Tab. 3b", f"{a} detection delay (tasks)", det, paper_sd=det_sd,
                               values=_vals(s, f"agents.{a}.detection_delay"), fmt="{:.1f}"))
             cells.append(Cell("Tab. 3b", f"{a} closure (seeds)", f"5/{len(s)}" if len(s) == 5 else "all",
-                              values=[1.0 if _get(x, f"agents.{a}.closure") else 0.0 for x in s], fmt="{:.2f}",
+                              values=[1.0 if dig(x, f"agents.{a}.closure") else 0.0 for x in s], fmt="{:.2f}",
                               note="fraction of seeds"))
             cells.append(Cell("Tab. 3b", f"{a} reintegration delay (tasks)", rein, paper_sd=rein_sd,
                               values=_vals(s, f"agents.{a}.reintegration_delay"), fmt="{:.1f}"))

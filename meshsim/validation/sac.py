@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..errors import InputError
+from ..records import dig
 
 __all__ = ["Setting", "SETTINGS", "ASSUMPTIONS", "METRICS", "scenario_path", "run_setting", "predict",
            "sensitivity", "format_table", "format_sweep"]
@@ -204,11 +205,7 @@ def _sets_for(overrides: Optional[dict[str, Any]]) -> list[str]:
 
 
 def _get(summary: dict, dotted: str) -> Optional[float]:
-    cur: Any = summary
-    for k in dotted.split("."):
-        if not isinstance(cur, dict) or k not in cur:
-            return None
-        cur = cur[k]
+    cur = dig(summary, dotted)
     return float(cur) if isinstance(cur, (int, float)) and not isinstance(cur, bool) else None
 
 
