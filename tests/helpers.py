@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import networkx as nx
+import yaml
 
 from meshsim.net.network import Network
 from meshsim.net.routing import DistanceVector
@@ -48,3 +50,20 @@ def send_json(handler: BaseHTTPRequestHandler, code: int, obj: dict) -> None:
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
+
+
+def endpoint_scenario(tmp_path: Path, port: int, mode: str, name: str, key_env: str, **profile) -> Path:
+    """A 6-agent, 7-task MeshHeal scenario whose calls go through a cassette
+    (``mode`` record or replay) to an OpenAI-compatible server on ``port``."""
+    prof = {"kind": "openai", "name": name, "base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": key_env,
+            "models": {"strong": {"id": "s"}, "weak": {"id": "w"}}, "retries": {"max": 0}, "concurrency": 4}
+    prof.update(profile)
+    (tmp_path / "ep.yaml").write_text(yaml.safe_dump(prof))
+    sc = {"name": name, "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
+          "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
+          "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
+                      "backend": {"kind": "openai", "profile": "ep.yaml"}},
+          "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
+    path = tmp_path / f"{mode}.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    return path

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from helpers import send_json
+from helpers import endpoint_scenario, send_json
 from meshsim.backends.replay import read_cassette
 from meshsim.cli import main
 from meshsim.redact import MASK, register, scrub
@@ -107,19 +107,7 @@ def evil():
 
 
 def scenario(tmp_path: Path, port: int, mode: str = "record", **profile) -> Path:
-    prof = {"kind": "openai", "name": "evil", "base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": KEY_VAR,
-            "models": {"strong": {"id": "s"}, "weak": {"id": "w"}}, "retries": {"max": 0}, "concurrency": 4,
-            "timeout": DEADLINE}
-    prof.update(profile)
-    (tmp_path / "ep.yaml").write_text(yaml.safe_dump(prof))
-    sc = {"name": "evil", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
-          "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
-          "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
-                      "backend": {"kind": "openai", "profile": "ep.yaml"}},
-          "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
-    path = tmp_path / f"{mode}.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    return path
+    return endpoint_scenario(tmp_path, port, mode, "evil", KEY_VAR, **{"timeout": DEADLINE, **profile})
 
 
 def every_text(folder: Path) -> str:

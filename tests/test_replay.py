@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from helpers import send_json
+from helpers import endpoint_scenario, send_json
 
 import meshsim
 from meshsim.backends.base import CallKind, Request, TaskRef
@@ -274,18 +274,7 @@ class _Chat(BaseHTTPRequestHandler):
 
 
 def _scenario(tmp_path, port, mode):
-    (tmp_path / "ep.yaml").write_text(yaml.safe_dump({
-        "kind": "openai", "name": "loopback", "base_url": f"http://127.0.0.1:{port}/v1",
-        "api_key_env": "MESHSIM_E2E_KEY", "models": {"strong": {"id": "s"}, "weak": {"id": "w"}},
-        "retries": {"max": 0}, "concurrency": 4}))
-    sc = {"name": "e2e-llm", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
-          "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
-          "backend": {"kind": "replay", "mode": mode, "cassette": "cas.jsonl",
-                      "backend": {"kind": "openai", "profile": "ep.yaml"}},
-          "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
-    path = tmp_path / f"{mode}.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    return meshsim.load_scenario(path)
+    return meshsim.load_scenario(endpoint_scenario(tmp_path, port, mode, "e2e-llm", "MESHSIM_E2E_KEY"))
 
 
 def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
