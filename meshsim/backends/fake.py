@@ -187,6 +187,8 @@ class FakeProfile(_S):
     tokens: dict[str, TokenSpec]
     #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
     sources: dict[str, str] = {}
+    #: plausible [low, high] of each assumption and why (meshsim.backends.provenance; `meshsim uncertainty`)
+    ranges: dict[str, Any] = {}
 
 
 def load_fake_profile(path: str | Path) -> FakeProfile:

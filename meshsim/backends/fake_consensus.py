@@ -176,6 +176,8 @@ class ConsensusProfile(_S):
     tokens: dict[str, TokenSpec]
     #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
     sources: dict[str, str] = {}
+    #: plausible [low, high] of each assumption and why (meshsim.backends.provenance; `meshsim uncertainty`)
+    ranges: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _shares(self) -> "ConsensusProfile":
