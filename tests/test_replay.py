@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -230,15 +231,31 @@ def test_complete_line_without_newline_and_corrupt_middle_line(tmp_path):
     record(cas)
     cas.write_bytes(cas.read_bytes().rstrip(b"\n"))
     assert len(read_cassette(cas)[0]) == 5
-    rb = ReplayBackend(openai(refuse), "record-missing", cas)  # repairs the missing newline
-    assert cas.read_bytes().endswith(b"\n")
+    before = cas.read_bytes()
+    rb = ReplayBackend(openai(handler([])), "record-missing", cas)
+    assert cas.read_bytes() == before  # opening (as validate does) changes nothing
+    asyncio.run(rb.complete(Request(kind=CallKind.SAC_SCORE, agent="A1", model="strong", task=TASK,
+                                    context={"response": "No"})))
     rb.close()
+    assert cas.read_bytes().startswith(before + b"\n")  # the first append repaired the missing newline
+    assert len(read_cassette(cas)[0]) == 6
     lines = cas.read_bytes().split(b"\n")
     lines[1] = b"garbage"
     cas.write_bytes(b"\n".join(lines))
     with pytest.raises(InputError) as ei:
         read_cassette(cas)
     assert "line 2" in str(ei.value)
+
+
+@pytest.mark.parametrize("content", [b'{"name": "my notes"}', b'{"name": "my notes"}\n', b"plain text, one line",
+                                     b'{"v": 1, "key": "abc", "respo'])
+@pytest.mark.parametrize("mode", ["record", "record-missing"])
+def test_a_file_that_is_not_a_cassette_is_refused_and_never_shortened(tmp_path, content, mode):
+    cas = tmp_path / "notes.json"
+    cas.write_bytes(content)
+    with pytest.raises(InputError, match="not a meshsim cassette"):
+        ReplayBackend(openai(refuse), mode, cas)
+    assert cas.read_bytes() == content
 
 
 def test_replay_over_a_fake_backend_needs_no_event_loop(tmp_path):
@@ -409,3 +426,20 @@ def test_cli_prints_transport_and_record_replay_folders_match(tmp_path):
     assert "backend: cassette replay: " in r2.output and ", 0 recorded" in r2.output
     assert comparable_files(tmp_path / "a") == comparable_files(tmp_path / "b")
     assert "mode" not in yaml.safe_load((tmp_path / "a" / "scenario.resolved.yaml").read_text())["backend"]
+
+
+def test_validate_and_run_on_a_one_line_json_file_as_cassette_change_nothing(tmp_path):
+    """A scenario whose cassette path names an ordinary JSON file: exit 2 with one
+    line, and the file keeps every byte (it was truncated to 0 bytes before)."""
+    import subprocess
+    import sys
+
+    sc = endpoint_scenario(tmp_path, 9, "record-missing", "not-a-cassette", "MESHSIM_NC_KEY")
+    notes = tmp_path / "cas.jsonl"
+    notes.write_bytes(b'{"name": "my notes", "items": [1, 2, 3]}')
+    for cmd in (["validate", str(sc)], ["run", str(sc), "--out", str(tmp_path / "out")]):
+        p = subprocess.run([sys.executable, "-m", "meshsim.cli", *cmd], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "MESHSIM_NC_KEY": "k"})
+        assert p.returncode == 2, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and "not a meshsim cassette" in p.stderr
+        assert notes.read_bytes() == b'{"name": "my notes", "items": [1, 2, 3]}'

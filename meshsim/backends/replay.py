@@ -182,6 +182,7 @@ class ReplayBackend(Backend):
         # what each served text was graded as when it was produced, and the answer
         # it commits to, per task: a recorded run and its replay grade texts alike
         self._grades: dict[str, dict[str, tuple[Optional[bool], Optional[str]]]] = {}
+        self._good: Optional[int] = None  # readable prefix to keep before the first append
         if mode == "off":
             self.synchronous = inner.synchronous
             return
@@ -195,14 +196,20 @@ class ReplayBackend(Backend):
         entries, good = read_cassette(self.path)
         for e in entries:
             self._index[e["key"]] = e
-        if mode != "replay":
-            self._repair(good)
+        # A partial last line is cut only before this run's first append (a check
+        # such as validate builds the backend and must not change the file), and
+        # only in a file that holds call records before it: a file with none is
+        # not a cassette, and shortening it would destroy someone's data.
+        if mode != "replay" and self.path.exists():
+            size = self.path.stat().st_size
+            if good < size and not entries:
+                raise InputError("not a meshsim cassette (no call record in it); refusing to append to it",
+                                 file=str(self.path))
+            if size:
+                self._good = good
 
     def _repair(self, good: int) -> None:
         """Cut a partial last line so the next append starts a fresh line."""
-        if not self.path.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return
         size = self.path.stat().st_size
         if good < size:
             with open(self.path, "r+b") as f:
@@ -358,6 +365,11 @@ class ReplayBackend(Backend):
         return response_from(self._index[k]["response"])
 
     def _write(self, data: bytes) -> None:
+        if self._good is not None:  # first append of this run: repair a crashed recording's tail
+            good, self._good = self._good, None
+            self._repair(good)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
