@@ -7,13 +7,21 @@ passes its text through :func:`scrub`, which replaces the key and every run of
 body, or in the content of a reply) or a 21-character prefix of it is then
 caught wherever the text ends up.
 
+Keys shorter than MIN_RUN are never searched for in text: a one-character
+key would otherwise mask that character everywhere and corrupt the files a
+run reads back. What keeps them (and every secret) off disk is structural:
+:func:`structural` removes secrets *by field* from data before it is written
+(URL user-info and query values, header values, fields named like secrets),
+whatever their length.
+
 At the bottom of the package: imports nothing of meshsim.
 """
 from __future__ import annotations
 
 import threading
 
-__all__ = ["MIN_RUN", "MASK", "register", "scrub", "active", "scope"]
+__all__ = ["MIN_RUN", "MASK", "register", "scrub", "active", "scope", "public_url", "url_secrets", "structural",
+           "SECRET_FIELDS"]
 
 #: the shortest run of a key's characters that is scrubbed (shorter runs are
 #: too common in ordinary text to mean anything)
@@ -27,9 +35,9 @@ _KEYS: dict[str, frozenset[str]] = {}
 
 def register(key: str) -> None:
     """Scrub ``key`` (and its substrings of MIN_RUN or more characters) from now on."""
-    if not key:
-        return
-    n = min(MIN_RUN, len(key))
+    if not key or len(key) < MIN_RUN:
+        return  # too short to tell from ordinary text: kept off disk by field (structural)
+    n = MIN_RUN
     grams = frozenset(key[i:i + n] for i in range(len(key) - n + 1))
     with _lock:
         _KEYS[key] = grams
@@ -83,3 +91,73 @@ def scrub(text: str) -> str:
                 j = k
         text = "".join(out)
     return text
+
+
+#: fields whose values are secrets wherever they sit in written data
+SECRET_FIELDS = frozenset({"api_key", "apikey", "key", "password", "passwd", "secret", "token", "access_token",
+                           "authorization", "auth", "credentials"})
+#: fields that hold URLs (their user-info and query values are secrets)
+URL_FIELDS = frozenset({"base_url", "url", "endpoint"})
+
+
+def _split(url: str):
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
+def public_url(url: str) -> str:
+    """``url`` without user-info, and with every query value replaced by MASK."""
+    from urllib.parse import parse_qsl, urlencode, urlunsplit
+
+    p = _split(url)
+    if p is None:
+        return MASK
+    try:
+        host = p.hostname or ""
+        port = p.port
+    except ValueError:
+        return MASK
+    if ":" in host:
+        host = f"[{host}]"
+    if port:
+        host = f"{host}:{port}"
+    query = urlencode([(k, MASK) for k, _ in parse_qsl(p.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((p.scheme, host, p.path, query, ""))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets a URL carries: user name, password, query values."""
+    from urllib.parse import parse_qsl, unquote
+
+    p = _split(url)
+    if p is None:
+        return []
+    out = [unquote(x) for x in (p.username, p.password) if x]
+    out += [v for _, v in parse_qsl(p.query, keep_blank_values=True) if v]
+    return out
+
+
+def structural(data):
+    """A copy of ``data`` (mappings, lists, scalars) with secrets removed by field:
+    URL fields lose user-info and query values, header mappings keep their names
+    with masked values, secret-named fields are masked."""
+    if isinstance(data, dict):
+        out = {}
+        for k, v in data.items():
+            name = str(k).lower()
+            if name == "headers" and isinstance(v, dict):
+                out[k] = {h: MASK for h in v}
+            elif name in SECRET_FIELDS and isinstance(v, str) and v:
+                out[k] = MASK
+            elif name in URL_FIELDS and isinstance(v, str):
+                out[k] = public_url(v)
+            else:
+                out[k] = structural(v)
+        return out
+    if isinstance(data, (list, tuple)):
+        return [structural(v) for v in data]
+    return data

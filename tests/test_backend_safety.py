@@ -222,3 +222,71 @@ def test_scrub_masks_every_run_of_eight_or_more_key_characters():
     assert scrub(f"short {key[5:12]}.") == f"short {key[5:12]}."  # 7 characters are ordinary text
     assert scrub(f"two {key[:9]} and {key[-10:]}") == f"two {MASK} and {MASK}"
     assert scrub("nothing here") == "nothing here"
+
+
+class EchoAll(BaseHTTPRequestHandler):
+    """Echoes the request line and every header into each reply's content."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802
+        self._send(200, {"data": [{"id": "m"}]})
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        echo = f"{self.path} " + " ".join(f"{k}={v}" for k, v in self.headers.items())
+        self._send(200, {"choices": [{"message": {"role": "assistant", "content": answer(body, echo)},
+                                      "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 40, "completion_tokens": 10}})
+
+    def _send(self, code: int, obj: dict) -> None:
+        send_json(self, code, obj)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def echo_all():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), EchoAll)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_secrets_in_url_header_and_environment_reach_no_file(echo_all, tmp_path, monkeypatch):
+    """Issue 19: credentials in the endpoint URL (user-info, query) and an extra
+    header, echoed back by the endpoint, leave no 8-character piece anywhere."""
+    port = echo_all.server_address[1]
+    secrets = {"user": "alice-the-user-name", "password": "pw-0123456789-secret", "query": "qtok-ABCDEFGHIJKLMNOP",
+               "header": "hdr-zyxwvutsrqponmlk", "env": KEY}
+    monkeypatch.setenv(KEY_VAR, secrets["env"])
+    url = f"http://{secrets['user']}:{secrets['password']}@127.0.0.1:{port}/v1?sig={secrets['query']}"
+    sc = scenario(tmp_path, port, base_url=url, headers={"X-Team-Secret": secrets["header"]})
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    written = "\n".join([(tmp_path / "cas.jsonl").read_text(), every_text(out), res.output, res.stderr])
+    for name, s in secrets.items():
+        runs = sorted({s[i:i + 8] for i in range(len(s) - 7) if s[i:i + 8] in written})
+        assert runs == [], f"{name}: {runs}"
+    resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())
+    assert resolved  # readable, and the run resumes from it
+    res = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0 and "resum" in (res.output + res.stderr).lower(), res.output + res.stderr
+
+
+def test_a_one_character_key_corrupts_nothing(echo_all, tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, "e")  # the commonest letter: masking it would wreck every file
+    out = tmp_path / "run"
+    sc = scenario(tmp_path, echo_all.server_address[1])
+    res = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] if "scenario" in summary else summary  # parses
+    assert "e" in (out / "scenario.resolved.yaml").read_text() and MASK not in (tmp_path / "cas.jsonl").read_text()
+    assert len(read_cassette(tmp_path / "cas.jsonl")[0]) > 0
+    res = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.stderr  # it reads its own files back

@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
 from ..files import load_yaml
-from ..redact import register as register_secret, scrub
+from ..redact import register as register_secret, scrub, url_secrets
 from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
@@ -290,6 +290,12 @@ class OpenAIBackend(Backend):
         self.__keys = {v: env.get(v, "") for v in _key_vars(profile)}
         for key in self.__keys.values():
             register_secret(key)
+        # credentials in a URL or an extra header are secrets too (an endpoint may echo them)
+        for url in [profile.base_url] + [m.base_url for m in profile.models.values() if m.base_url]:
+            for secret in url_secrets(str(url)):
+                register_secret(secret)
+        for value in profile.headers.values():
+            register_secret(str(value))
         #: where the profile came from (errors name it); set by make_openai
         self.source: Optional[str] = None
         self.prompts = PromptSet.from_spec(profile.prompts, base_dir)
