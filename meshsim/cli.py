@@ -98,8 +98,11 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary on stdout.")
 @click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides: a small, quick run.")
 @click.option("--plot", "make_report", is_flag=True, help="Write OUT/report.html (tables and figures) after the run.")
+@click.option("--max-failed-calls", "max_failed", default=0.5, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="Exit 3 when a larger share of a seed's LLM calls failed (HTTP errors, timeouts, unparsable "
+                   "replies), or when no task was answered.")
 def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
-        quiet: bool, smoke: bool, make_report: bool = False) -> None:
+        quiet: bool, smoke: bool, make_report: bool = False, max_failed: float = 0.5) -> int:
     """Run SCENARIO and write its run folder."""
     from .runner import run as run_api
 
@@ -134,6 +137,41 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
         path = write_report(out_dir)
         if not quiet:
             click.echo(f"report -> {path}")
+    return _loud_failures(result, max_failed)
+
+
+def _call_failures(summary: dict) -> tuple[int, int, dict[str, int]]:
+    """(failed calls, calls, failures by cause) of a run's backend, wherever a
+    wrapper (replay) keeps them."""
+    b = summary.get("backend") or {}
+    calls = b.get("calls") if isinstance(b.get("calls"), int) else (b.get("inner") or {}).get("calls", 0)
+    errors = dict(b.get("errors") or (b.get("inner") or {}).get("errors") or {})
+    unparsed = b.get("unparsed_replies", (b.get("inner") or {}).get("unparsed_replies", 0)) or 0
+    if unparsed:
+        errors["unparsable reply"] = errors.get("unparsable reply", 0) + int(unparsed)
+    return sum(int(v) for v in errors.values()), int(calls or 0), errors
+
+
+def _loud_failures(result: Any, limit: float) -> int:
+    """Issue 19: a run whose calls mostly failed, or that answered nothing, does
+    not exit 0 in silence. One stderr line per such seed; exit 3 (results are
+    written: they are what happened)."""
+    runs = getattr(result, "runs", None) or [result]
+    bad = 0
+    for r in runs:
+        s = r.summary or {}
+        failed, calls, errors = _call_failures(s)
+        tasks, unanswered = s.get("tasks"), s.get("unanswered")
+        why = []
+        if calls and failed / calls > limit:
+            causes = ", ".join(f"{k} {v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+            why.append(f"{failed} of {calls} LLM calls failed ({causes}), above --max-failed-calls {limit:g}")
+        if isinstance(tasks, int) and tasks > 0 and unanswered == tasks:
+            why.append(f"no task was answered (all {tasks} unanswered)")
+        if why:
+            bad += 1
+            click.echo(f"error: seed {r.seed}: " + "; ".join(why), err=True)
+    return 3 if bad else 0
 
 
 def _seeds_text(text: str) -> str:
@@ -183,8 +221,9 @@ def _transport_line(t: dict) -> str:
         parts.append(f"cassette {t['mode']}: {t.get('hits', 0)} replayed, {t.get('recorded', 0)} recorded")
     wire = t.get("inner", t)
     if wire.get("calls"):
+        failed = sum(int(v) for v in (wire.get("errors") or {}).values())
         parts.append(f"{wire['calls']} calls on the wire in {wire.get('wall_seconds', 0):.1f} s, "
-                     f"{wire.get('retries', 0)} retries")
+                     f"{wire.get('retries', 0)} retries" + (f", {failed} failed" if failed else ""))
     if "max_in_flight" in t:
         parts.append(f"up to {t['max_in_flight']} in flight")
     return "backend: " + ("; ".join(parts) if parts else "no calls")

@@ -290,3 +290,59 @@ def test_a_one_character_key_corrupts_nothing(echo_all, tmp_path, monkeypatch):
     assert len(read_cassette(tmp_path / "cas.jsonl")[0]) > 0
     res = CliRunner().invoke(main, ["run", str(sc), "--out", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.stderr  # it reads its own files back
+
+
+class Fails(BaseHTTPRequestHandler):
+    """A preflight that works, then every chat call fails: 500s, HTML, invalid JSON in turn."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802
+        send_json(self, 200, {"data": [{"id": "m"}]})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        with self.server.lock:
+            self.server.n += 1
+            n = self.server.n
+        body, code, ctype = [(b'{"error": "boom"}', 500, "application/json"),
+                             (b"<html>bad gateway</html>", 200, "text/html"),
+                             (b'{"choices": [', 200, "application/json")][n % 3]
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_an_endpoint_that_fails_every_call_is_a_nonzero_exit_with_the_failure_counts(tmp_path, monkeypatch):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Fails)
+    srv.daemon_threads, srv.lock, srv.n = True, threading.Lock(), 0
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv(KEY_VAR, KEY)
+    try:
+        res = CliRunner().invoke(main, ["run", str(scenario(tmp_path, srv.server_address[1])), "--out",
+                                        str(tmp_path / "run")], catch_exceptions=False)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert res.exit_code == 3, (res.exit_code, res.output, res.stderr)
+    line = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(line) == 1 and "LLM calls failed" in line[0] and "http_500" in line[0], res.stderr
+    assert "failed" in res.output  # the console's backend line counts them too
+
+
+def test_a_run_that_answered_nothing_says_so():
+    from types import SimpleNamespace
+
+    from meshsim.cli import _loud_failures
+
+    ok = SimpleNamespace(seed=1, summary={"tasks": 10, "unanswered": 3, "backend": {"calls": 50, "errors": {"x": 1}}})
+    none = SimpleNamespace(seed=2, summary={"tasks": 10, "unanswered": 10, "backend": {"name": "fake"}})
+    assert _loud_failures(ok, 0.5) == 0
+    assert _loud_failures(SimpleNamespace(runs=[ok, none]), 0.5) == 3
+    half = SimpleNamespace(seed=3, summary={"tasks": 4, "unanswered": 0, "backend": {"calls": 10, "errors": {"t": 6}}})
+    assert _loud_failures(half, 0.5) == 3 and _loud_failures(half, 0.7) == 0

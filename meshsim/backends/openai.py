@@ -331,7 +331,7 @@ class OpenAIBackend(Backend):
 
     def transport(self) -> dict[str, Any]:
         return {"calls": self.calls, "retries": self.retries, "retry_causes": dict(sorted(self.retry_causes.items())),
-                "wall_seconds": round(self.wall_seconds, 3)}
+                "errors": dict(sorted(self.errors.items())), "wall_seconds": round(self.wall_seconds, 3)}
 
     async def complete(self, request: Request) -> Response:
         resp, _meta = await self.complete_with_meta(request)
