@@ -125,7 +125,17 @@ def file_digest(path: str | Path, upto: Optional[int] = None) -> tuple[int, str]
 
     h = hashlib.sha256()
     n = 0
-    with open(path, "rb") as f:
+    # opened without blocking and checked through its descriptor: a FIFO named
+    # as an input must be refused, not waited on (issue 19)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError("not a regular file (a device, FIFO or socket); an input must be a file",
+                             file=str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         while upto is None or n < upto:
             chunk = f.read(4 * MiB if upto is None else min(4 * MiB, upto - n))
             if not chunk:

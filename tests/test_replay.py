@@ -443,3 +443,17 @@ def test_validate_and_run_on_a_one_line_json_file_as_cassette_change_nothing(tmp
         assert p.returncode == 2, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and "not a meshsim cassette" in p.stderr
         assert notes.read_bytes() == b'{"name": "my notes", "items": [1, 2, 3]}'
+
+
+@pytest.mark.parametrize("mode", ["record", "record-missing", "replay"])
+def test_a_fifo_as_cassette_is_refused_at_once(tmp_path, mode):
+    import subprocess
+    import sys
+
+    sc = endpoint_scenario(tmp_path, 9, mode, "fifo-cassette", "MESHSIM_FIFO_KEY")
+    os.mkfifo(tmp_path / "cas.jsonl")
+    for cmd in (["validate", str(sc)], ["run", str(sc), "--out", str(tmp_path / "out")]):
+        p = subprocess.run([sys.executable, "-m", "meshsim.cli", *cmd], capture_output=True, text=True, timeout=30,
+                           env={**os.environ, "MESHSIM_FIFO_KEY": "k"})
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "cas.jsonl" in p.stderr
