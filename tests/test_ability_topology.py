@@ -137,7 +137,7 @@ def test_default_edges():
 
 
 def test_registered_kind():
-    G = topology.build("ability_sparse", {"n": 96, "m": 228, "profile": "whatever"}, seed=7)
+    G = topology.build("ability_sparse", {"n": 96, "m": 228}, seed=7)
     assert G.number_of_edges() == 228 and list(G.nodes)[:3] == ["A1", "A2", "A3"]
     ab, tg = default_profile(96)
     assert check_ability_graph(G, ab, tg) == []

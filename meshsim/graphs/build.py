@@ -13,8 +13,51 @@ from .registry import GENERATORS, relabel
 __all__ = ["build", "describe"]
 
 
+class _Asked(dict):
+    """``params`` that remember every key a generator asked for (present or not),
+    so a key nobody asked for is refused after the build instead of ignored."""
+
+    def __init__(self, *a: Any):
+        super().__init__(*a)
+        self.asked: set[str] = set()
+
+    def __getitem__(self, k):
+        self.asked.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        self.asked.add(k)
+        return super().get(k, default)
+
+    def __contains__(self, k):
+        self.asked.add(k)
+        return super().__contains__(k)
+
+    def __iter__(self):  # a generator that walks its params checks them itself
+        self.asked.update(super().keys())
+        return super().__iter__()
+
+    def items(self):
+        self.asked.update(super().keys())
+        return super().items()
+
+
+def _refuse_unasked(kind: str, params: _Asked) -> None:
+    import difflib
+
+    unknown = sorted(k for k in dict.keys(params) if k not in params.asked)
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, sorted(params.asked), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else (
+            f"; it takes {sorted(params.asked)}" if params.asked else "")
+        raise TopologyError(f"unknown key for topology '{kind}'{hint}", field=f"network.topology.{key}")
+
+
 def build(kind: str, params: dict, seed: int, base_dir: Path | None = None) -> nx.Graph:
-    """Build the graph named by ``kind`` with ``params``; nodes named A1..An."""
+    """Build the graph named by ``kind`` with ``params``; nodes named A1..An.
+    A parameter the generator never asks for is an error (issue 19)."""
+    params = _Asked(params)
     if kind == "file":
         path = params.get("path")
         if not path:
@@ -22,12 +65,16 @@ def build(kind: str, params: dict, seed: int, base_dir: Path | None = None) -> n
         p = Path(path)
         if base_dir is not None and not p.is_absolute():
             p = base_dir / p
-        return from_file(p, fmt=params.get("format"))
+        fmt = params.get("format")
+        _refuse_unasked(kind, params)
+        return from_file(p, fmt=fmt)
     fn = GENERATORS.get(kind)
     if fn is None:
         raise TopologyError(f"unknown topology kind; choose one of {sorted(GENERATORS) + ['file']}",
                             field="network.topology.kind", value=kind)
-    return relabel(fn(params, seed))
+    G = fn(params, seed)
+    _refuse_unasked(kind, params)
+    return relabel(G)
 
 
 def describe(G: nx.Graph) -> dict[str, Any]:
