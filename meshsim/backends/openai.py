@@ -150,7 +150,30 @@ def _validate(data: Any, where: Optional[str]) -> OpenAIProfile:
                                                       for k, m in prof.models.items() if m.base_url]:
         if not str(url).startswith(("http://", "https://")):
             raise InputError("must be an http(s) URL", file=where, field=name, value=url)
+        _check_url(str(url), where, name)
+    for h, v in prof.headers.items():
+        if not _header_safe(str(h)) or not _header_safe(str(v)):
+            raise InputError("header names and values must be printable ASCII", file=where, field=f"headers.{h}")
     return prof
+
+
+def _header_safe(text: str) -> bool:
+    return all(" " <= c <= "~" for c in text)
+
+
+def _check_url(url: str, where: Optional[str], field: str) -> None:
+    """A URL an HTTP client can use: no control characters or spaces, a host, a port in 1-65535."""
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise InputError("URL holds a control character or a space", file=where, field=field)
+    try:
+        p = urlsplit(url)
+        port = p.port
+    except ValueError as exc:
+        raise InputError(f"not a usable URL: {exc}", file=where, field=field) from None
+    if not p.hostname:
+        raise InputError("URL names no host", file=where, field=field)
+    if port == 0:
+        raise InputError("port must be in 1-65535", file=where, field=field)
 
 
 def load_openai_profile(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> OpenAIProfile:
@@ -182,6 +205,10 @@ def check_openai(prof: OpenAIProfile, need_key: bool = True, environ: Optional[d
         if not env.get(var):
             raise InputError(f"environment variable {var} is not set (the profile's api_key_env names it; "
                              "export it, or replay from a cassette)", field="api_key_env", value=var)
+        if not _header_safe(env[var]):
+            # an HTTP header carries it: say so rather than fail inside the client (the key is not shown)
+            raise InputError(f"environment variable {var} holds characters an HTTP header cannot carry "
+                             "(non-ASCII or control characters)", field="api_key_env", value=var)
 
 
 def estimate_tokens(text: str, chars_per_token: float = 4.0) -> int:

@@ -1,0 +1,52 @@
+"""Issue 19's corpus, part one: endpoint profiles and keys that used to crash
+with exit 1. Each case: ``validate`` exits 2 with one line naming the file and
+field, and no input file changes (hashed before and after)."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from meshsim.cli import main
+
+BASE_PROFILE = {"kind": "openai", "name": "ep", "base_url": "http://127.0.0.1:8080/v1", "api_key_env": "MESHSIM_EDGE_KEY",
+                "models": {"strong": {"id": "s"}, "weak": {"id": "w"}}}
+SCENARIO = {"name": "edges", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}},
+            "agents": {"profile": "bbh"}, "protocol": {"name": "meshheal"},
+            "backend": {"kind": "openai", "profile": "ep.yaml"}, "tasks": {"dataset": "bbh", "count": 7, "block": 7}}
+
+CASES = {
+    "port-out-of-range": ({"base_url": "http://127.0.0.1:99999/v1"}, "k", "ep.yaml: base_url: not a usable URL"),
+    "port-zero": ({"base_url": "http://127.0.0.1:0/v1"}, "k", "ep.yaml: base_url: port must be"),
+    "url-control-character": ({"base_url": "http://127.0.0.1:8080/v1\tx"}, "k", "base_url: URL holds a control"),
+    "url-space": ({"base_url": "http://127.0.0.1:8080/v 1"}, "k", "base_url: URL holds a control"),
+    "url-no-host": ({"base_url": "http:///v1"}, "k", "base_url: URL names no host"),
+    "url-bad-ipv6": ({"base_url": "http://[::1/v1"}, "k", "base_url: not a usable URL"),
+    "header-non-ascii": ({"headers": {"X-Team": "caf\u00e9"}}, "k", "headers.X-Team: header names and values"),
+    "key-non-ascii": ({}, "k\u00e9y", "api_key_env: environment variable MESHSIM_EDGE_KEY holds characters"),
+    "key-control-character": ({}, "key\nInjected: 1", "api_key_env: environment variable MESHSIM_EDGE_KEY holds"),
+}
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_endpoint_inputs_at_the_edges_are_exit_2_with_one_line(case, tmp_path, monkeypatch):
+    change, key, expect = CASES[case]
+    (tmp_path / "ep.yaml").write_text(yaml.safe_dump({**BASE_PROFILE, **change}, allow_unicode=True), encoding="utf-8")
+    (tmp_path / "sc.yaml").write_text(yaml.safe_dump(SCENARIO))
+    monkeypatch.setenv("MESHSIM_EDGE_KEY", key)
+    before = _digest(tmp_path)
+    for cmd in (["validate", str(tmp_path / "sc.yaml")],
+                ["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "out")]):
+        res = CliRunner().invoke(main, cmd, catch_exceptions=False)
+        assert res.exit_code == 2, (cmd[0], res.exit_code, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and expect in lines[0], lines
+        assert key not in res.stderr or len(key) < 2
+    assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
