@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from .types import LatencySpec, parse_duration
+from .types import LatencySpec, parse_duration, refuse_bool_numbers
 
 __all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec", "Seed", "MAX_SEED",
            "MAX_LATENCY", "MAX_SIGMA", "Seeds", "parse_seeds", "SEEDS_SCHEMA"]
@@ -43,6 +43,11 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any) -> Any:
+        return refuse_bool_numbers(cls, v)
 
 
 class Latency(Strict):

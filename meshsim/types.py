@@ -87,3 +87,36 @@ def _parse_duration(value: Any) -> float:
         except ValueError:
             pass
     raise ValueError("expected a duration such as 12.5, '12.5s' or '50ms'")
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field's annotation admits ``bool`` (or anything)."""
+    import typing
+
+    if annotation is bool or annotation is Any or annotation is object:
+        return True
+    return any(_takes_bool(a) for a in typing.get_args(annotation))
+
+
+def refuse_bool_numbers(model: Any, data: Any) -> Any:
+    """A pydantic ``model_validator(mode="before")`` body: a boolean given where a
+    number belongs is an error, not 1.0 or 0 (YAML's ``yes``/``true`` in a
+    probability was read as certainty; issue 19). Fields typed to take a bool
+    keep it."""
+    if not isinstance(data, dict):
+        return data
+    fields = getattr(model, "model_fields", {})
+    import typing
+
+    for name, value in data.items():
+        f = fields.get(name)
+        if f is None:
+            continue
+        if isinstance(value, bool) and not _takes_bool(f.annotation):
+            raise ValueError(f"'{name}' must be a number, not a boolean ({str(value).lower()})")
+        if isinstance(value, dict) and typing.get_origin(f.annotation) is dict:
+            item = typing.get_args(f.annotation)[-1]  # dict[str, float]: the mapping's values
+            for k, v in value.items():
+                if isinstance(v, bool) and not _takes_bool(item):
+                    raise ValueError(f"'{name}.{k}' must be a number, not a boolean ({str(v).lower()})")
+    return data

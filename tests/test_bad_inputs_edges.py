@@ -50,3 +50,15 @@ def test_endpoint_inputs_at_the_edges_are_exit_2_with_one_line(case, tmp_path, m
         assert len(lines) == 1 and lines[0].startswith("error:") and expect in lines[0], lines
         assert key not in res.stderr or len(key) < 2
     assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("setting, expect", [
+    ("network.links.loss=true", "'loss' must be a number, not a boolean"),
+    ("network.links.bandwidth=yes", "'bandwidth' must be a number, not a boolean"),
+    ("backend.overrides.guess.bbh=true", "'guess.bbh' must be a number, not a boolean"),
+    ("backend.overrides.models.strong.infer=false", "'infer' must be a number, not a boolean"),
+])
+def test_a_boolean_is_never_a_number(setting, expect):
+    sc = Path(__file__).resolve().parents[1] / "scenarios" / "meshheal" / "persistent-bbh.yaml"
+    res = CliRunner().invoke(main, ["validate", str(sc), "--smoke", "--set", setting], catch_exceptions=False)
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1 and expect in res.stderr, res.stderr

@@ -79,9 +79,10 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError
+from ..types import refuse_bool_numbers
 from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .profiles import hash_unit, load_validated, model_role
 from .texts import Latent, TextStore
@@ -99,6 +100,11 @@ VERDICTS = ("sound", "unverified", "error", "garbage")
 
 class _S(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any) -> Any:
+        return refuse_bool_numbers(cls, v)
 
 
 class ModelSpec(_S):

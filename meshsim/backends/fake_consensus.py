@@ -72,6 +72,7 @@ from typing import Annotated, Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError
+from ..types import refuse_bool_numbers
 from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .fake import ModelSpec, TokenSpec
 from .profiles import hash_unit, load_validated, model_role
@@ -91,6 +92,11 @@ MeanSd = tuple[P, Pos]
 
 class _S(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any) -> Any:
+        return refuse_bool_numbers(cls, v)
 
 
 class DatasetAcc(_S):

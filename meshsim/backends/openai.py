@@ -61,9 +61,10 @@ from pathlib import Path
 from typing import Annotated, Any, Awaitable, Callable, Literal, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import InputError
+from ..types import refuse_bool_numbers
 from ..files import load_yaml
 from ..redact import register as register_secret, scrub, url_secrets
 from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
@@ -76,6 +77,11 @@ NonNeg = Annotated[float, Field(ge=0)]
 
 class _S(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any) -> Any:
+        return refuse_bool_numbers(cls, v)
 
 
 class ModelEndpoint(_S):
