@@ -346,3 +346,51 @@ def test_a_run_that_answered_nothing_says_so():
     assert _loud_failures(SimpleNamespace(runs=[ok, none]), 0.5) == 3
     half = SimpleNamespace(seed=3, summary={"tasks": 4, "unanswered": 0, "backend": {"calls": 10, "errors": {"t": 6}}})
     assert _loud_failures(half, 0.5) == 3 and _loud_failures(half, 0.7) == 0
+
+
+class Huge(BaseHTTPRequestHandler):
+    """Replies of 3 MB: with a Content-Length on even calls, without one (read to the close) on odd ones."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802
+        send_json(self, 200, {"data": [{"id": "m"}]})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        with self.server.lock:
+            self.server.n += 1
+            n = self.server.n
+        body = json.dumps({"choices": [{"message": {"content": "x" * 3_000_000}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if n % 2 == 0:
+            self.send_header("Content-Length", str(len(body)))
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:
+            pass  # the client stopped reading at its cap
+
+    def log_message(self, *a):
+        pass
+
+
+def test_a_reply_above_the_byte_cap_is_a_failed_call_never_recorded(tmp_path, monkeypatch):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+    srv.daemon_threads, srv.lock, srv.n = True, threading.Lock(), 0
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv(KEY_VAR, KEY)
+    try:
+        sc = scenario(tmp_path, srv.server_address[1], max_reply_bytes=100_000)
+        res = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "run")], catch_exceptions=False)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert res.exit_code == 3 and "reply_too_large" in res.stderr, (res.exit_code, res.stderr)
+    assert (tmp_path / "cas.jsonl").stat().st_size < 2_000_000  # no 3 MB reply was written
+    errors = json.loads((tmp_path / "run" / "summary.json").read_text())["backend"]["errors"]
+    assert errors.get("reply_too_large", 0) >= 2, errors

@@ -15,6 +15,7 @@ is looked up as a role too, else sent as the model id)::
     seed: 0                      # sampling seed (+ the call's sample index)
     max_tokens: 512
     timeout: 60                  # seconds per HTTP request, start to last byte
+    max_reply_bytes: 4194304     # a longer reply fails the call (reply_too_large)
     concurrency: 4               # calls in flight at once
     retries: {max: 4, base: 0.5, cap: 30, jitter: 0.5}
 
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import math
 import os
 import random
@@ -119,7 +121,9 @@ class OpenAIProfile(_S):
     seed_mode: Literal["fixed", "per_call"] = "fixed"
     max_tokens: Annotated[int, Field(ge=1)] = 512
     max_tokens_by_kind: dict[str, Annotated[int, Field(ge=1)]] = {}
-    timeout: Pos = 60.0
+    timeout: Annotated[float, Field(gt=0, le=86400)] = 60.0
+    #: a reply longer than this is a failed call (not held in memory, not recorded)
+    max_reply_bytes: Annotated[int, Field(ge=1024, le=256 * 1024 * 1024)] = 4 * 1024 * 1024
     concurrency: Annotated[int, Field(ge=1, le=256)] = 4
     retries: RetrySpec = RetrySpec()
     #: on calls whose reply is JSON (reviews, committee rounds, ability
@@ -556,6 +560,22 @@ class OpenAIBackend(Backend):
         d = min(r.cap, r.base * (2 ** attempt))
         return d * (1.0 - r.jitter * self._rnd.random())
 
+    async def _post(self, client: Any, url: str, body: dict, headers: dict, deadline: float):
+        """(status, headers, body) of one POST, the body read up to ``max_reply_bytes``:
+        an endpoint that sends tens of MB is cut off, not held in memory (issue 19)."""
+        cap = self.profile.max_reply_bytes
+        async with client.stream("POST", url, json=body, headers=headers, timeout=deadline) as r:
+            size = r.headers.get("content-length")
+            if size is not None and size.isdigit() and int(size) > cap:
+                raise _Failure("reply_too_large", f"reply of {int(size)} bytes, above max_reply_bytes {cap}", False)
+            chunks, n = [], 0
+            async for chunk in r.aiter_bytes():
+                n += len(chunk)
+                if n > cap:
+                    raise _Failure("reply_too_large", f"reply above max_reply_bytes {cap}", False)
+                chunks.append(chunk)
+            return r.status_code, r.headers, b"".join(chunks)
+
     async def _attempt(self, client: Any, url: str, body: dict, headers: dict) -> dict:
         import httpx
 
@@ -563,21 +583,21 @@ class OpenAIBackend(Backend):
         try:
             # the whole request under one deadline: httpx's own timeout is per
             # read, so a server dripping a byte a second would never trip it
-            r = await asyncio.wait_for(client.post(url, json=body, headers=headers, timeout=deadline), deadline)
+            code, rh, raw = await asyncio.wait_for(self._post(client, url, body, headers, deadline), deadline)
         except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
             raise _Failure("timeout", f"no complete reply within {deadline:g}s ({type(exc).__name__})", True)
         except httpx.TransportError as exc:
             raise _Failure("connection", f"{type(exc).__name__}: {exc}", True)
-        code = r.status_code
+        text = raw.decode("utf-8", "replace")
         if code == 429 or code >= 500:
-            ra = _retry_after(r.headers.get("retry-after"), self.profile.retries.retry_after_cap)
-            raise _Failure(f"http_{code}", f"HTTP {code}: {r.text[:200]!r}", True, ra)
+            ra = _retry_after(rh.get("retry-after"), self.profile.retries.retry_after_cap)
+            raise _Failure(f"http_{code}", f"HTTP {code}: {text[:200]!r}", True, ra)
         if code >= 400:
-            raise _Failure(f"http_{code}", f"HTTP {code}: {r.text[:300]!r}", False)
+            raise _Failure(f"http_{code}", f"HTTP {code}: {text[:300]!r}", False)
         try:
-            data = r.json()
+            data = json.loads(text)
         except ValueError:
-            raise _Failure("malformed_json", f"reply is not JSON: {r.text[:120]!r}", True)
+            raise _Failure("malformed_json", f"reply is not JSON: {text[:120]!r}", True)
         if not isinstance(data, dict):
             raise _Failure("malformed_json", "reply is not a JSON object", True)
         return data
