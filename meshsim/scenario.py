@@ -142,6 +142,9 @@ class Limits(Strict):
     duration: Annotated[Duration, Field(gt=0, le=1e12)] = 1e7
     #: ``seeds`` (replications of one scenario)
     seeds: Annotated[int, Field(ge=1, le=10 ** 6)] = 1000
+    #: messages a run is estimated to send before the clock starts (periodic
+    #: refreshes); about a million a second are simulated
+    events: Annotated[int, Field(ge=1, le=10 ** 12)] = 500_000_000
 
 
 def _fmt(x: Any) -> str:

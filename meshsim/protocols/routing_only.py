@@ -25,6 +25,23 @@ class RoutingParams(BaseModel):
     infinity: Annotated[int, Field(ge=2, le=255)] = 16
     jitter: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
 
+    def check(self, sc, G) -> None:
+        """Budget before work (issue 19): every agent sends its full vector to
+        every neighbour each ``refresh``, so a run costs about
+        2 x links x duration / refresh messages; a refresh far below the
+        duration would never end."""
+        from ..errors import InputError
+
+        if not sc.duration:
+            return
+        est = 2.0 * max(1, G.number_of_edges()) * float(sc.duration) / self.refresh
+        lim = sc.limits.events
+        if est > lim:
+            raise InputError(f"about {est:.3g} routing advertisements (2 x {G.number_of_edges()} links x "
+                             f"{float(sc.duration):g}s / refresh {self.refresh:g}s) is above limits.events "
+                             f"({lim:g}); raise refresh, or limits.events if you mean it",
+                             field="protocol.params.refresh", value=self.refresh)
+
 
 class RoutingProtocol(Protocol):
     name = "routing"
