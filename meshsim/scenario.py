@@ -547,7 +547,8 @@ def build_graph(sc: Scenario, seed: int | None = None) -> nx.Graph:
             params["targets"] = list(prof.targets)
     _check_size(sc, spec.kind, params)
     try:
-        G = graphs.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir)
+        G = graphs.build(spec.kind, params, topology_seed(sc, seed), sc.base_dir,
+                         limits=(sc.limits.agents, sc.limits.links))
     except InputError as exc:
         if exc.file and exc.file != sc.source:
             # a referenced topology file is bad: name the scenario and its field too

@@ -54,9 +54,11 @@ def _refuse_unasked(kind: str, params: _Asked) -> None:
         raise TopologyError(f"unknown key for topology '{kind}'{hint}", field=f"network.topology.{key}")
 
 
-def build(kind: str, params: dict, seed: int, base_dir: Path | None = None) -> nx.Graph:
+def build(kind: str, params: dict, seed: int, base_dir: Path | None = None,
+          limits: tuple[int, int] | None = None) -> nx.Graph:
     """Build the graph named by ``kind`` with ``params``; nodes named A1..An.
-    A parameter the generator never asks for is an error (issue 19)."""
+    A parameter the generator never asks for is an error (issue 19);
+    ``limits`` (agents, links) bound a topology file while it is read."""
     params = _Asked(params)
     if kind == "file":
         path = params.get("path")
@@ -67,7 +69,8 @@ def build(kind: str, params: dict, seed: int, base_dir: Path | None = None) -> n
             p = base_dir / p
         fmt = params.get("format")
         _refuse_unasked(kind, params)
-        return from_file(p, fmt=fmt)
+        return from_file(p, fmt=fmt, max_agents=limits[0] if limits else None,
+                         max_links=limits[1] if limits else None)
     fn = GENERATORS.get(kind)
     if fn is None:
         raise TopologyError(f"unknown topology kind; choose one of {sorted(GENERATORS) + ['file']}",

@@ -22,7 +22,14 @@ MAX_LATENCY = 1e9
 __all__ = ["from_file"]
 
 
-def from_file(path: Path | str, fmt: str | None = None) -> nx.Graph:
+def _too_many(what: str, n: int, limit: int, path: Path) -> TopologyError:
+    return TopologyError(f"topology file has more than {limit} {what}, above limits.{what}; raise it (limits: "
+                         f"{{{what}: N}} in the scenario, or --set limits.{what}=N) if you mean it",
+                         file=str(path), field="network.topology.path")
+
+
+def from_file(path: Path | str, fmt: str | None = None, max_agents: int | None = None,
+              max_links: int | None = None) -> nx.Graph:
     """Read GraphML (``.graphml``) or an edge list (``u v [latency=..] [loss=..]``).
 
     Edge-list lines: ``u v`` optionally followed by ``key=value`` pairs or a
@@ -33,6 +40,9 @@ def from_file(path: Path | str, fmt: str | None = None) -> nx.Graph:
     that disagree on an attribute (GraphML parallel edges, or both directions
     of a directed GraphML), are errors naming the file: collapsing them would
     silently keep one of the two.
+
+    ``max_agents`` / ``max_links`` (the scenario's limits) are checked while the
+    file is read, before a graph of that size is built (issue 19).
     """
     path = Path(path)
     fmt = fmt or ("graphml" if path.suffix.lower() in (".graphml", ".xml") else "edgelist")
@@ -45,9 +55,14 @@ def from_file(path: Path | str, fmt: str | None = None) -> nx.Graph:
         raise TopologyError(exc.message, file=exc.file) from None
     try:
         if fmt == "graphml":
+            # an upper bound from the markup itself, before the parser builds anything
+            if max_links is not None and data.count(b"<edge") > max_links:
+                raise _too_many("links", data.count(b"<edge"), max_links, path)
+            if max_agents is not None and data.count(b"<node") > max_agents:
+                raise _too_many("agents", data.count(b"<node"), max_agents, path)
             G = _graphml(io.BytesIO(data), str(path))
         else:
-            G = _read_edgelist(data, path)
+            G = _read_edgelist(data, path, max_agents, max_links)
     except TopologyError:
         raise
     except Exception as exc:  # networkx / xml parser errors -> one line
@@ -101,13 +116,19 @@ def _graphml(fh: Any, where: str) -> nx.Graph:
     return H
 
 
-def _read_edgelist(data: bytes, path: Path) -> nx.Graph:
+def _read_edgelist(data: bytes, path: Path, max_agents: int | None = None,
+                   max_links: int | None = None) -> nx.Graph:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TopologyError(f"not a UTF-8 text file (byte {exc.start})", file=str(path)) from None
     G = nx.Graph()
     for lineno, raw in enumerate(text.splitlines(), 1):
+        if lineno % 4096 == 0:
+            if max_links is not None and G.number_of_edges() > max_links:
+                raise _too_many("links", G.number_of_edges(), max_links, path)
+            if max_agents is not None and G.number_of_nodes() > max_agents:
+                raise _too_many("agents", G.number_of_nodes(), max_agents, path)
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
