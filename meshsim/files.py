@@ -44,6 +44,10 @@ LIMITS = {
     "cassette": 2048 * MiB,
     "prompt": 4 * MiB,
 }
+#: most YAML values (nodes) a file of each kind may hold, counted while it is
+#: read: a scenario with 20,000 events holds about 120,000; a 10 MB file of
+#: 200,000 events took minutes and 1.4 GB to reach any check (issue 19)
+YAML_VALUES = {"scenario": 250_000, "profile": 250_000}
 #: deepest YAML nesting accepted (a scenario needs about 8)
 MAX_DEPTH = 64
 #: most YAML nodes a document may expand to, counting every alias use in full
@@ -168,8 +172,13 @@ class _Loader(yaml.SafeLoader):
     composer therefore counts each node's expanded size and stops early.
     """
 
+    #: most nodes composed at all (set per call by :func:`parse_yaml`): counted as
+    #: they are read, so a huge document stops early instead of after minutes
+    max_composed: int = MAX_NODES
+
     def __init__(self, stream: Any):
         super().__init__(stream)
+        self._composed = 0
         self._depth = 0
         self._open: set[str] = set()  # anchors whose node is being composed
         self._size: dict[int, int] = {}  # id(node) -> nodes it expands to
@@ -182,6 +191,10 @@ class _Loader(yaml.SafeLoader):
                 raise _Refused(f"recursive alias *{anchor} (it refers to a node that contains it)",
                                event.start_mark)
             return super().compose_node(parent, index)
+        self._composed += 1
+        if self._composed > self.max_composed:
+            raise _Refused(f"more than {self.max_composed:,} YAML values: far more than this kind of file needs "
+                           "(hundreds of thousands of events?)", event.start_mark)
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
@@ -222,14 +235,22 @@ class _Loader(yaml.SafeLoader):
 
 
 
-def parse_yaml(text: str, source: str, field: Optional[str] = None, syntax_error_as_text: bool = False) -> Any:
+def parse_yaml(text: str, source: str, field: Optional[str] = None, syntax_error_as_text: bool = False,
+               max_values: int = MAX_NODES) -> Any:
     """YAML ``text`` (from ``source``) as plain data, with the checks of this module.
 
     ``syntax_error_as_text``: text that is not YAML at all comes back as the
     string itself (a ``--set`` value such as ``a: b: c``); refused documents
     (too deep, alias bombs, duplicate keys) are errors either way."""
+    # A cheap bound before the (pure-Python, slow) parser runs: every mapping
+    # entry holds a ':', so a text with more of them than values allowed is
+    # refused at once rather than after seconds of parsing.
+    if text.count(":") > max_values:
+        raise InputError(f"more than {max_values:,} YAML values ({text.count(':'):,} key separators): far more "
+                         "than this kind of file needs (hundreds of thousands of events?)", file=source, field=field)
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        loader = type("_Bounded", (_Loader,), {"max_composed": max_values})
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - _Loader is a SafeLoader
     except _Refused as exc:
         where = f"line {exc.mark.line + 1}" if exc.mark is not None else None
         raise InputError(exc.message, file=source, field=_join(field, where)) from None
@@ -252,7 +273,8 @@ def _join(a: Optional[str], b: Optional[str]) -> Optional[str]:
 
 def load_yaml(path: str | Path, kind: str, field: Optional[str] = None) -> Any:
     """A YAML input file: :func:`read_text` (size cap, regular file) then :func:`parse_yaml`."""
-    return parse_yaml(read_text(path, kind, field=field), str(path), field)
+    return parse_yaml(read_text(path, kind, field=field), str(path), field,
+                      max_values=YAML_VALUES.get(kind, MAX_NODES))
 
 
 def check_numbers(data: Any, source: Optional[str], prefix: Optional[str] = None) -> None:

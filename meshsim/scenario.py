@@ -20,7 +20,7 @@ from .errors import InputError, ScenarioError, TopologyError
 from .events import EVENT_TYPES, EventCheck
 from .fields import (DURATION_SCHEMA, MAX_SEED, AgentPair, Duration, EventSpec, Latency, Probability, Role,
                      Seed, Seeds, Strict)
-from .files import check_numbers, parse_yaml, read_text
+from .files import YAML_VALUES, check_numbers, parse_yaml, read_text
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "set_path", "get_path",
            "read_scenario_data", "scenario_data", "build_graph",
@@ -430,7 +430,7 @@ def read_scenario_data(path: str | Path) -> Any:
     path = Path(path)
     source = str(path)
     try:
-        data = parse_yaml(read_text(path, "scenario"), source)
+        data = parse_yaml(read_text(path, "scenario"), source, max_values=YAML_VALUES["scenario"])
     except InputError as exc:
         raise ScenarioError(exc.message, file=exc.file, field=exc.field, value=exc.value) from None
     if data is None:
