@@ -7,7 +7,15 @@ weak) and what the prompt shows; it never reads another agent's role, the
 call's purpose in the protocol, or anything the real prompt lacks. Only the
 per-group initial accuracies are calibrated (paper: Tab. 1-5, 11-12 Init /
 IAA columns); every other number is an ``assumption`` with a range
-(``sources:`` in the profile, ``meshsim backends explain sac-default``).
+(``sources:`` and ``ranges:`` in the profile, ``meshsim backends explain
+sac-default``).
+
+**Behaviour per model** (issue 17). Accuracy is per (dataset, role); how a
+model scores, refines and states confidence belongs to the model itself, so
+``score``, ``refine``, ``confidence`` and ``aggregate`` are keyed by model and
+``pairs`` names the model playing each role on each dataset (paper Sec. 5.2:
+gpt-4o-mini / gpt-3.5-turbo on MATH level 4, Qwen3-4B / Qwen2.5-1.5B-Instruct
+on MATH-500, ...). A profile without ``pairs`` keys them by role.
 
 **Latent correctness** (every solve, including the ones inside φ and
 refine). A query has a difficulty D (standard normal, stratified over blocks
