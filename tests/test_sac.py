@@ -670,3 +670,19 @@ def test_a_pair_naming_a_model_without_behaviour_is_one_line(tmp_path):
     legacy.write_text(yaml.safe_dump(old))
     prof = load_consensus_profile(legacy, {"refine.strong.sway": 0.5})
     assert prof.model_for("weak", "math_l4") == "weak" and prof.refine["strong"].sway == 0.5
+
+
+def test_factors_in_use_drop_the_models_a_dataset_never_calls():
+    from meshsim.backends.fake_consensus import factors_in_use, models_used
+    from meshsim.backends.provenance import assumption_factors, load_profile_data
+
+    data = load_profile_data(SAC_PROFILE)
+    factors = assumption_factors(data, "sac-default")
+    assert models_used(data, ["math_l4_30"]) == {"gpt-4o-mini", "gpt-3_5-turbo"}
+    kept = {f.name for f in factors_in_use(factors, data, ["math_l4_30"])}
+    assert "score.gpt-3_5-turbo.solves" in kept and "confidence.gpt-4o-mini.correct.0" in kept
+    assert "score.gpt-5.solves" not in kept and "refine.qwen2_5-1_5b.resolve" not in kept
+    assert {"latent.difficulty", "refine.*.anchor", "tokens"} <= kept  # shared factors stay
+    assert len(kept) < len(factors)
+    # every model is in use on some dataset: over all of them nothing is dropped
+    assert len(factors_in_use(factors, data, list(data["pairs"]))) == len(factors)

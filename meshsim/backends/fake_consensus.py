@@ -86,7 +86,7 @@ from .profiles import hash_unit, load_validated, model_role
 from .texts import Latent, TextStore
 
 __all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile", "CPWBFT_ANSWER",
-           "CPWBFT_AGGREGATE"]
+           "CPWBFT_AGGREGATE", "BEHAVIOUR", "models_used", "factors_in_use"]
 
 _N = NormalDist()
 STRATA = 50  # queries per difficulty stratum block
@@ -240,6 +240,30 @@ def load_consensus_profile(path: str | Path, overrides: Optional[dict[str, Any]]
     if "default" not in prof.accuracy:
         raise InputError("profile needs 'accuracy.default'", file=str(path), field="accuracy")
     return prof
+
+
+def models_used(data: dict[str, Any], datasets: list[str]) -> set[str]:
+    """Behaviour keys of the models that play a role on any of ``datasets`` (raw profile data)."""
+    pairs = data.get("pairs") or {"default": {"strong": "strong", "weak": "weak"}}
+    out: set[str] = set()
+    for ds in datasets:
+        pair = pairs.get(ds) or pairs.get("default") or {}
+        out.update(str(pair[r]) for r in ("strong", "weak") if r in pair)
+    return out
+
+
+def factors_in_use(factors: list, data: dict[str, Any], datasets: list[str]) -> list:
+    """The assumption factors (``provenance.assumption_factors``) that can move a run on
+    ``datasets``: a factor all of whose numbers belong to models that play no role
+    there (``score.gpt-5.solves`` on MATH-500) is dropped, so that a screening spends
+    no samples on it."""
+    used = models_used(data, datasets)
+
+    def idle(path: str) -> bool:
+        parts = path.split(".")
+        return len(parts) > 1 and parts[0] in BEHAVIOUR and parts[1] not in used
+
+    return [f for f in factors if not all(idle(p) for p, *_ in f.leaves)]
 
 
 def _check_behaviour_overrides(prof: Optional[ConsensusProfile], overrides: Optional[dict[str, Any]],
