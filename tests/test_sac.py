@@ -179,17 +179,17 @@ def test_phi_scores_agreement_with_the_scorers_own_solution():
     """phi solves the query itself and scores the proposed answer by agreement with
     its own solution: with a scorer that always solves and always gets it right,
     the truth scores from 'agree' and a wrong answer from 'disagree'."""
-    b = _backend({"score.strong.solves": 1.0, "score.strong.parse_fail": 0.0, "accuracy.math500.strong": 0.999})
+    b = _backend({"score.qwen3-4b.solves": 1.0, "score.qwen3-4b.parse_fail": 0.0, "accuracy.math500.strong": 0.999})
     tasks = make_queries(DATASETS["math500"], 300, random.Random(4))
     rnd = random.Random(5)
     right = [_call(b, CallKind.SAC_SCORE, "strong", t, rnd.getrandbits(62), response={"answer": t.answer})
              .fields["score"] for t in tasks]
     wrong = [_call(b, CallKind.SAC_SCORE, "strong", t, rnd.getrandbits(62),
                    response={"answer": b.distractors(t)[0][0]}).fields["score"] for t in tasks]
-    agree, disagree = b.profile.score["strong"].agree, b.profile.score["strong"].disagree
+    agree, disagree = b.profile.score["qwen3-4b"].agree, b.profile.score["qwen3-4b"].disagree
     assert abs(statistics.fmean(right) - agree[0]) < 0.03 and abs(statistics.fmean(wrong) - disagree[0]) < 0.03
     # a scorer that never solves cannot tell them apart
-    b = _backend({"score.strong.solves": 0.0})
+    b = _backend({"score.qwen3-4b.solves": 0.0})
     r = [_call(b, CallKind.SAC_SCORE, "strong", t, 7, response={"answer": t.answer}).fields["score"] for t in tasks]
     w = [_call(b, CallKind.SAC_SCORE, "strong", t, 7, response={"answer": b.distractors(t)[0][0]}).fields["score"]
          for t in tasks]
@@ -229,7 +229,7 @@ def test_refine_is_swayed_by_a_persuasive_text_whatever_its_score():
     calm = _refine_adoption(b, t, [{"answer": plain.fields["answer"], "text": plain.text, "score": low}])
     assert swayed > calm + 0.15, (swayed, calm)
     # with sway 0 the feature does nothing
-    b0 = _backend({"refine.strong.sway": 0.0})
+    b0 = _backend({"refine.qwen3-4b.sway": 0.0})
     lie0 = _call(b0, CallKind.SAC_ANSWER, "weak", t, 3, attack="persuasive")
     assert abs(_refine_adoption(b0, t, [{"answer": lie0.fields["answer"], "text": lie0.text, "score": low}])
                - _refine_adoption(b0, t, [{"answer": plain.fields["answer"], "text": "", "score": low}])) < 0.06
@@ -238,7 +238,7 @@ def test_refine_is_swayed_by_a_persuasive_text_whatever_its_score():
 def test_refine_susceptibility_pulls_regardless_of_score():
     t = make_queries(DATASETS["math500"], 1, random.Random(1))[0]
     wrong = {"answer": str(int(t.answer) + 1), "text": "", "score": 0.0}
-    rates = [_refine_adoption(_backend({"refine.strong.susceptibility": s}), t, [wrong]) for s in (0.0, 0.5, 2.0)]
+    rates = [_refine_adoption(_backend({"refine.qwen3-4b.susceptibility": s}), t, [wrong]) for s in (0.0, 0.5, 2.0)]
     assert rates[0] < 0.03 and rates[0] < rates[1] < rates[2]
     # and higher shown scores pull harder
     hi = _refine_adoption(_backend(), t, [dict(wrong, score=1.0)])
@@ -246,7 +246,7 @@ def test_refine_susceptibility_pulls_regardless_of_score():
 
 
 def test_cpwbft_answer_shares_the_solve_and_reports_a_verbal_confidence():
-    b = _backend({"confidence.strong.parse_fail": 0.0})
+    b = _backend({"confidence.qwen3-4b.parse_fail": 0.0})
     tasks = make_queries(DATASETS["math500"], 200, random.Random(2))
     for i, t in enumerate(tasks):
         a = _call(b, CallKind.SAC_ANSWER, "strong", t, 1000 + i)
@@ -258,15 +258,15 @@ def test_cpwbft_answer_shares_the_solve_and_reports_a_verbal_confidence():
 
 def test_profile_overrides_are_checked(tmp_path):
     with pytest.raises(InputError) as err:
-        _backend({"refine.strong.swayy": 1.0})
-    assert "overrides.refine.strong.swayy" in str(err.value)
+        _backend({"refine.qwen3-4b.swayy": 1.0})
+    assert "overrides.refine.qwen3-4b.swayy" in str(err.value)
     with pytest.raises(InputError):
         _backend({"latent.difficulty": 0.9})  # difficulty + persist > 1
-    b = _backend({"refine.strong.sway": 0.5})
-    assert b.profile.refine["strong"].sway == 0.5 and b.describe()["overrides"] == {"refine.strong.sway": 0.5}
+    b = _backend({"refine.qwen3-4b.sway": 0.5})
+    assert b.profile.refine["qwen3-4b"].sway == 0.5 and b.describe()["overrides"] == {"refine.qwen3-4b.sway": 0.5}
     # in a scenario, the error names the scenario and backend.overrides.<path>
-    for over, field in (('{"refine.strong.nope": 1}', "backend.overrides.refine.strong.nope"),
-                        ('{"refine.strong.sway": "lots"}', "backend.overrides.refine.strong.sway"),
+    for over, field in (('{"refine.qwen3-4b.nope": 1}', "backend.overrides.refine.qwen3-4b.nope"),
+                        ('{"refine.qwen3-4b.sway": "lots"}', "backend.overrides.refine.qwen3-4b.sway"),
                         ('{"latent.difficulty": 0.9}', "backend.overrides.latent.difficulty")):
         sc = load("sac-merg-7", f"backend.overrides={over}")
         with pytest.raises(InputError) as err:
@@ -566,12 +566,12 @@ def test_sensitivity_sweeps_one_profile_field():
     returns the headline per value; determinism makes equal values agree."""
     from meshsim.validation.sac import ASSUMPTIONS, SETTINGS, sensitivity
 
-    rows = sensitivity(["refine.strong.sway", "refine.weak.sway"], [0.0, 4.0, 0.0], "swaying-f0", seeds=1,
+    rows = sensitivity(["refine.qwen3-4b.sway", "refine.qwen2_5-1_5b.sway"], [0.0, 4.0, 0.0], "swaying-f0", seeds=1,
                        queries=4, sets=["protocol.params.rounds=2"])
     assert [r["value"] for r in rows] == [0.0, 4.0, 0.0]
     assert rows[0]["bfti"] == rows[2]["bfti"] and rows[0]["bfti"]["n"] == 1
-    with pytest.raises(InputError, match="overrides.refine.strong.nope"):
-        sensitivity("refine.strong.nope", [1.0], "swaying-f0", seeds=1, queries=2)
+    with pytest.raises(InputError, match="overrides.refine.qwen3-4b.nope"):
+        sensitivity("refine.qwen3-4b.nope", [1.0], "swaying-f0", seeds=1, queries=2)
     # every listed assumption names fields that exist, and every setting's scenario exists
     from meshsim.validation.sac import scenario_path
 
@@ -581,3 +581,108 @@ def test_sensitivity_sweeps_one_profile_field():
     for setting in SETTINGS:
         for name, _sets in setting.runs:
             scenario_path(name)
+
+
+# ---------------------------------------------------------------- per-model behaviour and assumption ranges (issue 17)
+
+SAC_PROFILE = ROOT / "backends" / "sac-default.yaml"
+
+
+def test_every_assumption_of_sac_default_has_a_range():
+    """Every assumption-sourced number is covered by a ranges: entry (with its why),
+    no paper number is, and every end of every range is a valid profile, one factor
+    at a time and all factors at once (the corners meshsim uncertainty visits)."""
+    from meshsim.backends.fake_consensus import ConsensusProfile
+    from meshsim.backends.profiles import apply_overrides
+    from meshsim.backends.provenance import assumption_factors, explain_rows, load_profile_data
+
+    data = load_profile_data(SAC_PROFILE)
+
+    def load_consensus_profile(_path, overrides):  # what backend.overrides does, without re-reading the file
+        return ConsensusProfile.model_validate(apply_overrides(data, overrides))
+
+    factors = assumption_factors(data, "sac-default")
+    covered = {leaf[0] for f in factors for leaf in f.leaves}
+    rows = explain_rows(data)
+    assumptions = [r["path"] for r in rows if r["kind"] == "assumption"]
+    assert len(assumptions) > 100
+    assert [p for p in assumptions if p not in covered] == []
+    assert [r["path"] for r in rows if r["kind"] == "paper" and r["path"] in covered] == []
+    assert all(f.why for f in factors)
+    for f in factors:
+        for u in (0.0, 1.0):
+            load_consensus_profile(SAC_PROFILE, f.values(u))
+    for u in (0.0, 1.0):
+        every: dict = {}
+        for f in factors:
+            every.update(f.values(u))
+        load_consensus_profile(SAC_PROFILE, every)
+
+
+def test_behaviour_belongs_to_the_model_of_the_pair():
+    """score / refine / confidence follow the model that plays the role on the query's
+    dataset (Sec. 5.2): the weak role on MATH level 4 is gpt-3.5-turbo, not the
+    1.5B model of MATH-500; changing one model's numbers moves only that model."""
+    b = _backend()
+    prof = b.profile
+    assert prof.model_for("weak", "math_l4") == "gpt-3_5-turbo" and prof.model_for("weak", "math500") == "qwen2_5-1_5b"
+    assert prof.model_for("strong", "aime") == "qwen3-4b-thinking" and prof.model_for("weak", "aime") == "qwen3-4b"
+    assert prof.model_for("strong", "no-such-dataset") == prof.pairs["default"].strong
+    rnd = random.Random(3)
+
+    def blind_share(backend, ds):  # scores from a scorer that never solves are one constant class
+        tasks = make_queries(DATASETS[ds], 200, random.Random(6))
+        return statistics.fmean(_call(backend, CallKind.SAC_SCORE, "weak", t, rnd.getrandbits(62),
+                                      response={"answer": t.answer}).fields["score"] or 0.5 for t in tasks)
+
+    never = {"score.gpt-3_5-turbo.solves": 0.0, "score.gpt-3_5-turbo.parse_fail": 0.0,
+             "score.gpt-3_5-turbo.unsolved.1": 0.0, "score.gpt-3_5-turbo.unsolved.0": 0.33}
+    assert abs(blind_share(_backend(never), "math_l4") - 0.35) < 0.011  # 0.33 rounded to the 0.05 grid
+    assert abs(blind_share(_backend(never), "math500") - 0.35) > 0.1  # the 1.5B model is untouched
+
+
+def test_overrides_by_role_name_the_models_instead():
+    with pytest.raises(InputError) as err:
+        _backend({"refine.strong.sway": 0.5})
+    msg = str(err.value)
+    assert err.value.field == "overrides.refine.strong.sway" and "refine.<model>.sway" in msg
+    assert "gpt-3_5-turbo" in msg and "\n" not in msg
+
+
+def test_a_pair_naming_a_model_without_behaviour_is_one_line(tmp_path):
+    import yaml
+
+    data = yaml.safe_load(SAC_PROFILE.read_text())
+    data["pairs"]["math_l4"]["weak"] = "gpt-2"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    from meshsim.backends.fake_consensus import load_consensus_profile
+
+    with pytest.raises(InputError) as err:
+        load_consensus_profile(bad)
+    assert "pairs.math_l4.weak" in str(err.value) and "gpt-2" in str(err.value) and "\n" not in str(err.value)
+    # a profile keyed by role (no pairs:) still loads: every dataset uses strong / weak
+    old = {k: v for k, v in data.items() if k not in ("pairs", "model_ids", "ranges")}
+    for section in ("score", "refine", "confidence", "aggregate"):
+        old[section] = {"strong": data[section]["qwen3-4b"], "weak": data[section]["qwen2_5-1_5b"]}
+    old["sources"] = {}
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(yaml.safe_dump(old))
+    prof = load_consensus_profile(legacy, {"refine.strong.sway": 0.5})
+    assert prof.model_for("weak", "math_l4") == "weak" and prof.refine["strong"].sway == 0.5
+
+
+def test_factors_in_use_drop_the_models_a_dataset_never_calls():
+    from meshsim.backends.fake_consensus import factors_in_use, models_used
+    from meshsim.backends.provenance import assumption_factors, load_profile_data
+
+    data = load_profile_data(SAC_PROFILE)
+    factors = assumption_factors(data, "sac-default")
+    assert models_used(data, ["math_l4_30"]) == {"gpt-4o-mini", "gpt-3_5-turbo"}
+    kept = {f.name for f in factors_in_use(factors, data, ["math_l4_30"])}
+    assert "score.gpt-3_5-turbo.solves" in kept and "confidence.gpt-4o-mini.correct.0" in kept
+    assert "score.gpt-5.solves" not in kept and "refine.qwen2_5-1_5b.resolve" not in kept
+    assert {"latent.difficulty", "refine.*.anchor", "tokens"} <= kept  # shared factors stay
+    assert len(kept) < len(factors)
+    # every model is in use on some dataset: over all of them nothing is dropped
+    assert len(factors_in_use(factors, data, list(data["pairs"]))) == len(factors)

@@ -7,7 +7,15 @@ weak) and what the prompt shows; it never reads another agent's role, the
 call's purpose in the protocol, or anything the real prompt lacks. Only the
 per-group initial accuracies are calibrated (paper: Tab. 1-5, 11-12 Init /
 IAA columns); every other number is an ``assumption`` with a range
-(``sources:`` in the profile, ``meshsim backends explain sac-default``).
+(``sources:`` and ``ranges:`` in the profile, ``meshsim backends explain
+sac-default``).
+
+**Behaviour per model** (issue 17). Accuracy is per (dataset, role); how a
+model scores, refines and states confidence belongs to the model itself, so
+``score``, ``refine``, ``confidence`` and ``aggregate`` are keyed by model and
+``pairs`` names the model playing each role on each dataset (paper Sec. 5.2:
+gpt-4o-mini / gpt-3.5-turbo on MATH level 4, Qwen3-4B / Qwen2.5-1.5B-Instruct
+on MATH-500, ...). A profile without ``pairs`` keys them by role.
 
 **Latent correctness** (every solve, including the ones inside φ and
 refine). A query has a difficulty D (standard normal, stratified over blocks
@@ -79,7 +87,7 @@ from .profiles import hash_unit, load_validated, model_role
 from .texts import Latent, TextStore
 
 __all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile", "CPWBFT_ANSWER",
-           "CPWBFT_AGGREGATE"]
+           "CPWBFT_AGGREGATE", "BEHAVIOUR", "models_used", "factors_in_use"]
 
 _N = NormalDist()
 STRATA = 50  # queries per difficulty stratum block
@@ -165,6 +173,17 @@ class FeatureSpec(_S):
     off_topic: P = 1.0
 
 
+class Pair(_S):
+    """The models (keys of the behaviour sections) in the strong and weak roles on one dataset."""
+
+    strong: str
+    weak: str
+
+
+#: sections whose entries are per model (the role's model on the query's dataset: ``pairs``)
+BEHAVIOUR = ("score", "refine", "confidence", "aggregate")
+
+
 class ConsensusProfile(_S):
     kind: str = "fake_consensus"
     name: str
@@ -180,6 +199,11 @@ class ConsensusProfile(_S):
     aggregate: dict[str, WeighSpec]
     features: FeatureSpec = FeatureSpec()
     tokens: dict[str, TokenSpec]
+    #: dataset -> the models playing strong and weak there ("default" as fallback); the
+    #: behaviour sections are keyed by these names. Without it, by role (strong / weak).
+    pairs: dict[str, Pair] = {"default": Pair(strong="strong", weak="weak")}
+    #: the real model behind each behaviour key (a label for explain and docs)
+    model_ids: dict[str, str] = {}
     #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
     sources: dict[str, str] = {}
     #: plausible [low, high] of each assumption and why (meshsim.backends.provenance; `meshsim uncertainty`)
@@ -190,24 +214,85 @@ class ConsensusProfile(_S):
         for m, p in self.latent.persist.items():
             if self.latent.difficulty + p > 1.0:
                 raise ValueError(f"latent.difficulty + latent.persist.{m} must be at most 1")
+        if "default" not in self.pairs:
+            raise ValueError("pairs needs a 'default' entry (the pair of any dataset not listed)")
+        for ds, pair in self.pairs.items():
+            for role in ("strong", "weak"):
+                m = getattr(pair, role)
+                for section in BEHAVIOUR:
+                    if m not in getattr(self, section):
+                        raise ValueError(f"pairs.{ds}.{role} names model '{m}' but {section}.{m} is missing")
         return self
+
+    def model_for(self, role: str, dataset: Optional[str]) -> str:
+        """The behaviour key of the model playing ``role`` (strong / weak) on ``dataset``."""
+        pair = self.pairs.get(dataset or "default") or self.pairs["default"]
+        return getattr(pair, role)
 
 
 def load_consensus_profile(path: str | Path, overrides: Optional[dict[str, Any]] = None) -> ConsensusProfile:
     path = Path(path)
+    if overrides:
+        _check_behaviour_overrides(None, overrides, path)
     prof = load_validated(path, ConsensusProfile, overrides)
     if prof.kind != "fake_consensus":
         raise InputError("not a fake_consensus profile", file=str(path), field="kind", value=prof.kind)
-    for section in ("models", "score", "refine", "confidence", "aggregate"):
-        for role in ("strong", "weak"):
-            if role not in getattr(prof, section):
-                raise InputError(f"profile needs '{section}.{role}'", file=str(path), field=section)
+    for role in ("strong", "weak"):
+        if role not in prof.models:
+            raise InputError(f"profile needs 'models.{role}'", file=str(path), field="models")
     for role in ("strong", "weak"):
         if role not in prof.latent.persist:
             raise InputError(f"profile needs 'latent.persist.{role}'", file=str(path), field="latent.persist")
     if "default" not in prof.accuracy:
         raise InputError("profile needs 'accuracy.default'", file=str(path), field="accuracy")
     return prof
+
+
+def models_used(data: dict[str, Any], datasets: list[str]) -> set[str]:
+    """Behaviour keys of the models that play a role on any of ``datasets`` (raw profile data)."""
+    pairs = data.get("pairs") or {"default": {"strong": "strong", "weak": "weak"}}
+    out: set[str] = set()
+    for ds in datasets:
+        pair = pairs.get(ds) or pairs.get("default") or {}
+        out.update(str(pair[r]) for r in ("strong", "weak") if r in pair)
+    return out
+
+
+def factors_in_use(factors: list, data: dict[str, Any], datasets: list[str]) -> list:
+    """The assumption factors (``provenance.assumption_factors``) that can move a run on
+    ``datasets``: a factor all of whose numbers belong to models that play no role
+    there (``score.gpt-5.solves`` on MATH-500) is dropped, so that a screening spends
+    no samples on it."""
+    used = models_used(data, datasets)
+
+    def idle(path: str) -> bool:
+        parts = path.split(".")
+        return len(parts) > 1 and parts[0] in BEHAVIOUR and parts[1] not in used
+
+    return [f for f in factors if not all(idle(p) for p, *_ in f.leaves)]
+
+
+def _check_behaviour_overrides(prof: Optional[ConsensusProfile], overrides: Optional[dict[str, Any]],
+                               path: Optional[Path] = None) -> None:
+    """An override by role (``refine.strong.sway``) of a profile whose behaviour is per
+    model: a one-line error naming the models to use instead."""
+    if not overrides:
+        return
+    if prof is None:
+        from ..files import load_yaml
+
+        data = load_yaml(path, "profile")
+        keys = data.get("score") if isinstance(data, dict) else None
+        if not isinstance(keys, dict):
+            return
+        models = [str(k) for k in keys]
+    else:
+        models = list(prof.score)
+    for k in overrides:
+        parts = str(k).split(".")
+        if len(parts) >= 2 and parts[0] in BEHAVIOUR and parts[1] in ("strong", "weak") and parts[1] not in models:
+            raise InputError(f"behaviour is per model in this profile: use {parts[0]}.<model>.{'.'.join(parts[2:])}"
+                             f" with a model of {models}", field=f"overrides.{k}", value=overrides[k])
 
 
 _role = model_role
@@ -261,6 +346,10 @@ class ConsensusFakeBackend(Backend):
         """What a reader notices in a received text (reading it = looking up its token)."""
         got = self.texts.get(req.task.id, text)
         return got.features if got is not None else frozenset()
+
+    def _who(self, req: Request) -> str:
+        """The calling model's behaviour key: its role's model on the query's dataset."""
+        return self.profile.model_for(_role(req.model), req.task.dataset if req.task is not None else None)
 
     def _answered(self, req: Request, a: Optional[str], features: frozenset = frozenset(), **extra: Any):
         truth = str(req.task.answer)
@@ -394,7 +483,7 @@ class ConsensusFakeBackend(Backend):
     def _sac_score(self, req: Request, rnd: random.Random):
         """φ_i(x, r): the prompt shows the query and the proposed response only."""
         model = _role(req.model)
-        spec = self.profile.score[model]
+        spec = self.profile.score[self._who(req)]
         resp = req.context.get("response") or {}
         answer = resp.get("answer")
         if rnd.random() < spec.parse_fail:
@@ -429,7 +518,7 @@ class ConsensusFakeBackend(Backend):
         return rnd.choices(cands, weights=[support[a] for a in cands])[0]
 
     def _sac_refine(self, req: Request, rnd: random.Random):
-        spec = self.profile.refine[_role(req.model)]
+        spec = self.profile.refine[self._who(req)]
         ctx = req.context
         if rnd.random() < spec.parse_fail:
             return {"answer": None}, None
@@ -437,8 +526,8 @@ class ConsensusFakeBackend(Backend):
         shown = [(r.get("answer"), _num(r.get("score"), 0.5), r.get("text")) for r in ctx.get("retained", [])]
         return self._answered(req, self._weigh(req, spec, own, spec.anchor, shown, rnd))
 
-    def _confidence(self, model: str, correct: bool, rnd: random.Random) -> Optional[float]:
-        spec = self.profile.confidence[model]
+    def _confidence(self, who: str, correct: bool, rnd: random.Random) -> Optional[float]:
+        spec = self.profile.confidence[who]
         if rnd.random() < spec.parse_fail:
             return None
         return self._granular(rnd.gauss(*(spec.correct if correct else spec.wrong)),
@@ -448,12 +537,12 @@ class ConsensusFakeBackend(Backend):
         # the solve is drawn first, exactly as in sac_answer: with the same call
         # seed both protocols start from the same answers (common random numbers)
         fields, ok = self._sac_answer(req, rnd)
-        fields["confidence"] = self._confidence(_role(req.model), bool(ok), rnd)
+        fields["confidence"] = self._confidence(self._who(req), bool(ok), rnd)
         return fields, ok
 
     def _cpwbft_aggregate(self, req: Request, rnd: random.Random):
-        model = _role(req.model)
-        spec = self.profile.aggregate[model]
+        who = self._who(req)
+        spec = self.profile.aggregate[who]
         ctx = req.context
         if rnd.random() < spec.parse_fail:
             return {"answer": None, "confidence": None}, None
@@ -462,7 +551,7 @@ class ConsensusFakeBackend(Backend):
         shown = [(r.get("answer"), _num(r.get("confidence"), 0.0), r.get("text")) for r in ctx.get("peers", [])]
         a = self._weigh(req, spec, own.get("answer"), spec.anchor + spec.follow * own_c ** spec.power, shown, rnd)
         fields, ok = self._answered(req, a)
-        fields["confidence"] = self._confidence(model, bool(ok), rnd)
+        fields["confidence"] = self._confidence(who, bool(ok), rnd)
         return fields, ok
 
     def _tokens(self, req: Request, rnd: random.Random) -> tuple[int, int]:

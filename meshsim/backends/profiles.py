@@ -17,7 +17,7 @@ M = TypeVar("M", bound=BaseModel)
 def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[str, Any]] = None) -> M:
     """Read a YAML profile into ``model``; one-line InputError naming file and field.
 
-    ``overrides`` (dotted path -> value, e.g. ``{"refine.strong.sway": 0.5}``)
+    ``overrides`` (dotted path -> value, e.g. ``{"refine.qwen3-4b.sway": 0.5}``)
     replace numbers of the file before validation: how a scenario or a
     sensitivity sweep changes one profile field without a copy of the file
     (``backend: {..., overrides: {...}}``). A path that does not name an
@@ -46,7 +46,7 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] 
     (``source`` names the profile in error messages).
 
     Only existing leaves can be replaced (a typo must not silently add an
-    unused field); list items are addressed by index (``score.strong.agree.0``).
+    unused field); list items are addressed by index (``score.qwen3-4b.agree.0``).
     """
     if not isinstance(overrides, dict):
         raise InputError("must be a mapping of dotted profile path -> value", field="overrides", value=overrides)

@@ -13,7 +13,7 @@ comes and printed beside the paper's value (papers/sac-2605.09076.md).
 * :func:`sensitivity` -- one profile field (or several set to the same value)
   swept over values, the headline metrics per value. Profile fields are
   changed through the backend's ``overrides`` (``backend: {kind:
-  fake_consensus, profile: sac-default, overrides: {"refine.strong.sway":
+  fake_consensus, profile: sac-default, overrides: {"refine.qwen3-4b.sway":
   0.5}}``), so no copy of the profile is written and a typo in a path is a
   one-line error.
 * :data:`ASSUMPTIONS` -- the assumption parameters that move a headline, the
@@ -170,31 +170,31 @@ SETTINGS: list[Setting] = _settings()
 #: assumption parameters that move a headline, where to sweep them, and the recommended range
 ASSUMPTIONS: dict[str, dict[str, Any]] = {
     "refine.*.susceptibility": {
-        "paths": ["refine.strong.susceptibility", "refine.weak.susceptibility"],
+        "paths": ["refine.qwen3-4b.susceptibility", "refine.qwen2_5-1_5b.susceptibility"],
         "values": [0.0, 0.1, 0.3, 0.6, 1.0], "scenario": "sac-complete-7",
         "why": "pull of a retained wrong answer whatever its score: SAC's exposure to what survives the filter"},
     "refine.*.sway": {
-        "paths": ["refine.strong.sway", "refine.weak.sway"],
+        "paths": ["refine.qwen3-4b.sway", "refine.qwen2_5-1_5b.sway"],
         "values": [0.0, 0.5, 1.0, 2.0, 4.0], "scenario": "swaying-f0",
         "why": "how much an insistent text moves refine; F = 0 shows it unfiltered (compare swaying-f3)"},
     "score.*.solves": {
-        "paths": ["score.strong.solves", "score.weak.solves"],
+        "paths": ["score.qwen3-4b.solves", "score.qwen2_5-1_5b.solves"],
         "values": [0.2, 0.4, 0.6, 0.85, 1.0], "scenario": "sac-complete-7",
         "why": "scorer noise: how often phi actually checks the answer rather than guessing"},
-    "score.strong.disagree.0": {
-        "paths": ["score.strong.disagree.0"], "values": [0.0, 0.15, 0.3, 0.5], "scenario": "sac-complete-7",
+    "score.qwen3-4b.disagree.0": {
+        "paths": ["score.qwen3-4b.disagree.0"], "values": [0.0, 0.15, 0.3, 0.5], "scenario": "sac-complete-7",
         "why": "how low a strong scorer rates an answer that differs from its own solution"},
     "latent.persist": {
         "paths": ["latent.persist.strong", "latent.persist.weak"],
         "values": [0.1, 0.2, 0.3, 0.4, 0.45], "scenario": "sac-complete-7",
         "why": "how often the same model repeats itself (per-call share = 1 - difficulty - persist)"},
     "aggregate.*.follow": {
-        "paths": ["aggregate.strong.follow", "aggregate.weak.follow"],
+        "paths": ["aggregate.qwen3-4b.follow", "aggregate.qwen2_5-1_5b.follow"],
         "values": [0.0, 0.5, 1.0, 2.0, 5.0], "scenario": "cpwbft-complete-7",
         "sets": ["protocol.params.aggregation=llm"],
         "why": "CP-WBFT with an LLM aggregator: how strongly it follows reported confidences"},
-    "confidence.strong.correct.0": {
-        "paths": ["confidence.strong.correct.0"], "values": [0.8, 0.85, 0.9, 0.95, 0.98],
+    "confidence.qwen3-4b.correct.0": {
+        "paths": ["confidence.qwen3-4b.correct.0"], "values": [0.8, 0.85, 0.9, 0.95, 0.98],
         "scenario": "cpwbft-complete-7",
         "why": "CP-WBFT (authors' arithmetic): honest verbal confidence against the adversary's claimed 1.0"},
 }
@@ -268,8 +268,8 @@ def sensitivity(path: Paths, values: Sequence[Any], scenario: str | Path = "sac-
                 headline: Sequence[str] = ("bfti", "h_majority")) -> list[dict[str, Any]]:
     """The headline metrics of ``scenario`` for each value of one profile field.
 
-    ``path`` is a dotted profile path (``"refine.strong.sway"``) or several,
-    all set to the same value (``["refine.strong.sway", "refine.weak.sway"]``);
+    ``path`` is a dotted profile path (``"refine.qwen3-4b.sway"``) or several,
+    all set to the same value (``["refine.qwen3-4b.sway", "refine.qwen2_5-1_5b.sway"]``);
     nothing else changes. Returns ``[{"value": v, "<metric>": {"mean", "sd",
     "n", "values"}, "wall_s": ...}, ...]`` in the order of ``values``.
     """
