@@ -74,9 +74,13 @@ class SweepData:
     def column(self, name: Optional[str], what: str, choices: Optional[Sequence[str]] = None) -> str:
         """``name`` as a column: exact, or the one column ending in ``.name``."""
         pool = list(choices if choices is not None else self.columns)
-        if name in pool:
-            return name  # type: ignore[return-value]
         hits = [c for c in pool if name and c.endswith("." + name)]
+        if name in pool:
+            if hits and "." not in str(name):
+                # a top-level column and a nested one share the short name (e.g. an older run's
+                # top-level false_isolations beside detection.false_isolations): never pick silently
+                raise InputError(f"ambiguous; choose one of {', '.join([str(name)] + hits)}", field=what, value=name)
+            return name  # type: ignore[return-value]
         if len(hits) == 1:
             return hits[0]
         near = difflib.get_close_matches(str(name), pool, n=3, cutoff=0.5) or hits[:3] or pool[:3]
