@@ -308,3 +308,26 @@ def test_collapse_on_a_real_run(tmp_path, seed, collapses):
         assert c["first_at"] >= 43 and c["degraded_majority_tasks"] > 0
         # at the collapse every isolated agent is healthy, and the degraded stay normal
         assert set(summ["isolated_at_end"]).isdisjoint({"A3", "A5"})
+
+
+@pytest.mark.parametrize("seed,collapses", [(8, True), (2, False)])
+def test_timeline_and_heatmap_hatch_the_collapse_spans(tmp_path, seed, collapses):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from meshsim.plots.healing import state_heatmap, timeline
+
+    sc = meshsim.load_scenario(PERSISTENT, smoke=True)
+    meshsim.run(sc, seed=seed, out=tmp_path / "r")
+    folder = next((tmp_path / "r").rglob("summary.json")).parent
+    c = json.loads((folder / "summary.json").read_text())["collapse"]
+    fig = timeline(folder)
+    gids = {p.get_gid() for ax in fig.axes for p in ax.patches if (p.get_gid() or "").startswith("collapse:")}
+    ax = state_heatmap(folder)
+    heat = {p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith("collapse:")}
+    if not collapses:
+        assert not gids and not heat and "collapse" not in fig._suptitle.get_text()
+        return
+    want = f"collapse:{c['first_at']}:"
+    assert any(g.startswith(want) for g in gids) and any(g.startswith(want) for g in heat)
+    assert "every healthy holder" in fig._suptitle.get_text()
