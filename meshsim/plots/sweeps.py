@@ -31,7 +31,7 @@ DELAY, FALSE_ISO, MISSED = "detection.delay_mean", "detection.false_isolation_ra
 HEADLINES = (DELAY, "detection.delay_p90", FALSE_ISO, MISSED, "detection.closure_rate",
              "detection.reintegration_delay_mean", "detection.watched_not_isolated", "accuracy.overall",
              "audit.initial_score_gap", "faa", "bfti", "ra", "h_majority", "routing.max_convergence_time")
-LABELS = {DELAY: "mean detection delay (tasks)", FALSE_ISO: "false-isolation rate (healthy agents isolated)",
+LABELS = {DELAY: "mean detection delay (tasks)", FALSE_ISO: "false-isolation rate (isolated while healthy)",
           MISSED: "missed-detection rate", "detection.delay_p90": "p90 detection delay (tasks)",
           "detection.closure_rate": "closure rate", "detection.reintegration_delay_mean": "mean reintegration delay",
           "detection.watched_not_isolated": "healthy watched-not-isolated episodes",
@@ -242,7 +242,7 @@ def tradeoff(run: Any, ax=None):
                 bbox=dict(boxstyle="round,pad=0.4", facecolor="white", edgecolor="#ced4da", alpha=0.92), zorder=5)
     fmax = max([p["fi"] + p["fi_sd"] for p in pts if p["fi"] is not None] + [0.05])
     ax.set_xlim(-0.03 * fmax, fmax * 1.05)
-    ax.set_xlabel("false-isolation rate: healthy agents ever isolated / healthy agents (mean over seeds)")
+    ax.set_xlabel("false-isolation rate: agents isolated while healthy / agents ever healthy (mean over seeds)")
     ax.set_ylabel("detection delay c−b, mean over degraded agents (tasks; mean over seeds)")
     seeds = sd.seeds()
     ax.set_title(f"{sd.name}: {len(pts)} points × {len(seeds)} seeds; bars: sd over seeds; ringed, numbered: "
