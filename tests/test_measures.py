@@ -233,6 +233,10 @@ def test_console_summary_and_sweep_tables_report_the_same_false_isolation_count(
         d = json.loads(next((tmp_path / f"r{seed}").rglob("summary.json")).read_text())["detection"]
         assert console == d["false_isolations"] == int(table[seed]["detection.false_isolations"])
         assert console == len(d["falsely_isolated"])
+        c = json.loads(next((tmp_path / f"r{seed}").rglob("summary.json")).read_text())["collapse"]
+        assert int(table[seed]["collapse.tasks"]) == c["tasks"]
+        assert table[seed]["collapse.occurred"] == str(c["occurred"])
+        assert ("COLLAPSE" in run.output) is c["occurred"]
         differs |= d["never_degraded_isolated"] != d["false_isolations"]
     assert differs  # the seeds exercise the case the two old counts disagreed on
     # the short name resolves to that one column
