@@ -335,3 +335,25 @@ def test_timeline_and_heatmap_hatch_the_collapse_spans(tmp_path, seed, collapses
     want = f"collapse:{c['first_at']}:"
     assert any(g.startswith(want) for g in gids) and any(g.startswith(want) for g in heat)
     assert "every healthy holder" in fig._suptitle.get_text()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 60), st.lists(st.integers(1, 80), max_size=12),
+       st.sets(st.integers(1, 80), max_size=40))
+def test_delay_in_outputs_properties(b, span, iso_tasks, outs):
+    """At most one output per task: the delay in own outputs never exceeds the delay in
+    stream tasks; an agent that produces an output on every task has equal delays; an
+    agent with no output before c_i has delay 0 in outputs."""
+    r, n = b + span, 80
+    states = [{"agent": "A", "task": k, "old": "normal", "new": new}
+              for k, new in zip(sorted(iso_tasks), ["isolated", "normal"] * 6)]
+    ep = self_healing(states, b, r, n, "A", outputs=sorted(outs))
+    every = self_healing(states, b, r, n, "A", outputs=list(range(1, n + 1)))
+    none = self_healing(states, b, r, n, "A", outputs=[])
+    if ep["detection_delay"] is None:
+        assert ep["detection_delay_outputs"] is None and every["detection_delay_outputs"] is None
+        return
+    assert 0 <= ep["detection_delay_outputs"] <= ep["detection_delay"]
+    assert every["detection_delay_outputs"] == every["detection_delay"]
+    assert none["detection_delay_outputs"] == 0 and none["task_share"] == 0
+    assert ep["task_share"] == pytest.approx(len(outs) / n)
