@@ -329,9 +329,15 @@ def test_timeline_and_heatmap_hatch_the_collapse_spans(tmp_path, seed, collapses
     gids = {p.get_gid() for ax in fig.axes for p in ax.patches if (p.get_gid() or "").startswith("collapse:")}
     ax = state_heatmap(folder)
     heat = {p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith("collapse:")}
+    from meshsim.plots.folder import open_run
+    from meshsim.plots.report import _headline_html
+
+    head = _headline_html(open_run(folder))
     if not collapses:
         assert not gids and not heat and "collapse" not in fig._suptitle.get_text()
+        assert "collapse" not in head
         return
+    assert f"isolated from task {c['first_at']}" in head
     want = f"collapse:{c['first_at']}:"
     assert any(g.startswith(want) for g in gids) and any(g.startswith(want) for g in heat)
     assert "every healthy holder" in fig._suptitle.get_text()

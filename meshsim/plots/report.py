@@ -401,6 +401,16 @@ def _headline_html(rs: RunSet) -> str:
         iso = rf.summary.get("isolated_at_end")
         if isinstance(iso, list):
             items.append(("isolated at end", ", ".join(iso) or "none"))
+        from ..collapse import collapse_clause
+
+        clause = collapse_clause(rf.summary)
+        if clause:
+            items.append(("collapse", clause.split(": ", 1)[1]))
+    else:
+        col = rs.stat("collapse.occurred")
+        if isinstance(col, dict) and col.get("true"):
+            items.append(("collapse (every healthy holder of an ability isolated)",
+                          f"in {col['true']} of {col['n']} seeds"))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f"<table><tbody>{rows}</tbody></table><p class=\"note\">{html.escape(_seeds_note(rs))}</p>"
 
