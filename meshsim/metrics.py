@@ -429,14 +429,16 @@ def _order(name: str) -> tuple:
 
 
 def _outputs_by_agent(proto: Any) -> dict[str, list[int]]:
-    """Task index of every output each agent produced: its reviewed outputs
-    (MeshHeal: what its detector sees, probes included), or for methods
-    without review the producers the layer recorded per task."""
+    """Task index of every output each agent produced that counts as evidence:
+    MeshHeal, its reviewed outputs (a final score q, so a detector update;
+    probes included; outputs accepted without a reviewer are left out), other
+    methods, the producers the layer recorded per task."""
     out: dict[str, list[int]] = {}
     rows = getattr(proto, "review_rows", None)
     if rows is not None:
         for r in rows:
-            out.setdefault(r["agent"], []).append(r["task"])
+            if r.get("q") is not None:
+                out.setdefault(r["agent"], []).append(r["task"])
         return out
     for t in proto.task_rows:
         for a in t.get("producers") or ():
