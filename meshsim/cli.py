@@ -243,18 +243,28 @@ def _headline(s: dict) -> str:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             parts.append(f"{label}={v:+.3f}" if key == "bfti" else f"{label}={v:.3f}")
     agents = s.get("agents")
+    det = s.get("detection") if isinstance(s.get("detection"), dict) else {}
     if isinstance(agents, dict) and 0 < len(agents) <= 4:
         for name, a in agents.items():
             if isinstance(a, dict) and "detection_delay" in a:
-                parts.append(f"{name}: detected+{a['detection_delay']} closure={a['closure']} "
-                             f"reintegrated+{a.get('reintegration_delay')}")
+                own = a.get("detection_delay_outputs")
+                parts.append(f"{name}: detected+{a['detection_delay']}"
+                             + (f" ({own} own outputs)" if own is not None else "")
+                             + f" closure={a['closure']} reintegrated+{a.get('reintegration_delay')}")
         # a degraded agent already isolated (falsely) when it degrades shows detected+0:
-        # the healthy isolations say why
-        if isinstance(s.get("false_isolations"), int):
-            parts.append(f"false_isolations={s['false_isolations']}")
+        # the healthy isolations say why (detection.false_isolations: one definition everywhere)
+        if isinstance(det.get("false_isolations"), int):
+            parts.append(f"false_isolations={det['false_isolations']}")
     elif isinstance(agents, dict) and agents:
         parts.append(f"isolated {sum(1 for a in agents.values() if a.get('isolated_at') is not None)}/{len(agents)}"
-                     f" degraded, false_isolations={s.get('false_isolations')}")
+                     f" degraded, false_isolations={det.get('false_isolations')}")
+        if isinstance(det.get("delay_mean"), (int, float)) and isinstance(det.get("delay_outputs_mean"), (int, float)):
+            parts.append(f"delay_mean={det['delay_mean']:.1f} tasks ({det['delay_outputs_mean']:.1f} own outputs)")
+    from .collapse import collapse_clause
+
+    clause = collapse_clause(s)
+    if clause:
+        parts.append(clause)
     return " ".join(parts)
 
 

@@ -6,6 +6,8 @@ import statistics
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
+from .collapse import collapse_summary
+
 if TYPE_CHECKING:  # pragma: no cover
     from .net.network import Network
     from .net.routing import DistanceVector
@@ -167,8 +169,14 @@ def degradation_intervals(log: list[dict], n_tasks: int) -> dict[str, list[tuple
     return out
 
 
-def self_healing(states: list[dict], b: int, r: int, n_tasks: int, agent: str) -> dict[str, Any]:
+def self_healing(states: list[dict], b: int, r: int, n_tasks: int, agent: str,
+                 outputs: Optional[list[int]] = None) -> dict[str, Any]:
     """Detection delay, closure and reintegration for one degradation interval (Sec. 3.2).
+
+    ``outputs``: the task index of each of the agent's own outputs (one entry
+    per output, any order); with it, ``detection_delay_outputs`` counts those
+    in [b_i, c_i): the delay in the agent's own outputs, which the detector
+    sees, rather than in stream tasks, which grow with the network's size.
 
     A state change recorded at task k takes effect from task k (the update
     that made it ran while task k was being processed; Tab. C5 counts so).
@@ -190,6 +198,9 @@ def self_healing(states: list[dict], b: int, r: int, n_tasks: int, agent: str) -
                 break
     out: dict[str, Any] = {"degraded_at": b, "recovered_at": r if r <= n_tasks else None,
                            "isolated_at": c, "detection_delay": (c - b) if c is not None else None}
+    if outputs is not None:
+        out["detection_delay_outputs"] = sum(1 for k in outputs if b <= k < c) if c is not None else None
+        out["task_share"] = _frac(len(outputs), n_tasks)
     if c is None:
         out.update(closure=False, reintegrated_at=None, reintegration_delay=None)
         return out
@@ -305,20 +316,39 @@ def _delay_stats(prefix: str, xs: list) -> dict[str, Any]:
 
 
 def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents: Iterable[str],
-                      degraded_agents: Iterable[str]) -> dict[str, Any]:
+                      degraded_agents: Iterable[str], n_tasks: Optional[int] = None) -> dict[str, Any]:
     """Network-level detector performance (docs/outputs.md, ``detection``).
 
     ``episodes``: one :func:`self_healing` result per degradation interval of
     every degraded agent. Over them: how many were detected (isolated before
-    recovery), the delay statistics, the closure rate among the detected, and
-    the reintegration delay statistics among the recovered. Over the healthy
-    agents (never degraded in the run): how many were ever isolated, and the
-    watched-but-not-isolated episodes (normal -> watched, then back to normal,
-    or still watched at the end, without an isolation in between).
+    recovery), the delay statistics (in stream tasks and in the agent's own
+    outputs), the closure rate among the detected, and the reintegration
+    delay statistics among the recovered.
+
+    A *false isolation* is an isolation of an agent that is healthy (not
+    degraded) at the task of the isolation; ``false_isolations`` counts the
+    agents with at least one, ``false_isolation_events`` the isolations. The
+    one definition the console, summaries and sweep tables share; every other
+    count has its own name: ``never_degraded_isolated`` (agents never degraded
+    in the run and ever isolated), ``degraded_isolated_while_healthy``
+    (agents degraded at some point and isolated while healthy; the two add up
+    to ``false_isolations``), ``isolated_before_degradation`` (of those, the
+    agents isolated before their first degradation). ``degraded_agents`` may
+    be a mapping agent -> [(b, r)] (from :func:`degradation_intervals`);
+    without intervals an agent counts as degraded throughout. The rate divides
+    by ``ever_healthy_agents``, the agents healthy at some task 1..``n_tasks``.
+    Over the never
+    degraded agents: the watched-but-not-isolated episodes (normal -> watched,
+    then back to normal, or still watched at the end, without an isolation in
+    between).
     """
-    degraded = set(degraded_agents)
-    healthy = sorted(set(agents) - degraded)
+    intervals: dict[str, list] = (dict(degraded_agents) if isinstance(degraded_agents, dict)
+                                  else {a: [(-math.inf, math.inf)] for a in degraded_agents})
+    degraded = set(intervals)
+    everyone = set(agents) | degraded
+    healthy = sorted(everyone - degraded)
     delays = [e["detection_delay"] for e in episodes if e["detection_delay"] is not None]
+    delays_out = [e["detection_delay_outputs"] for e in episodes if e.get("detection_delay_outputs") is not None]
     detected = len(delays)
     recovered = [e for e in episodes if e["recovered_at"] is not None]
     rein = [e["reintegration_delay"] for e in recovered if e.get("reintegration_delay") is not None]
@@ -326,23 +356,40 @@ def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents
     out: dict[str, Any] = {"degraded_agents": len(degraded), "episodes": n, "detected": detected,
                            "missed": n - detected, "missed_rate": _frac(n - detected, n)}
     out.update(_delay_stats("delay", delays))
+    out.update(_delay_stats("delay_outputs", delays_out))
+    shares = [e["task_share"] for e in episodes if e.get("task_share") is not None]
+    out["task_share_mean"] = _mean(shares)
     out["closure_rate"] = _frac(sum(1 for e in episodes if e["detection_delay"] is not None and e["closure"]),
                                 detected)
     out.update(recovered=len(recovered), reintegrated=len(rein))
     out.update(_delay_stats("reintegration_delay", rein))
+
+    def degraded_at(agent: str, k: int) -> bool:
+        return any(b <= k < r for b, r in intervals.get(agent, ()))
+
+    def first_b(agent: str) -> float:
+        return min((b for b, _r in intervals.get(agent, ())), default=math.inf)
+
     healthy_set = set(healthy)
-    iso_episodes = 0
-    iso_agents: set[str] = set()
+    false_events = 0
+    false_agents: set[str] = set()
+    before_b: set[str] = set()
+    iso_healthy: set[str] = set()
+    ever_healthy = set(healthy)
     watched_open: dict[str, bool] = {}
     watched_only = 0
     watched_agents: set[str] = set()
     for s in states:
         a = s["agent"]
+        if s["new"] == "isolated" and not degraded_at(a, s["task"]):
+            false_events += 1
+            false_agents.add(a)
+            if a in degraded and s["task"] < first_b(a):
+                before_b.add(a)
         if a not in healthy_set:
             continue
         if s["new"] == "isolated":
-            iso_episodes += 1
-            iso_agents.add(a)
+            iso_healthy.add(a)
             watched_open.pop(a, None)
         elif s["new"] == "watched" and s["old"] == "normal":
             watched_open[a] = True
@@ -352,9 +399,50 @@ def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents
     for a in watched_open:  # still watched at the end, never isolated
         watched_only += 1
         watched_agents.add(a)
-    out.update(healthy_agents=len(healthy), false_isolations=len(iso_agents),
-               false_isolation_rate=_frac(len(iso_agents), len(healthy)), false_isolation_episodes=iso_episodes,
+    # agents healthy at some task 1..N: every never-degraded one, and a degraded one whose
+    # intervals leave a gap (before its first b_i, between intervals, after a recovery)
+    for a, spans in intervals.items():
+        cursor = 1
+        for b, r in sorted(spans):
+            if b > cursor:
+                break
+            cursor = max(cursor, r)
+        else:
+            if n_tasks is None or cursor > n_tasks:
+                continue
+        ever_healthy.add(a)
+    out.update(healthy_agents=len(healthy), ever_healthy_agents=len(ever_healthy),
+               false_isolations=len(false_agents),
+               false_isolation_rate=_frac(len(false_agents), len(ever_healthy)),
+               false_isolation_events=false_events,
+               falsely_isolated=sorted(false_agents, key=_order),
+               never_degraded_isolated=len(iso_healthy),
+               never_degraded_isolated_rate=_frac(len(iso_healthy), len(healthy)),
+               degraded_isolated_while_healthy=len(false_agents & degraded),
+               isolated_before_degradation=len(before_b),
                watched_not_isolated=watched_only, watched_not_isolated_agents=len(watched_agents))
+    return out
+
+
+def _order(name: str) -> tuple:
+    return (len(name), name)
+
+
+def _outputs_by_agent(proto: Any) -> dict[str, list[int]]:
+    """Task index of every output each agent produced that counts as evidence:
+    MeshHeal, its reviewed outputs (a final score q, so a detector update;
+    probes included; outputs accepted without a reviewer are left out), other
+    methods, the producers the layer recorded per task."""
+    out: dict[str, list[int]] = {}
+    rows = getattr(proto, "review_rows", None)
+    if rows is not None:
+        for r in rows:
+            if r.get("q") is not None:
+                out.setdefault(r["agent"], []).append(r["task"])
+        return out
+    for t in proto.task_rows:
+        for a in t.get("producers") or ():
+            out.setdefault(a, []).append(t["index"])
     return out
 
 
@@ -378,19 +466,15 @@ def execution_summary(proto: Any) -> dict[str, Any]:
     agents: dict[str, Any] = {}
     missed = 0
     episodes: list[dict[str, Any]] = []
+    outputs = _outputs_by_agent(proto)
     for a in sorted(intervals, key=lambda x: (len(x), x)):
-        per = [self_healing(states, b, r, n, a) for b, r in intervals[a]]
+        per = [self_healing(states, b, r, n, a, outputs.get(a, [])) for b, r in intervals[a]]
         episodes += per
         missed += sum(1 for p in per if p["isolated_at"] is None)
         agents[a] = dict(per[0])
         if len(per) > 1:
             agents[a]["intervals"] = per
 
-    def degraded_at(agent: str, k: int) -> bool:
-        return any(b <= k < r for b, r in intervals.get(agent, ()))
-
-    false_iso = sorted({s["agent"] for s in states if s["new"] == "isolated" and not degraded_at(s["agent"], s["task"])},
-                       key=lambda x: (len(x), x))
     isolated_end: dict[str, str] = {}
     for s in states:
         isolated_end[s["agent"]] = s["new"]
@@ -403,10 +487,10 @@ def execution_summary(proto: Any) -> dict[str, Any]:
         "tokens_per_task_by_phase": {k: _mean([t["tokens"] for t in tasks if t["phase"] == k]) for k in by_phase},
         "unanswered": sum(1 for t in tasks if t["unanswered"]),
         "agents": agents,
-        "false_isolations": len(false_iso),
-        "falsely_isolated": false_iso,
         "missed": missed,
-        "detection": detection_summary(episodes, states, getattr(proto, "K", {}), intervals),
+        "detection": detection_summary(episodes, states, getattr(proto, "K", {}), intervals, n),
+        "collapse": collapse_summary(n, states, intervals, getattr(proto, "topology_rows", []),
+                                     getattr(proto, "K", {})),
         "isolated_at_end": sorted((a for a, s in isolated_end.items() if s == "isolated"),
                                   key=lambda x: (len(x), x)),
         "state_changes": len(states),

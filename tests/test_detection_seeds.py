@@ -48,8 +48,10 @@ def test_detection_summary_counts_episodes_and_healthy_agents():
     assert (d["delay_mean"], d["delay_median"], d["delay_p90"], d["delay_max"]) == (5, 5, 5, 5)
     assert d["closure_rate"] == 1.0
     assert (d["recovered"], d["reintegrated"], d["reintegration_delay_mean"]) == (1, 1, 10)
-    assert (d["healthy_agents"], d["false_isolations"], d["false_isolation_episodes"]) == (3, 1, 1)
+    assert (d["healthy_agents"], d["false_isolations"], d["false_isolation_events"]) == (3, 1, 1)
     assert d["false_isolation_rate"] == pytest.approx(1 / 3)
+    assert (d["never_degraded_isolated"], d["degraded_isolated_while_healthy"]) == (1, 0)
+    assert d["falsely_isolated"] == ["A3"]
     assert (d["watched_not_isolated"], d["watched_not_isolated_agents"]) == (2, 2)
 
 
@@ -64,9 +66,11 @@ def test_every_meshheal_summary_has_the_network_level_metrics(tmp_path):
     if delays:
         assert d["delay_mean"] == pytest.approx(statistics.fmean(delays))
         assert d["delay_median"] == pytest.approx(statistics.median(delays))
-    healthy_iso = [a for a in s["falsely_isolated"] if a not in s["agents"]]
-    assert d["false_isolations"] == len(healthy_iso)
-    assert d["false_isolation_rate"] == pytest.approx(len(healthy_iso) / 4)
+    healthy_iso = [a for a in d["falsely_isolated"] if a not in s["agents"]]
+    assert d["never_degraded_isolated"] == len(healthy_iso)
+    assert d["never_degraded_isolated_rate"] == pytest.approx(len(healthy_iso) / 4)
+    assert d["false_isolations"] == len(d["falsely_isolated"])
+    assert d["false_isolation_rate"] == pytest.approx(len(d["falsely_isolated"]) / d["ever_healthy_agents"])
     assert s["audit"]["initial_score_gap"] == pytest.approx(
         s["audit"]["initial_score_healthy"] - s["audit"]["initial_score_degraded"])
 

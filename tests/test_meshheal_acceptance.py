@@ -37,7 +37,7 @@ def test_sec62_staggered_detection_closure_reintegration(tmp_path):
         assert sum(r is not None for r in reins) >= 4, (agent, reins)  # back to normal routing after recovery
     # predicted (issue 10): with review error rates as App. C.5 measured them,
     # healthy agents are isolated too (the paper reports none); never all six
-    assert all(s["false_isolations"] <= 6 for s in runs)
+    assert all(s["detection"]["false_isolations"] <= 6 for s in runs)
 
 
 @pytest.mark.parametrize("name", ["persistent-math.yaml", "persistent-bbh.yaml", "persistent-mmlu-pro.yaml"])

@@ -42,7 +42,7 @@ def test_smoke_run_detects_and_heals(staggered):
     s = staggered["summary"]
     assert s["agents"]["A5"]["isolated_at"] is not None
     assert s["agents"]["A3"]["isolated_at"] is not None
-    assert s["false_isolations"] == 0
+    assert s["detection"]["false_isolations"] == 0
     assert s["tasks"] == 210
 
 

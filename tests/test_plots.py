@@ -199,7 +199,7 @@ def big_dir(tmp_path_factory) -> Path:
         "accuracy": {"overall": 0.81, "by_phase": {"healthy": 0.83, "degraded": 0.80}},
         "tokens_per_task": 40000.0, "calls_per_task": 10.0,
         "tokens_per_task_by_phase": {"healthy": 39000.0, "degraded": 40250.0},
-        "calls_per_task_by_phase": {"healthy": 9.5, "degraded": 10.1}, "false_isolations": 0}))
+        "calls_per_task_by_phase": {"healthy": 9.5, "degraded": 10.1}, "detection": {"false_isolations": 0}}))
     return d
 
 

@@ -39,6 +39,8 @@ class Network:
         self.links: dict[tuple[str, str], Link] = {}
         self.stats: dict[str, KindStats] = {}
         self.unhandled_count = 0
+        #: bumped on every added/removed node or link (observers snapshot neighbour sets only on change)
+        self.topology_version = 0
         self.tracer = tracer
         self.trace_messages = trace_messages and tracer is not None
         self.node_factory: Callable[["Network", str], Node] = Node
@@ -69,6 +71,7 @@ class Network:
         if name in self.nodes:
             raise InputError("agent already exists", field="agent", value=name)
         node = self.nodes[name] = self.node_factory(self, name)
+        self.topology_version += 1
         return node
 
     def remove_node(self, name: str) -> None:
@@ -77,6 +80,7 @@ class Network:
             self.remove_link(name, peer)
         node.shutdown("removed")
         del self.nodes[name]
+        self.topology_version += 1
 
     def add_link(self, u: str, v: str, latency: LatencySpec | None = None, loss: float | None = None,
                  bandwidth: float | None = None) -> Link:
@@ -93,6 +97,7 @@ class Network:
         self.links[key] = link
         a.links[v] = link
         b.links[u] = link
+        self.topology_version += 1
         a.link_changed(v, True)
         b.link_changed(u, True)
         return link
@@ -104,6 +109,7 @@ class Network:
         a, b = self.nodes[link.u], self.nodes[link.v]
         del a.links[link.v]
         del b.links[link.u]
+        self.topology_version += 1
         a.link_changed(link.v, False)
         b.link_changed(link.u, False)
 

@@ -14,6 +14,44 @@ from .stats import (
     choose_agents, degraded_intervals, healing_marks, state_series, STATES, _reference_band, _rolling, _spans)
 
 
+#: hatching of collapse spans (every healthy holder of an ability isolated at once; summary.json ``collapse``)
+COLLAPSE_COLOR = "#5f3dc4"
+
+
+def collapse_spans(rf: RunFolder) -> list[tuple[int, int, list[str]]]:
+    """[start, end) task spans during which at least one ability had every healthy
+    holder isolated, with the abilities collapsed in each; from summary.json
+    (``collapse.spans``; empty for runs made before it existed)."""
+    c = rf.summary.get("collapse")
+    if not isinstance(c, dict):
+        return []
+    n = rf.n_tasks
+    pts = sorted((int(d["start"]), int(d["end"]) if d.get("end") is not None else n + 1, str(d["ability"]))
+                 for d in c.get("spans") or [])
+    out: list[tuple[int, int, list[str]]] = []
+    for a, b, name in pts:
+        if out and a <= out[-1][1]:
+            lo, hi, names = out[-1]
+            out[-1] = (lo, max(hi, b), sorted(set(names) | {name}))
+        else:
+            out.append((a, b, [name]))
+    return out
+
+
+def _shade_collapse(ax, spans: list[tuple[int, int, list[str]]], label: bool = True) -> None:
+    for i, (a, b, _names) in enumerate(spans):
+        p = ax.axvspan(a - 0.5, b - 0.5, facecolor="none", edgecolor=COLLAPSE_COLOR, hatch="////", lw=0,
+                       alpha=0.45, zorder=0.5, label="collapse" if (label and i == 0) else None)
+        p.set_gid(f"collapse:{a}:{b}")
+
+
+def _collapse_note(rf: RunFolder) -> Optional[str]:
+    from ..collapse import collapse_clause
+
+    text = collapse_clause(rf.summary)
+    return text.replace("COLLAPSE: ", "hatched: collapse, ") if text else None
+
+
 def _shade_degraded(ax, spans: list[tuple[int, int]], label: bool = True) -> None:
     for i, (b, r) in enumerate(spans):
         ax.axvspan(b - 0.5, r - 0.5, color=DEGRADED_COLOR, lw=0, zorder=0,
@@ -66,7 +104,8 @@ def _mark_caption(rf: RunFolder, agent: str) -> str:
     return "; ".join(parts) if parts else "never degraded"
 
 
-def _state_legend_handles(probe: bool = True, curve: bool = True, band: bool = True, degraded: bool = True):
+def _state_legend_handles(probe: bool = True, curve: bool = True, band: bool = True, degraded: bool = True,
+                          collapse: bool = False):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -79,6 +118,9 @@ def _state_legend_handles(probe: bool = True, curve: bool = True, band: bool = T
         h.append(Patch(color=BAND_COLOR, alpha=0.6, label="normal agents' range"))
     if degraded:
         h.append(Patch(color=DEGRADED_COLOR, label="injected degradation"))
+    if collapse:
+        h.append(Patch(facecolor="none", edgecolor=COLLAPSE_COLOR, hatch="////", lw=0,
+                       label="collapse (all healthy holders isolated)"))
     return h
 
 
@@ -105,6 +147,8 @@ def agent_timeline(run: Any, agent: str, ax=None, seed: Optional[int] = None, wi
     n = rf.n_tasks
     w = int(window or rf.params.get("window") or 8)
     _shade_degraded(ax, degraded_intervals(rf).get(agent, []))
+    collapsed = collapse_spans(rf)
+    _shade_collapse(ax, collapsed)
     x, lo, hi = _reference_band(rf, agent, w)
     inside = (x >= 1) & (x <= n)
     ax.fill_between(x[inside], lo[inside], hi[inside], color=BAND_COLOR, alpha=0.6, lw=0, zorder=1,
@@ -140,8 +184,8 @@ def agent_timeline(run: Any, agent: str, ax=None, seed: Optional[int] = None, wi
     ax.set_ylabel("review score q")
     ax.set_title(f"{agent}: {_mark_caption(rf, agent)}", fontsize=9, loc="left")
     if legend and ax.figure is not None and len(ax.figure.axes) == 1:
-        ax.figure.legend(handles=_state_legend_handles(), loc="outside lower center", ncol=8, fontsize=8,
-                         frameon=False)
+        ax.figure.legend(handles=_state_legend_handles(collapse=bool(collapsed)), loc="outside lower center",
+                         ncol=5 if collapsed else 8, fontsize=8, frameon=False)
         ax.set_xlabel("task index")
     return ax
 
@@ -170,9 +214,12 @@ def timeline(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[in
     for ax, a in zip(axes, chosen):
         agent_timeline(rf, a, ax=ax, window=window, legend=False)
     axes[-1].set_xlabel("task index")
-    fig.legend(handles=_state_legend_handles(), loc="outside lower center", ncol=8, fontsize=8, frameon=False)
+    collapsed = bool(collapse_spans(rf))
+    fig.legend(handles=_state_legend_handles(collapse=collapsed), loc="outside lower center",
+               ncol=5 if collapsed else 8, fontsize=8, frameon=False)
+    lines = [x for x in (note, _collapse_note(rf)) if x]
     fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detection and reintegration"
-                 + (f"\n{note}" if note else ""), fontsize=10)
+                 + "".join(f"\n{x}" for x in lines), fontsize=10)
     return fig
 
 
@@ -245,6 +292,8 @@ def state_heatmap(run: Any, agents: Optional[Sequence[str]] = None, ax=None, see
         step = max(1, len(rows) // 12)
         ticks = list(range(0, len(rows), step))
         ax.set_yticks(ticks, [rows[t] for t in ticks], fontsize=7)
+    collapsed = collapse_spans(rf)
+    _shade_collapse(ax, collapsed)
     n_deg = sum(1 for a in rows if a in deg)
     ax.set_ylabel(f"agents ({n_deg} degraded first)" if n_deg else "agents")
     ax.set_xlabel("task index")
@@ -253,6 +302,9 @@ def state_heatmap(run: Any, agents: Optional[Sequence[str]] = None, ax=None, see
                  fontsize=9, loc="left")
     handles = [Patch(facecolor=HEAT_COLORS[s], edgecolor="#868e96", label=s) for s in STATES]
     handles.append(Patch(facecolor="none", edgecolor="black", label="degraded (truth)"))
+    if collapsed:
+        handles.append(Patch(facecolor="none", edgecolor=COLLAPSE_COLOR, hatch="////", lw=0,
+                             label="collapse: every healthy\nholder of an ability\nisolated"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     return ax
 

@@ -131,10 +131,10 @@ def healing_table(run: Any) -> Optional[Table]:
         rows.append([who, _int_fmt(b), _int_fmt(r), det_txt, f"{s['closure']}/{s['seeds']}", rein_txt])
         data.append([s["agent"], s["interval"], b.mean, r.mean, *_stat_cols("det", det), s["missed"],
                      s["closure"], s["seeds"], *_stat_cols("rein", rein)])
-    false_iso = Stat.of(rs.stat("false_isolations"))
+    false_iso = Stat.of(rs.stat("detection.false_isolations"))
     note = _seeds_note(rs) + "; delays in tasks: mean ± std (min–max)"
     if false_iso.mean is not None:
-        note += f"; falsely isolated healthy agents per seed: {false_iso.fmt(1)}"
+        note += f"; agents isolated while healthy, per seed: {false_iso.fmt(1)}"
     return Table("Self-healing: detection, closure, reintegration",
                  ["agent", "degraded at b", "recovered at r", "detection delay c−b", "closure",
                   "reintegration delay u−r"], rows,
@@ -163,7 +163,7 @@ def audit_table(run: Any) -> Optional[Table]:
               ("audit.takeover.wrong_entering", "Takeover: wrong finals entering", 1),
               ("audit.takeover.right_broken", "Takeover: right finals broken", 1),
               ("unanswered", "unanswered tasks", 1),
-              ("false_isolations", "falsely isolated healthy agents", 1),
+              ("detection.false_isolations", "agents isolated while healthy", 1),
               ("missed", "missed degraded intervals", 1)]
     rows, data = [], []
     for path, label, digits in fields:
@@ -401,6 +401,16 @@ def _headline_html(rs: RunSet) -> str:
         iso = rf.summary.get("isolated_at_end")
         if isinstance(iso, list):
             items.append(("isolated at end", ", ".join(iso) or "none"))
+        from ..collapse import collapse_clause
+
+        clause = collapse_clause(rf.summary)
+        if clause:
+            items.append(("collapse", clause.split(": ", 1)[1]))
+    else:
+        col = rs.stat("collapse.occurred")
+        if isinstance(col, dict) and col.get("true"):
+            items.append(("collapse (every healthy holder of an ability isolated)",
+                          f"in {col['true']} of {col['n']} seeds"))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f"<table><tbody>{rows}</tbody></table><p class=\"note\">{html.escape(_seeds_note(rs))}</p>"
 

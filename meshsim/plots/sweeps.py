@@ -31,7 +31,7 @@ DELAY, FALSE_ISO, MISSED = "detection.delay_mean", "detection.false_isolation_ra
 HEADLINES = (DELAY, "detection.delay_p90", FALSE_ISO, MISSED, "detection.closure_rate",
              "detection.reintegration_delay_mean", "detection.watched_not_isolated", "accuracy.overall",
              "audit.initial_score_gap", "faa", "bfti", "ra", "h_majority", "routing.max_convergence_time")
-LABELS = {DELAY: "mean detection delay (tasks)", FALSE_ISO: "false-isolation rate (healthy agents isolated)",
+LABELS = {DELAY: "mean detection delay (tasks)", FALSE_ISO: "false-isolation rate (isolated while healthy)",
           MISSED: "missed-detection rate", "detection.delay_p90": "p90 detection delay (tasks)",
           "detection.closure_rate": "closure rate", "detection.reintegration_delay_mean": "mean reintegration delay",
           "detection.watched_not_isolated": "healthy watched-not-isolated episodes",
@@ -74,9 +74,13 @@ class SweepData:
     def column(self, name: Optional[str], what: str, choices: Optional[Sequence[str]] = None) -> str:
         """``name`` as a column: exact, or the one column ending in ``.name``."""
         pool = list(choices if choices is not None else self.columns)
-        if name in pool:
-            return name  # type: ignore[return-value]
         hits = [c for c in pool if name and c.endswith("." + name)]
+        if name in pool:
+            if hits and "." not in str(name):
+                # a top-level column and a nested one share the short name (e.g. an older run's
+                # top-level false_isolations beside detection.false_isolations): never pick silently
+                raise InputError(f"ambiguous; choose one of {', '.join([str(name)] + hits)}", field=what, value=name)
+            return name  # type: ignore[return-value]
         if len(hits) == 1:
             return hits[0]
         near = difflib.get_close_matches(str(name), pool, n=3, cutoff=0.5) or hits[:3] or pool[:3]
@@ -238,7 +242,7 @@ def tradeoff(run: Any, ax=None):
                 bbox=dict(boxstyle="round,pad=0.4", facecolor="white", edgecolor="#ced4da", alpha=0.92), zorder=5)
     fmax = max([p["fi"] + p["fi_sd"] for p in pts if p["fi"] is not None] + [0.05])
     ax.set_xlim(-0.03 * fmax, fmax * 1.05)
-    ax.set_xlabel("false-isolation rate: healthy agents ever isolated / healthy agents (mean over seeds)")
+    ax.set_xlabel("false-isolation rate: agents isolated while healthy / agents ever healthy (mean over seeds)")
     ax.set_ylabel("detection delay c−b, mean over degraded agents (tasks; mean over seeds)")
     seeds = sd.seeds()
     ax.set_title(f"{sd.name}: {len(pts)} points × {len(seeds)} seeds; bars: sd over seeds; ringed, numbered: "

@@ -166,6 +166,10 @@ class ExecutionLayer(Protocol):
         # records (write-only from controllers)
         self.task_rows: list[dict] = []
         self.state_rows: list[dict] = []
+        # (task, {agent: linked neighbours}) from that task on: taken at a task's start when the
+        # topology changed since the last one (observer only: collapse metrics, docs/outputs.md)
+        self.topology_rows: list[tuple[int, dict[str, tuple[str, ...]]]] = []
+        self._topology_seen = -1
         self._cur: dict[int, dict] = {}
         self._done: dict[int, Event] = {}
         self._finished = Event(ctx.env)
@@ -258,6 +262,7 @@ class ExecutionLayer(Protocol):
         for task in self.stream:
             self._task_index = task.index
             self.ctx.task_starting(task.index)
+            self._note_topology(task.index)
             names = self._entry_names()
             entry = names[rnd.randrange(len(names))]
             row = {"index": task.index, "phase": self._phase_of.get(task.index), "type": task.type,
@@ -276,6 +281,13 @@ class ExecutionLayer(Protocol):
         if watchers:
             yield env.all_of(watchers)
         self._finished.succeed()
+
+    def _note_topology(self, index: int) -> None:
+        net = self.ctx.net
+        version = getattr(net, "topology_version", 0)
+        if version != self._topology_seen or not self.topology_rows:
+            self._topology_seen = version
+            self.topology_rows.append((index, {v: tuple(node.links) for v, node in net.nodes.items()}))
 
     def _await(self, task: TaskRef):
         env = self.ctx.env

@@ -207,7 +207,7 @@ def compare_experiments(seeds: int = 5, quick: bool = False,
             for agent in ("A5", "A3"):
                 cells += _delay_cells("Tab. 3b", s, m, agent)
             cells.append(Cell("Tab. 3b", f"{label}: agents isolated while healthy (of 6)", 0.0 if m == "meshheal"
-                              else NR, values=_vals(s, "false_isolations"), fmt="{:.1f}"))
+                              else NR, values=_vals(s, "detection.false_isolations"), fmt="{:.1f}"))
         return cells
 
     exps.append(Experiment("compare-staggered", "Six methods under staggered degradation and recovery "
@@ -415,7 +415,7 @@ def _row(sums: list[dict], m: str, phases: list[str], persistent: bool) -> dict[
                    "closure": [bool(dig(s, f"agents.{a}.closure")) for s in sums],
                    "reintegration_delay": _vals(sums, f"agents.{a}.reintegration_delay")}
     row["healing"] = heal
-    row["false_isolations"] = _vals(sums, "false_isolations")
+    row["false_isolations"] = _vals(sums, "detection.false_isolations")
     return row
 
 

@@ -49,7 +49,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
             cells.append(Cell("Tab. C2", f"tokens per task (k), {phase} phase", paper, values=tok, paper_sd=sd,
                               fmt="{:.1f}"))
         miss = [sum(x) for x in zip(*[_vals(by[ds], "missed") for ds, _ in DATASETS])]
-        false = [sum(x) for x in zip(*[_vals(by[ds], "false_isolations") for ds, _ in DATASETS])]
+        false = [sum(x) for x in zip(*[_vals(by[ds], "detection.false_isolations") for ds, _ in DATASETS])]
         cells.append(Cell("Sec. 6.1", "missed degraded agents (of 2 per dataset, summed)", None, values=miss,
                           fmt="{:.1f}", note="the paper does not report them for this setting"))
         cells.append(Cell("Sec. 6.1", "agents isolated while healthy (of 6 per dataset, summed)", None,
@@ -104,7 +104,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
             cells.append(Cell("Tab. 3b", f"{a} reintegration delay (tasks)", rein, paper_sd=rein_sd,
                               values=_vals(s, f"agents.{a}.reintegration_delay"), fmt="{:.1f}"))
         cells.append(Cell("Tab. 3b", "agents isolated while healthy (of 6)", 0.0,
-                          values=_vals(s, "false_isolations"), fmt="{:.1f}",
+                          values=_vals(s, "detection.false_isolations"), fmt="{:.1f}",
                           note="the paper reports none ('isolates degraded agents ... returns them to normal routing')"))
         return cells
 
@@ -130,7 +130,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
                                   values=[i / d if d else None for i, d in zip(iso, deg)], fmt="{:.3f}",
                                   note="every degraded agent isolated in the paper"))
                 cells.append(Cell("Tab. 2b", f"{n} agents, {g}: falsely isolated healthy agents", None,
-                                  values=_vals(s, "false_isolations"), fmt="{:.1f}"))
+                                  values=_vals(s, "detection.false_isolations"), fmt="{:.1f}"))
             c, sp = _vals(by[f"{n}-complete"], "accuracy.overall"), _vals(by[f"{n}-sparse"], "accuracy.overall")
             cells.append(Cell("Tab. 2b", f"{n} agents: sparse - complete accuracy", "|d| <= 0.010",
                               values=_pair(sp, c, lambda a, b: a - b), fmt="{:+.3f}"))
@@ -183,7 +183,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
                 cells.append(Cell("Tab. C7", f"pair {pair.upper()}, {d}: missed degraded agents (of 2)",
                                   pm if pm is not None else "n/r", values=_vals(s, "missed"), fmt="{:.1f}"))
                 cells.append(Cell("Tab. C7", f"pair {pair.upper()}, {d}: agents isolated while healthy (paper: of the 4 never degraded)",
-                                  pf if pf is not None else "n/r", values=_vals(s, "false_isolations"), fmt="{:.1f}"))
+                                  pf if pf is not None else "n/r", values=_vals(s, "detection.false_isolations"), fmt="{:.1f}"))
         for pair, dacc, dsd, ch, chsd in (("a", 0.905, 0.016, None, None), ("b", 0.782, 0.023, -0.008, 0.015)):
             s = by[f"{pair}-relative"]
             h, dd = _vals(s, "accuracy.by_phase.healthy"), _vals(s, "accuracy.by_phase.degraded")
@@ -205,17 +205,17 @@ def meshheal_sensitivities() -> list[Sensitivity]:
     return [
         Sensitivity("weak-uncritical", "models.weak.review.uncritical", (0.0, 0.15, 0.3, 0.5, 0.7, 0.9),
                     f"{MH}/persistent-bbh.yaml", ("output.trace=none",),
-                    (("false_isolations", "falsely isolated healthy agents"),
+                    (("detection.false_isolations", "falsely isolated healthy agents"),
                      ("accuracy.by_phase.degraded", "degraded-phase accuracy")),
                     "degraded reviewers' leniency: how often a 1B reviewer that cannot re-derive accepts anyway"),
         Sensitivity("weak-flag-error", "models.weak.review.flag_error", (0.0, 0.2, 0.4, 0.6),
                     f"{MH}/persistent-bbh.yaml", ("output.trace=none",),
-                    (("false_isolations", "falsely isolated healthy agents"),
+                    (("detection.false_isolations", "falsely isolated healthy agents"),
                      ("accuracy.by_phase.degraded", "degraded-phase accuracy")),
                     "how often a degraded reviewer claims an error it did not find"),
         Sensitivity("type-spread", "type_spread", (0.0, 0.3, 0.6, 0.9),
                     f"{MH}/persistent-bbh.yaml", ("output.trace=none", "protocol.params.detector=absolute"),
-                    (("false_isolations", "falsely isolated healthy agents (absolute detector)"),
+                    (("detection.false_isolations", "falsely isolated healthy agents (absolute detector)"),
                      ("missed", "missed degraded agents (absolute detector)")),
                     "how much task types differ in difficulty: what a fixed threshold cannot adapt to",
                     profile="fake-pair-a"),

@@ -56,7 +56,7 @@ def main() -> None:
           + ", ".join(f"{k} {v:.3f}" for k, v in s['accuracy']['by_phase'].items()))
     degraded = len(s["agents"])
     isolated = sum(1 for a in s["agents"].values() if a["isolated_at"] is not None)
-    print(f"isolation  : {isolated}/{degraded} degraded agents isolated, {s['false_isolations']} false isolations")
+    print(f"isolation  : {isolated}/{degraded} degraded agents isolated, {s['detection']['false_isolations']} agents isolated while healthy")
     delivered = s["messages"]["total"]["delivered"]
     nbrs, lat = _same_network(sc, args.seed)
     # the run's records would otherwise sit on the heap and make the collector
