@@ -68,9 +68,10 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: and issue 11 (every MeshHeal summary gains the network-level `detection`).
 #: Updated for issue 18/17 (summary.json only, every record table byte-identical: one
 #: false-isolation definition in `detection`, delays in own outputs, the `collapse` section).
+#: Updated for issue 19 (scenario.resolved.yaml only: `limits.events` is a new resolved field).
 MESHHEAL_PINNED = {
-    ("staggered-math", 2): "3cc4d43670115f1aab4d1522824c35ced98c33391b15377b616988c0c3884622",
-    ("persistent-bbh", 1): "8d129fa468bd0d7f2ee240bb227f4f76f2a1bfb9a6ab67bf1ff9a4de47cd096b",
+    ("staggered-math", 2): "081041aadd6e20399bc45916530721beccbce2cd447250db6277e2323b467690",
+    ("persistent-bbh", 1): "fe7d2153ffcba7ee71d152321483d64ee010aa3e7d5b1a8a0230bc10f7ce4417",
 }
 
 
