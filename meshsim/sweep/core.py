@@ -267,7 +267,18 @@ def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Opt
 
     ``announce`` is called once everything that can refuse the sweep (the
     folder, the executor) has passed, before the first run: a refused sweep
-    prints its one error line and nothing else."""
+    prints its one error line and nothing else. SIGTERM stops it as an
+    exception would (exit code 143): the runs in flight are abandoned and
+    the workers stopped (:mod:`.lifeline`)."""
+    from .lifeline import sigterm_exits
+
+    with sigterm_exits():
+        return _run_sweep(plan, out, executor, workers, scheduler, quiet, live, echo, every, announce)
+
+
+def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int], scheduler: Optional[str],
+               quiet: bool, live: Optional[bool], echo: Callable[[str], None], every: float,
+               announce: Optional[Callable[[], None]]) -> SweepOutcome:
     from ..runner import resolved_yaml
     from ..scenario import parse_scenario
 

@@ -56,10 +56,15 @@ class PoolExecutor(Executor):
         import concurrent.futures as cf
         import multiprocessing as mp
 
+        from .lifeline import lifeline, pool_initializer
+
         self.workers = workers
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.runner"])
-        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        # the workers end when this process does, however it ends (lifeline.py)
+        self._life_r, self._life_w = lifeline()
+        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=pool_initializer,
+                                           initargs=(self._life_r,))
 
     def run(self, tasks, fn=run_task):
         import concurrent.futures as cf
@@ -77,9 +82,17 @@ class PoolExecutor(Executor):
 
     def close(self, abort: bool = False) -> None:
         if abort:  # interrupted: do not wait for the runs in flight
+            # CPython 3.11's pool manager sets an exception on every pending future once a worker is
+            # terminated, cancelled ones included, and prints an InvalidStateError traceback for them
+            pending = getattr(self.pool, "_pending_work_items", {})
+            for k, item in list(pending.items()):
+                if item.future.done():
+                    pending.pop(k, None)
             for proc in list(getattr(self.pool, "_processes", {}).values()):
                 proc.terminate()
         self.pool.shutdown(wait=not abort, cancel_futures=True)
+        for end in (self._life_r, self._life_w):
+            end.close()
 
     def describe(self) -> str:
         return f"local process pool, {self.workers} worker{'s' if self.workers != 1 else ''}"
