@@ -26,7 +26,7 @@ from ..records import write_atomic, write_records
 from .executors import make_executor
 from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
 from .progress import SweepProgress
-from .results import write_results
+from .results import TIMING, write_results
 from .spec import OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
 
 __all__ = ["Point", "Plan", "plan_sweep", "run_sweep", "SweepOutcome", "short_names", "point_label"]
@@ -244,13 +244,16 @@ class _Lock:
 def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
     d = _run_dir(out, res["point"], int(res["seed"]))
     d.mkdir(parents=True, exist_ok=True)
-    for stale in ("summary.json", "error.txt"):
+    for stale in ("summary.json", "error.txt", TIMING):
         if (d / stale).exists():
             (d / stale).unlink()
     for tmp in d.glob(".*.tmp"):
         tmp.unlink()
     if res.get("resolved"):
         write_atomic(d / "scenario.resolved.yaml", res["resolved"])
+    if res.get("wall") is not None:  # measured in the worker; apart from summary.json (results.TIMING)
+        write_atomic(d / TIMING, json.dumps({"wall_seconds": round(res["wall"], 3),
+                                             "cpu_seconds": round(res["cpu"], 3)}) + "\n")
     if res["status"] == "ok":
         for name, rows in res.get("tables", {}).items():
             write_records(d, name, rows, fmt)
