@@ -248,8 +248,12 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
 @click.option("--seed", type=SEED, default=None, help="Seed for a random topology (default: the scenario's).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
-def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]) -> None:
-    """Describe the graph of a scenario file or a topology file (GraphML / edge list)."""
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              metavar="S", help="Seconds for deciding r-robustness; a graph not settled by then reads "
+                                "'undecided within S s' with the bounds found.")
+def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...], time_limit: float = 10.0) -> None:
+    """Describe the graph of a scenario file or a topology file (GraphML / edge list),
+    r-robustness included (SAC Def. 3.3; any size, within --time-limit)."""
     from . import graphs as topo
     from .scenario import build_graph
 
@@ -261,13 +265,17 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
             raise InputError("file not found", file=source)
         G = topo.from_file(path)
     info = topo.describe(G)
-    try:
+    if not G.is_directed():
         from .graphs import robustness
 
-        if G.number_of_nodes() <= 60:
-            info["r_robustness"] = robustness.robustness(G)
-    except ImportError:  # pragma: no cover
-        pass
+        # bounds, enumeration up to 16 nodes, else the MILP within the time limit (never silently omitted)
+        rep = robustness.robustness_report(G, 0, time_limit=time_limit)
+        info["r_robustness"] = rep["r_robustness"]
+        info["r_bounds"] = rep["r_bounds"]
+        info["r_method"] = rep["r_method"]
+        if not as_json and not isinstance(rep["r_robustness"], int):
+            lo, hi = rep["r_bounds"]
+            info["r_robustness"] = f"{rep['r_robustness']} ({lo} <= r <= {hi})"
     if as_json:
         click.echo(json.dumps(info, indent=2, sort_keys=True))
     else:
