@@ -120,9 +120,6 @@ def test_ctrl_c_stops_the_sweep_and_its_workers_without_tracebacks(tmp_path):
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
         left = _gone_within(mark, 10.0)
         assert not left, f"alive 10 s after Ctrl-C: {left}"
-        res = subprocess.run([sys.executable, "-m", "meshsim.cli", "sweep", STAGGERED, *ARGS, "--out",
-                              str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0 and "resumed" in res.stdout, res.stderr
     finally:
         _finish(proc, mark)
 

@@ -69,28 +69,21 @@ class PoolExecutor(Executor):
     def run(self, tasks, fn=run_task):
         import concurrent.futures as cf
 
+        # interrupted, the futures left are not cancelled here: close(abort=True) stops the workers, and the
+        # pool then fails them all (CPython 3.11's pool manager would print an InvalidStateError traceback
+        # for every future cancelled before its workers died)
         futs = {self.pool.submit(fn, t): t for t in tasks}
-        try:
-            for fut in cf.as_completed(futs):
-                try:
-                    yield fut.result()
-                except Exception as exc:  # the worker process died (BrokenProcessPool) or could not unpickle
-                    yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
-        finally:
-            for f in futs:
-                f.cancel()
+        for fut in cf.as_completed(futs):
+            try:
+                yield fut.result()
+            except Exception as exc:  # the worker process died (BrokenProcessPool) or could not unpickle
+                yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
 
     def close(self, abort: bool = False) -> None:
         if abort:  # interrupted: do not wait for the runs in flight
-            # CPython 3.11's pool manager sets an exception on every pending future once a worker is
-            # terminated, cancelled ones included, and prints an InvalidStateError traceback for them
-            pending = getattr(self.pool, "_pending_work_items", {})
-            for k, item in list(pending.items()):
-                if item.future.done():
-                    pending.pop(k, None)
             for proc in list(getattr(self.pool, "_processes", {}).values()):
                 proc.terminate()
-        self.pool.shutdown(wait=not abort, cancel_futures=True)
+        self.pool.shutdown(wait=not abort, cancel_futures=not abort)
         for end in (self._life_r, self._life_w):
             end.close()
 
