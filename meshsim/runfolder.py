@@ -44,7 +44,7 @@ LOCK_NAME = ".meshsim.lock"
 PROVENANCE = "provenance.json"
 #: run-folder files that differ between two runs of the same scenario and seed
 #: (wall-clock times, the lock): every byte-identity check leaves them out
-NOT_COMPARED = frozenset({PROVENANCE, LOCK_NAME, "timing.json"})  # timing.json: a sweep run's seconds
+NOT_COMPARED = frozenset({PROVENANCE, LOCK_NAME})
 _TMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # records._atomic's temp names (mkstemp)
 
 

@@ -22,8 +22,9 @@ from ..errors import InputError, RunFolderError
 from ..metrics import quantile
 from ..records import write_atomic
 
-__all__ = ["comparable_results", "TIMING", "TIMING_COLUMNS", "flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
+__all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
            "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns"]
+__all__ += ["comparable_results", "TIMING", "TIMING_COLUMNS"]
 
 RESULTS, SUMMARY = "results.csv", "summary.csv"
 #: per-agent summary fields (``agents.<A>.*``) become columns for at most this many degraded agents;

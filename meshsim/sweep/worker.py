@@ -23,7 +23,8 @@ _TABLES = {"summary": (), "records": None, "full": None}
 def failure(task: dict[str, Any], error: str, detail: str = "") -> dict[str, Any]:
     """The result of a task that did not produce a summary."""
     return {"point": task["point"], "seed": task["seed"], "status": "failed", "error": error.replace("\n", " "),
-            "detail": detail, "resolved": task.get("resolved"), "summary": None, "tables": {}, "wall": None, "cpu": None}
+            "detail": detail, "resolved": task.get("resolved"), "summary": None, "tables": {}, "wall": None,
+            "cpu": None}
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
