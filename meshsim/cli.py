@@ -297,8 +297,12 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
 @click.option("--seed", type=SEED, default=None, help="Seed for a random topology (default: the scenario's).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
-def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]) -> None:
-    """Describe the graph of a scenario file or a topology file (GraphML / edge list)."""
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              metavar="S", help="Seconds for deciding r-robustness; a graph not settled by then reads "
+                                "'undecided within S s' with the bounds found.")
+def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...], time_limit: float = 10.0) -> None:
+    """Describe the graph of a scenario file or a topology file (GraphML / edge list),
+    r-robustness included (SAC Def. 3.3; any size, within --time-limit)."""
     from . import graphs as topo
     from .scenario import build_graph
 
@@ -310,13 +314,17 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
             raise InputError("file not found", file=source)
         G = topo.from_file(path)
     info = topo.describe(G)
-    try:
+    if not G.is_directed():
         from .graphs import robustness
 
-        if G.number_of_nodes() <= 60:
-            info["r_robustness"] = robustness.robustness(G)
-    except ImportError:  # pragma: no cover
-        pass
+        # bounds, enumeration up to 16 nodes, else the MILP within the time limit (never silently omitted)
+        rep = robustness.robustness_report(G, 0, time_limit=time_limit)
+        info["r_robustness"] = rep["r_robustness"]
+        info["r_bounds"] = rep["r_bounds"]
+        info["r_method"] = rep["r_method"]
+        if not as_json and not isinstance(rep["r_robustness"], int):
+            lo, hi = rep["r_bounds"]
+            info["r_robustness"] = f"{rep['r_robustness']} ({lo} <= r <= {hi})"
     if as_json:
         click.echo(json.dumps(info, indent=2, sort_keys=True))
     else:
@@ -376,7 +384,7 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
 
 
 @main.command()
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @click.option("--grid", "grid", multiple=True, metavar="PATH=VALUES",
               help="A swept parameter: a range START:STOP:STEP (both ends included), a list 1.5,2,3 or [..], "
                    "or one value (repeatable: the cartesian product). Replaces the file's sweep section axes.")
@@ -384,11 +392,12 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
               help="Parameters that vary together (every --zip axis takes its i-th value at once).")
 @click.option("--seeds", default=None, metavar="SEEDS",
               help="Seeds of every point: a range 9301-9320, a list 1,5,9 or a count N (default: the spec's, "
-                   "else the scenario's).")
+                   "else the scenario's topped up to 5 consecutive seeds).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field for every point.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Sweep folder (default: runs/sweep-<scenario name>, or runs/<name> for a name starting with "
-                   "'sweep'); rerunning resumes it.")
+                   "'sweep'); rerunning resumes it, and 'meshsim sweep --out DIR' alone reruns DIR's last "
+                   "sweep command (its manifest holds the scenario, grid, seeds, sets and output level).")
 @click.option("--workers", type=click.IntRange(1, 4096), default=None,
               help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
@@ -399,24 +408,43 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
 @click.option("--output", "output", type=click.Choice(["summary", "records", "full"]), default=None,
               help="What each run keeps: summary (default), records (every table but reviews), full.")
 @click.option("--smoke", is_flag=True, help="Apply the scenario's and the sweep section's 'smoke' overrides.")
-@click.option("--dry-run", is_flag=True, help="List the points (and skipped ones) and stop.")
+@click.option("--dry-run", is_flag=True, help="List the points, which runs are done and pending in the folder, "
+              "the skipped points and a refused change of the study; write nothing (exit 2 when refused).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: str | None, sets: tuple[str, ...],
+def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], seeds: str | None, sets: tuple[str, ...],
           out: str | None, workers: int | None, executor: str, scheduler: str | None, output: str | None,
           smoke: bool, dry_run: bool, quiet: bool) -> int:
     """Run SCENARIO over a grid of parameters and seeds (docs/sweeps.md).
 
     Writes OUT/manifest.json, one folder per run under OUT/runs/, and the tidy
-    OUT/results.csv and OUT/summary.csv. Exit 0 when every run finished;
-    100 + the number of failed runs (at most 199) otherwise; 2 for bad input."""
-    from .sweep import plan_sweep, point_label, run_sweep, short_names
+    OUT/results.csv and OUT/summary.csv. Without SCENARIO, --out DIR reruns
+    DIR's last sweep command (options given here replace its own; the folder
+    rules say which changes extend it and which are refused). Exit 0 when
+    every run finished; 100 + the number of failed runs (at most 199)
+    otherwise; 2 for bad input; 143 on SIGTERM, 130 on Ctrl-C."""
+    from .sweep import plan_sweep, point_label, resume_args, run_sweep, short_names
 
     if scheduler and executor != "dask":
         raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
+    if scenario is None:
+        if out is None:
+            raise InputError("give a SCENARIO, or --out DIR of a sweep folder to resume it", field="SCENARIO")
+        args = resume_args(out)
+        if grid or zips:  # new axes replace the stored ones, as they replace a file's
+            args["grid"], args["zips"] = list(grid), list(zips)
+        scenario = args["path"]
+        seeds = seeds if seeds is not None else args["seeds"]
+        sets = tuple(args["sets"]) + tuple(sets)
+        output = output or args["output"]
+        smoke = smoke or args["smoke"]
+        grid, zips = tuple(args["grid"]), tuple(args["zips"])
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
     names = short_names(plan.spec.paths)
     name = _safe(plan.name)
     out_dir = Path(out) if out else Path("runs") / (name if name.startswith("sweep") else f"sweep-{name}")
+
+    for w in plan.warnings:
+        click.echo(f"warning: {w}", err=True)
 
     def announce() -> None:
         n = len(plan.runs)
@@ -429,10 +457,7 @@ def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: st
                 click.echo(f"  {point_label(sk['values'], names)}: {sk['reason']}")
 
     if dry_run:
-        announce()
-        for p in plan.points:
-            click.echo(f"  {p.key}  {point_label(p.values, names)}")
-        return 0
+        return _sweep_dry_run(plan, out_dir, names, announce)
     res = run_sweep(plan, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet,
                     echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce)
     click.echo(f"{res.total} runs: {res.total - res.failed} finished ({res.resumed} resumed), {res.failed} failed"
@@ -444,6 +469,38 @@ def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: st
         click.echo(f"  ... and {len(res.failures) - 10} more (results.csv, column error)")
     click.echo("wrote " + ", ".join(str(p) for p in res.written))
     return 100 + min(res.failed, 99) if res.failed else 0
+
+
+def _sweep_dry_run(plan: Any, out_dir: Path, names: dict, announce: Any) -> int:
+    """``meshsim sweep --dry-run``: every point with its done / pending seeds in
+    the folder, the skipped points, and the refusal a real run would meet."""
+    from .sweep import point_label, sweep_status
+
+    st = sweep_status(plan, out_dir)
+    announce()
+    n_done = sum(len(v) for v in st.done.values())
+    n_failed = sum(len(v) for v in st.failed.values())
+    n_pending = sum(len(v) for v in st.pending.values())
+    if st.refused is None:
+        click.echo(f"{n_done} done, {n_pending} pending" + (f" ({n_failed} failed before, rerun)" if n_failed else "")
+                   + (f"; {st.others} more runs in the folder from earlier grids stay as they are"
+                      if st.others else "") + (" (nothing would run)" if not n_pending else ""))
+    width = max((len(point_label(p.values, names)) for p in plan.points), default=0)
+    for p in plan.points:
+        done, pending, failed = st.done.get(p.key, []), st.pending.get(p.key, []), st.failed.get(p.key, [])
+        state = "done" if not pending else ("pending" if not done else "partly done")
+        if st.refused is not None:
+            state = "refused"
+        detail = f"{len(done)}/{len(plan.seeds)} seeds done" if st.refused is None else ""
+        if pending and done and st.refused is None:
+            detail += f", pending {_seed_text(pending)}"
+        if failed:
+            detail += f", failed before: {_seed_text(failed)}"
+        click.echo(f"  {p.key}  {point_label(p.values, names):<{width}}  {state:<11} {detail}".rstrip())
+    if st.refused is not None:
+        click.echo(f"error: {st.refused}", err=True)
+        return 2
+    return 0
 
 
 def plan_point_values(plan: Any, key: str) -> dict:

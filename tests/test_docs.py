@@ -172,3 +172,48 @@ def test_regenerated_parts_are_marked_and_closed():
     # fill() rewrites a marker's body and leaves the rest alone
     text = "a <!-- figures:x -->old<!-- /figures --> b"
     assert figures.fill(text, {"x": "new"}, "t") == "a <!-- figures:x -->new<!-- /figures --> b"
+
+
+# ---------------------------------------------------------------------------
+# module paths named in the docs exist (issue 18: docs/sac.md named a module that had moved)
+
+_MODULE_NAME = re.compile(r"(?<![\w./-])meshsim(?:\.[A-Za-z_]\w*)+")
+_MODULE_FILE = re.compile(r"(?<![\w./-])meshsim/[\w/]+\.py\b")
+
+
+def _resolves(dotted: str) -> bool:
+    """``meshsim.a.b.c``: the longest importable module prefix, then attributes."""
+    import importlib
+
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_module_path_named_in_the_docs_exists():
+    named: dict[str, set[str]] = {}
+    for md in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]:
+        text = md.read_text()
+        for m in _MODULE_NAME.findall(text) + _MODULE_FILE.findall(text):
+            named.setdefault(m.rstrip("."), set()).add(md.name)
+    assert {"meshsim.graphs.robustness", "meshsim/calibration.py"} <= set(named)  # the patterns do match
+    missing = sorted(f"{name} ({', '.join(sorted(where))})" for name, where in named.items()
+                     if not ((ROOT / name).is_file() if "/" in name else _resolves(name)))
+    assert not missing, "docs name modules or files that do not exist: " + "; ".join(missing)
+
+
+def test_the_module_path_check_catches_a_moved_module():
+    assert _resolves("meshsim.graphs.robustness.robustness_report")
+    assert not _resolves("meshsim.robustness.robustness_report")
+    assert not _resolves("meshsim.protocols.cpwbft.engine_decision")
+    assert _MODULE_NAME.findall("the `.meshsim.lock` file, `meshsim.metrics.engine_decision`.") == \
+        ["meshsim.metrics.engine_decision"]

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from meshsim.cli import main
 from meshsim.errors import InputError
 from meshsim.sweep import load_results, plan_sweep, run_sweep
+from meshsim.sweep.results import TIMING_COLUMNS, comparable_results
 from meshsim.sweep.spec import parse_values
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,7 +172,7 @@ def test_per_run_summaries_match_meshsim_run_byte_for_byte(small_sweep, tmp_path
         assert (run_dir / "summary.json").read_bytes() == (d / "summary.json").read_bytes()
         assert (run_dir / "scenario.resolved.yaml").read_bytes() == (d / "scenario.resolved.yaml").read_bytes()
         # the lean output level: summary only, no per-record tables
-        assert sorted(p.name for p in run_dir.iterdir()) == ["scenario.resolved.yaml", "summary.json"]
+        assert sorted(p.name for p in run_dir.iterdir()) == ["scenario.resolved.yaml", "summary.json", "timing.json"]
 
 
 def test_results_are_tidy(small_sweep):
@@ -193,6 +194,25 @@ def test_results_are_tidy(small_sweep):
     a = [float(r["accuracy.overall"]) for r in rows if r["point"] == prow[0]["point"]]
     assert float(prow[0]["mean"]) == pytest.approx(sum(a) / 2)
     assert float(prow[0]["min"]) == min(a) and float(prow[0]["max"]) == max(a)
+
+
+def test_each_run_has_its_wall_and_cpu_seconds_apart_from_the_compared_outputs(small_sweep):
+    """Timings are measured in the worker, kept in the run's timing.json and shown in results.csv; the
+    summaries and summary.csv do not hold them (they stay byte-identical across executors and reruns)."""
+    out, _ = small_sweep
+    with open(out / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0])[6:8] == list(TIMING_COLUMNS)
+    for r in rows:
+        wall, cpu = float(r["wall_seconds"]), float(r["cpu_seconds"])
+        assert 0.01 < wall < 60 and 0.01 < cpu < 60, r  # a smoke run takes about 0.3 s
+        t = json.loads((out / "runs" / r["point"] / f"seed-{r['seed']}" / "timing.json").read_text())
+        assert t == {"wall_seconds": wall, "cpu_seconds": cpu}
+        assert "seconds" not in (out / "runs" / r["point"] / f"seed-{r['seed']}" / "summary.json").read_text()
+    with open(out / "summary.csv") as fh:
+        assert not {r["metric"] for r in csv.DictReader(fh)} & set(TIMING_COLUMNS)
+    text = comparable_results(out)
+    assert "wall_seconds" not in text and text.count("\n") == 9
 
 
 def test_load_results_gives_a_dataframe(small_sweep):
@@ -248,7 +268,7 @@ def test_output_levels_keep_what_they_say(tmp_path):
     run_sweep(plan, tmp_path / "r", workers=1, quiet=True)
     (d,) = (tmp_path / "r" / "runs").glob("*/seed-1")
     assert sorted(p.name for p in d.iterdir()) == ["events.jsonl.gz", "scenario.resolved.yaml", "states.jsonl.gz",
-                                                     "summary.json", "tasks.jsonl.gz"]
+                                                     "summary.json", "tasks.jsonl.gz", "timing.json"]
 
 
 def test_a_failing_run_is_recorded_and_the_exit_code_counts_failures(tmp_path, monkeypatch):
@@ -294,7 +314,7 @@ def test_dask_localcluster_and_the_process_pool_give_identical_results(small_swe
                  "--workers", "2", "--out", str(tmp_path / "dask"), timeout=240)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Dask distributed on a LocalCluster" in res.stderr
-    assert (tmp_path / "dask" / "results.csv").read_bytes() == (out / "results.csv").read_bytes()
+    assert comparable_results(tmp_path / "dask") == comparable_results(out)  # all but the seconds
     assert (tmp_path / "dask" / "summary.csv").read_bytes() == (out / "summary.csv").read_bytes()
 
 
@@ -314,7 +334,7 @@ def test_sigkill_mid_sweep_then_rerun_gives_the_uninterrupted_results(small_swee
     assert not (dest / "results.csv").exists()
     res = _sweep(STAGGERED, "--smoke", *GRID, "--seeds", "1-2", "--workers", "2", "--out", str(dest))
     assert res.returncode == 0, res.stderr
-    assert (dest / "results.csv").read_bytes() == (out / "results.csv").read_bytes()
+    assert comparable_results(dest) == comparable_results(out)
     assert len(list(dest.glob("runs/*/seed-*"))) == 8 and not list(dest.rglob("*.tmp"))
 
 

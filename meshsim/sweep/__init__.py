@@ -15,7 +15,8 @@ in any process), :mod:`.executors` (inline, process pool, Dask),
 rules), :mod:`.results` (results.csv, summary.csv, Parquet, pandas),
 :mod:`.core` (plan and run).
 """
-from .core import Plan, Point, SweepOutcome, plan_sweep, point_label, run_sweep, short_names
+from .core import (Plan, Point, SweepOutcome, SweepStatus, plan_sweep, point_label, resume_args, run_sweep,
+                   short_names, sweep_status)
 from .executors import EXECUTORS, default_workers, make_executor
 from .manifest import MANIFEST, read_manifest
 from .results import RESULTS, SUMMARY, flatten, load_results, read_table, write_results
@@ -24,7 +25,7 @@ from .spec import OUTPUT_LEVELS, Axis, SweepSpec, parse_values, spec_from_sectio
 __all__ = ["plan_sweep", "run_sweep", "load_results", "read_table", "write_results", "Plan", "Point",
            "SweepOutcome", "SweepSpec", "Axis", "OUTPUT_LEVELS", "EXECUTORS", "MANIFEST", "RESULTS", "SUMMARY",
            "make_executor", "default_workers", "read_manifest", "flatten", "parse_values", "spec_from_section",
-           "short_names", "point_label", "is_sweep_folder"]
+           "short_names", "point_label", "is_sweep_folder", "resume_args", "sweep_status", "SweepStatus"]
 
 
 def is_sweep_folder(path) -> bool:

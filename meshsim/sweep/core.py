@@ -26,12 +26,15 @@ from ..records import write_atomic, write_records
 from .executors import make_executor
 from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
 from .progress import SweepProgress
-from .results import write_results
+from .results import TIMING, write_results
 from .spec import OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
 
-__all__ = ["Point", "Plan", "plan_sweep", "run_sweep", "SweepOutcome", "short_names", "point_label"]
+__all__ = ["Point", "Plan", "plan_sweep", "run_sweep", "SweepOutcome", "short_names", "point_label", "resume_args",
+           "sweep_status", "SweepStatus", "MIN_SEEDS"]
 
 _MISSING = object()
+#: seeds per point when neither the sweep section nor --seeds names them (the scenario's, topped up)
+MIN_SEEDS = 5
 
 
 @dataclass
@@ -52,6 +55,11 @@ class Plan:
     seeds: list[int]
     points: list[Point] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    #: what the user should know before the runs start (e.g. one seed per point)
+    warnings: list[str] = field(default_factory=list)
+    #: the arguments of plan_sweep that made this plan (the file as an absolute path): kept in the
+    #: manifest so that ``meshsim sweep --out DIR`` reruns the same command (:func:`resume_args`)
+    command: dict[str, Any] = field(default_factory=dict)
 
     @property
     def runs(self) -> list[tuple[str, int]]:
@@ -63,7 +71,7 @@ class Plan:
         return {"format": FORMAT, "meshsim": __version__, "scenario": {"name": self.name, "source": self.source},
                 "base": self.base, "axes": self.spec.paths, "output": self.spec.output,
                 "points": {p.key: p.values for p in self.points}, "skipped": self.skipped,
-                "runs": [[k, s] for k, s in self.runs]}
+                "runs": [[k, s] for k, s in self.runs], "command": self.command}
 
 
 @dataclass
@@ -159,7 +167,10 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
     base_dir = scen_path.parent
     base_sc = parse_scenario(copy.deepcopy(base), source, base_dir)
     if spec.seeds is None:
-        seed_list = base_sc.seed_list()
+        # statistics per point need seeds: the scenario's own, topped up to MIN_SEEDS consecutive ones
+        seed_list = list(base_sc.seed_list())
+        while len(seed_list) < MIN_SEEDS:
+            seed_list.append(max(seed_list) + 1)
     elif isinstance(spec.seeds, int):
         seed_list = [base_sc.seed + k for k in range(spec.seeds)]
     else:
@@ -193,6 +204,12 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
                 raise InputError(f"unknown path ({exc})", **where) from None
 
     plan = Plan(scen_path, source, base_dir, base_sc.name, base, spec, seed_list)
+    plan.command = {"path": str(path.resolve()), "grid": list(grid), "zip": list(zips), "seeds": seeds,
+                    "set": list(sets), "output": output, "smoke": bool(smoke)}
+    if len(seed_list) == 1:
+        plan.warnings.append(f"one seed per point (seed {seed_list[0]}): no standard errors, intervals or paired "
+                             f"differences, and seed noise reads as an effect; statistics need seeds "
+                             f"(--seeds {MIN_SEEDS} or more)")
     seen: set[str] = set()
     for pt in spec.points():
         data = copy.deepcopy(base)
@@ -244,19 +261,109 @@ class _Lock:
 def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
     d = _run_dir(out, res["point"], int(res["seed"]))
     d.mkdir(parents=True, exist_ok=True)
-    for stale in ("summary.json", "error.txt"):
+    for stale in ("summary.json", "error.txt", TIMING):
         if (d / stale).exists():
             (d / stale).unlink()
     for tmp in d.glob(".*.tmp"):
         tmp.unlink()
     if res.get("resolved"):
         write_atomic(d / "scenario.resolved.yaml", res["resolved"])
+    if res.get("wall") is not None:  # measured in the worker; apart from summary.json (results.TIMING)
+        write_atomic(d / TIMING, json.dumps({"wall_seconds": round(res["wall"], 3),
+                                             "cpu_seconds": round(res["cpu"], 3)}) + "\n")
     if res["status"] == "ok":
         for name, rows in res.get("tables", {}).items():
             write_records(d, name, rows, fmt)
         write_atomic(d / "summary.json", res["summary"])  # last: its presence means the run completed
     else:
         write_atomic(d / "error.txt", res["error"] + "\n" + (res.get("detail") or ""))
+
+
+def _expected(plan: Plan) -> dict[tuple[str, int], str]:
+    """Every run's ``scenario.resolved.yaml`` text: a run is finished when its folder holds this beside
+    a summary.json."""
+    from ..runner import resolved_yaml
+    from ..scenario import parse_scenario
+
+    expected: dict[tuple[str, int], str] = {}
+    for p in plan.points:
+        sc = parse_scenario(copy.deepcopy(p.data), plan.source, plan.base_dir)
+        for s in plan.seeds:
+            expected[(p.key, s)] = resolved_yaml(sc, s)
+    return expected
+
+
+def _finished(out: Path, key: str, seed: int, expected: dict[tuple[str, int], str]) -> bool:
+    d = _run_dir(out, key, seed)
+    r = d / "scenario.resolved.yaml"
+    return (d / "summary.json").is_file() and r.is_file() and r.read_text() == expected[(key, seed)]
+
+
+def resume_args(out: str | Path) -> dict[str, Any]:
+    """The arguments of :func:`plan_sweep` (``path``, ``grid``, ``zips``,
+    ``seeds``, ``sets``, ``output``, ``smoke``) of the last sweep command that
+    wrote the folder ``out``, from its manifest: ``meshsim sweep --out DIR``
+    resumes without retyping the grid."""
+    out = Path(out)
+    m = read_manifest(out) if out.is_dir() else None
+    if m is None:
+        raise InputError("not a sweep folder (no manifest.json): give the SCENARIO to start a sweep there",
+                         file=str(out))
+    cmd = m.get("command")
+    if not isinstance(cmd, dict) or not cmd.get("path"):
+        raise InputError("this folder's manifest predates resuming without the grid: rerun the sweep command "
+                         "that made it (SCENARIO and its --grid options)", file=str(out / "manifest.json"))
+    if not Path(cmd["path"]).is_file():
+        raise InputError("the scenario this sweep was made from is gone", file=str(out / "manifest.json"),
+                         field="command.path", value=cmd["path"])
+    return {"path": cmd["path"], "grid": list(cmd.get("grid") or []), "zips": list(cmd.get("zip") or []),
+            "seeds": cmd.get("seeds"), "sets": list(cmd.get("set") or []), "output": cmd.get("output"),
+            "smoke": bool(cmd.get("smoke"))}
+
+
+@dataclass
+class SweepStatus:
+    """What ``run_sweep`` would do with a folder (``--dry-run``; nothing is written)."""
+
+    out: Path
+    done: dict[str, list[int]]  # point -> seeds finished
+    failed: dict[str, list[int]]  # point -> seeds whose last attempt failed (rerun)
+    pending: dict[str, list[int]]  # point -> seeds not run yet (failed ones included)
+    others: int  # runs the folder holds from earlier grids, outside this plan
+    refused: Optional[str]  # why run_sweep would refuse the folder, one line
+
+
+def sweep_status(plan: Plan, out: str | Path) -> SweepStatus:
+    """Done / pending / refused for ``plan`` in ``out``, read-only."""
+    out = Path(out)
+    refused = None
+    old = None
+    if out.exists() and not out.is_dir():
+        refused = str(RunFolderError("output path exists and is not a folder", file=str(out)))
+    elif out.is_dir():
+        try:
+            old = read_manifest(out)
+            if old is None and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
+                raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
+                                     "choose another --out", file=str(out))
+            if old is not None:
+                check_compatible(old, plan.manifest(), out)
+        except RunFolderError as exc:
+            refused = str(exc)
+    expected = _expected(plan)
+    done: dict[str, list[int]] = {}
+    failed: dict[str, list[int]] = {}
+    pending: dict[str, list[int]] = {}
+    for key, seed in plan.runs:
+        if refused is None and out.is_dir() and _finished(out, key, seed, expected):
+            done.setdefault(key, []).append(seed)
+            continue
+        pending.setdefault(key, []).append(seed)
+        if refused is None and (_run_dir(out, key, seed) / "error.txt").is_file():
+            failed.setdefault(key, []).append(seed)
+    mine = set(plan.runs)
+    others = sum(1 for k, s in (old or {}).get("runs", []) if (k, s) not in mine) if refused is None else 0
+    return SweepStatus(out, done, failed, pending, others, refused)
 
 
 def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Optional[int] = None,
@@ -267,10 +374,18 @@ def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Opt
 
     ``announce`` is called once everything that can refuse the sweep (the
     folder, the executor) has passed, before the first run: a refused sweep
-    prints its one error line and nothing else."""
-    from ..runner import resolved_yaml
-    from ..scenario import parse_scenario
+    prints its one error line and nothing else. SIGTERM stops it as an
+    exception would (exit code 143): the runs in flight are abandoned and
+    the workers stopped (:mod:`.lifeline`)."""
+    from .lifeline import sigterm_exits
 
+    with sigterm_exits():
+        return _run_sweep(plan, out, executor, workers, scheduler, quiet, live, echo, every, announce)
+
+
+def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int], scheduler: Optional[str],
+               quiet: bool, live: Optional[bool], echo: Callable[[str], None], every: float,
+               announce: Optional[Callable[[], None]]) -> SweepOutcome:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RunFolderError("output path exists and is not a folder", file=str(out))
@@ -282,18 +397,8 @@ def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Opt
     if old is not None:
         check_compatible(old, new, out)
 
-    expected: dict[tuple[str, int], str] = {}
-    for p in plan.points:
-        sc = parse_scenario(copy.deepcopy(p.data), plan.source, plan.base_dir)
-        for s in plan.seeds:
-            expected[(p.key, s)] = resolved_yaml(sc, s)
-
-    def finished(key: str, seed: int) -> bool:
-        d = _run_dir(out, key, seed)
-        r = d / "scenario.resolved.yaml"
-        return (d / "summary.json").is_file() and r.is_file() and r.read_text() == expected[(key, seed)]
-
-    todo = [r for r in plan.runs if not finished(*r)]
+    expected = _expected(plan)
+    todo = [r for r in plan.runs if not _finished(out, *r, expected)]
     ex = make_executor(executor, workers, scheduler) if todo else None  # connect before writing anything
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -56,30 +56,36 @@ class PoolExecutor(Executor):
         import concurrent.futures as cf
         import multiprocessing as mp
 
+        from .lifeline import lifeline, pool_initializer
+
         self.workers = workers
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.runner"])
-        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        # the workers end when this process does, however it ends (lifeline.py)
+        self._life_r, self._life_w = lifeline()
+        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=pool_initializer,
+                                           initargs=(self._life_r,))
 
     def run(self, tasks, fn=run_task):
         import concurrent.futures as cf
 
+        # interrupted, the futures left are not cancelled here: close(abort=True) stops the workers, and the
+        # pool then fails them all (CPython 3.11's pool manager would print an InvalidStateError traceback
+        # for every future cancelled before its workers died)
         futs = {self.pool.submit(fn, t): t for t in tasks}
-        try:
-            for fut in cf.as_completed(futs):
-                try:
-                    yield fut.result()
-                except Exception as exc:  # the worker process died (BrokenProcessPool) or could not unpickle
-                    yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
-        finally:
-            for f in futs:
-                f.cancel()
+        for fut in cf.as_completed(futs):
+            try:
+                yield fut.result()
+            except Exception as exc:  # the worker process died (BrokenProcessPool) or could not unpickle
+                yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
 
     def close(self, abort: bool = False) -> None:
         if abort:  # interrupted: do not wait for the runs in flight
             for proc in list(getattr(self.pool, "_processes", {}).values()):
                 proc.terminate()
-        self.pool.shutdown(wait=not abort, cancel_futures=True)
+        self.pool.shutdown(wait=not abort, cancel_futures=not abort)
+        for end in (self._life_r, self._life_w):
+            end.close()
 
     def describe(self) -> str:
         return f"local process pool, {self.workers} worker{'s' if self.workers != 1 else ''}"

@@ -24,13 +24,17 @@ from ..records import write_atomic
 
 __all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
            "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns"]
+__all__ += ["comparable_results", "TIMING", "TIMING_COLUMNS"]
 
 RESULTS, SUMMARY = "results.csv", "summary.csv"
 #: per-agent summary fields (``agents.<A>.*``) become columns for at most this many degraded agents;
 #: beyond it only the network-level ``detection.*`` metrics do (every summary.json keeps them all)
 MAX_AGENT_COLUMNS = 12
 QUANTILES = (("q10", 0.10), ("q25", 0.25), ("median", 0.5), ("q75", 0.75), ("q90", 0.90))
-RUN_COLUMNS = ("seed", "point", "status", "error")
+#: a run's wall-clock and CPU seconds, measured in the worker and kept in its folder's ``timing.json``
+#: (not summary.json): the only columns of results.csv that differ between two sweeps of the same runs
+TIMING, TIMING_COLUMNS = "timing.json", ("wall_seconds", "cpu_seconds")
+RUN_COLUMNS = ("seed", "point", "status", "error") + TIMING_COLUMNS
 STAT_COLUMNS = ("runs", "failed", "n", "mean", "sd", "min") + tuple(q for q, _ in QUANTILES) + ("max",)
 _SKIP = {"seed", "scenario"}
 
@@ -118,9 +122,28 @@ def run_rows(folder: Path | str, manifest: Optional[dict] = None) -> tuple[list[
                        if (d / "error.txt").read_text().strip() else "failed")
         else:
             row.update(status="missing", error="not run yet (rerun the sweep command to finish it)")
+        if row["status"] != "missing" and (d / TIMING).is_file():
+            try:
+                timing = json.loads((d / TIMING).read_text())
+                row.update({c: timing.get(c) for c in TIMING_COLUMNS})
+            except ValueError:
+                pass  # a damaged timing file costs the timing only
         rows.append(row)
     rows.sort(key=lambda r: tuple(sort_key(r[p]) for p in axes) + (r["seed"],))
     return axes + list(RUN_COLUMNS) + sorted(metrics), rows
+
+
+def comparable_results(folder: Path | str, name: str = RESULTS) -> str:
+    """``results.csv`` without the timing columns: what is byte-identical
+    between two sweeps of the same runs, whatever executor, worker count or
+    interruption produced them."""
+    rows = list(csv.reader(io.StringIO((Path(folder) / name).read_text())))
+    keep = [i for i, c in enumerate(rows[0]) if c not in TIMING_COLUMNS] if rows else []
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for r in rows:
+        w.writerow([r[i] for i in keep])
+    return buf.getvalue()
 
 
 def metric_columns(columns: list[str], axes: list[str]) -> list[str]:

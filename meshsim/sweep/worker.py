@@ -23,17 +23,30 @@ _TABLES = {"summary": (), "records": None, "full": None}
 def failure(task: dict[str, Any], error: str, detail: str = "") -> dict[str, Any]:
     """The result of a task that did not produce a summary."""
     return {"point": task["point"], "seed": task["seed"], "status": "failed", "error": error.replace("\n", " "),
-            "detail": detail, "resolved": task.get("resolved"), "summary": None, "tables": {}, "wall": 0.0}
+            "detail": detail, "resolved": task.get("resolved"), "summary": None, "tables": {}, "wall": None,
+            "cpu": None}
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """Run ``task`` (``scenario`` data, ``source``, ``base_dir``, ``seed``,
-    ``level``, ``point``); never raises for a failing run: the error is the result."""
+    ``level``, ``point``); never raises for a failing run: the error is the result.
+
+    ``wall`` and ``cpu`` are the run's wall-clock and CPU seconds measured
+    here, in the worker (CPU: this process's, threads included, e.g. an HTTP
+    backend's event loop); they go to the run folder's ``timing.json`` and the
+    ``wall_seconds`` / ``cpu_seconds`` columns of results.csv, never into
+    ``summary.json``, which stays byte-identical across reruns."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = _run_task(task)
+    res["wall"], res["cpu"] = time.perf_counter() - t0, time.process_time() - c0
+    return res
+
+
+def _run_task(task: dict[str, Any]) -> dict[str, Any]:
     from ..errors import InputError, MeshsimError
     from ..runner import dump_json, resolved_yaml, run_one
     from ..scenario import parse_scenario
 
-    t0 = time.perf_counter()
     seed = int(task["seed"])
     try:
         base = Path(task["base_dir"]) if task.get("base_dir") else None
@@ -55,5 +68,4 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
                 continue
             tables[name] = rows
     return {"point": task["point"], "seed": seed, "status": "ok", "error": None, "detail": "",
-            "resolved": resolved, "summary": dump_json(res.summary), "tables": tables,
-            "wall": time.perf_counter() - t0}
+            "resolved": resolved, "summary": dump_json(res.summary), "tables": tables}
