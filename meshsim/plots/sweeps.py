@@ -286,6 +286,12 @@ def _slice_note(sd: SweepData, shown: Iterable[str], facet: Optional[str] = None
     return "; ".join(parts)
 
 
+def _unfinished(sd: SweepData) -> str:
+    """`` (120 of 186 runs finished)`` while a sweep runs or when runs failed; else empty."""
+    done = len(sd.ok_rows)
+    return "" if done == len(sd.rows) else f" ({done} of {len(sd.rows)} runs finished)"
+
+
 def _check_rows(sd: SweepData) -> None:
     if not sd.ok_rows:
         extra = f" at {', '.join(f'{k}={_fmt(v)}' for k, v in sd.fixed.items())}" if sd.fixed else ""
@@ -588,7 +594,7 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
     vary = [a for a in sd.varying() if a != facet]
     seeds = sd.seeds()
     npts = len({r["point"] for r in sd.ok_rows})
-    title = (f"{sd.name}: {npts} points × {len(seeds)} seeds; bars: 95 % interval over seeds (clipped to the "
+    title = (f"{sd.name}{_unfinished(sd)}: {npts} points × {len(seeds)} seeds; bars: 95 % interval over seeds (clipped to the "
              f"observed values)\nringed, numbered: Pareto-optimal on {', '.join(m.split('.')[-1] for m in (fx, fy, fc) if m)}"
              " (all minimised)")
     sub = _slice_note(sd, sd.axes, facet, averaging=False)  # every point is drawn: only --where fixes some
@@ -627,17 +633,20 @@ def _heat_panel(sd: SweepData, x: str, y: str, metric: str, ax, norm, xv: list, 
         if all(same_value(vals.get(k), v) for k, v in fixed.items() if k in vals):
             skipped.add((_hashable(vals.get(x)), _hashable(vals.get(y))))
     averaged = any(len(sd.values(a)) > 1 for a in sd.axes if a not in (x, y))
+    state: dict[tuple, set] = {}  # cell -> statuses of its runs: a cell without a finished run says why
+    for r in sd.rows:
+        state.setdefault((_hashable(r[x]), _hashable(r[y])), set()).add(r["status"])
     small = len(xv) * len(yv) <= 120
     lo, hi = norm.vmin, norm.vmax
     for j, b in enumerate(yv):
         for i, a in enumerate(xv):
             v = grid[j, i]
-            if np.isnan(v):
-                if (a, b) in skipped or (a, b) not in cs:
-                    ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#adb5bd",
-                                           lw=0))
-                    ax.text(i, j, "skipped" if (a, b) in skipped else "", ha="center", va="center", fontsize=6.5,
-                            color="#495057")
+            if np.isnan(v):  # no mean: hatched, and why
+                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#adb5bd", lw=0))
+                why = state.get((a, b), set())
+                text = ("failed" if "failed" in why else "not run yet" if "missing" in why else
+                        "no value" if "ok" in why else "skipped" if (a, b) in skipped else "")
+                ax.text(i, j, text, ha="center", va="center", fontsize=6.5, color="#495057")
                 continue
             light = hi > lo and (v - lo) / (hi - lo) < 0.55
             color = "white" if light else "black"
@@ -715,7 +724,7 @@ def heatmap(run: Any, x: Optional[str] = None, y: Optional[str] = None, metric: 
     small = len(xv) * len(yv) <= 120
     how = ("; cells: mean, below it the range of the averaged points' means" if averaged and small else
            "; cells: mean ± half-width of the 95 % interval" if small else "")
-    title = f"{sd.name}: {metric}, mean over {len(sd.seeds())} seeds\n{note}{how}"
+    title = f"{sd.name}{_unfinished(sd)}: {metric}, mean over {len(sd.seeds())} seeds\n{note}{how}"
     if ax is not None and fac is None:
         axs[0].set_title(title, fontsize=8.5, color="#c92a2a" if averaged else "black")
     else:
@@ -741,7 +750,7 @@ def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compa
     bounds = _observed(sd, metric)
     thin = cells(sd, metric, tuple(keys) + tuple(hidden)) if hidden else {}
     for gi, g in enumerate(groups):
-        color = cmap(gi / max(1, len(groups) - 1) * 0.9) if by else "#1c7ed6"
+        color = cmap(gi / max(1, len(groups) - 1) * 0.8) if by else "#1c7ed6"  # no pale yellow end
         if hidden:  # the curves the average hides: one per combination of the averaged parameters
             combos = sorted({k[len(keys):] for k in thin if not by or k[1] == g}, key=str)
             for combo in combos:
@@ -803,7 +812,7 @@ def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None,
         axs[0].set_ylabel(_label(metric), fontsize=8.5)
         if not by:
             axs[0].legend(fontsize=7, loc="best")
-        fig.suptitle(f"{sd.name}: {metric} against every swept parameter\nbold: mean over seeds and the other "
+        fig.suptitle(f"{sd.name}{_unfinished(sd)}: {metric} against every swept parameter\nbold: mean over seeds and the other "
                      f"parameters, band: its 95 % interval over seeds; thin: each combination of the other parameters"
                      + (f"\n{_slice_note(sd, (), None)}" if sd.fixed else ""), fontsize=9)
         return fig
@@ -828,7 +837,7 @@ def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None,
     axs[0].set_ylabel(_label(metric), fontsize=8.5)
     note = _slice_note(sd, (x,) + ((by,) if by else ()), fac)
     averaged = "averaged over" in note
-    title = (f"{sd.name}: {metric} against {names[x]}; band: 95 % interval over seeds"
+    title = (f"{sd.name}{_unfinished(sd)}: {metric} against {names[x]}; band: 95 % interval over seeds"
              + ("" if averaged else ", dots: seeds") + f"\n{note}"
              + (" (thin lines: each combination of them)" if averaged else ""))
     if ax is not None and fac is None:
@@ -939,8 +948,9 @@ def parallel(run: Any, metrics: Optional[str | Sequence[str]] = None, color: Opt
     fixed = _slice_note(sd, axes, averaging=False)
     if fixed:
         note.append(fixed)
-    ax.set_title(f"{sd.name}: parallel coordinates, lines coloured by {color}\n" + "; ".join(note), fontsize=8.5,
-                 pad=22)
+    text = "; ".join(note[:2]) + ("\n" + "; ".join(note[2:]) if note[2:] else "")
+    ax.set_title(f"{sd.name}{_unfinished(sd)}: parallel coordinates, lines coloured by {color}\n" + text,
+                 fontsize=8.5, pad=22)
     return fig
 
 
