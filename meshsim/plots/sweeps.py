@@ -474,7 +474,7 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
                 bbox=dict(boxstyle="round,pad=0.4", facecolor="white", edgecolor="#ced4da", alpha=0.92), zorder=5)
     ax.grid(alpha=0.3)
     if front or never:
-        ax.legend(loc="lower left", fontsize=7.5)
+        ax.legend(loc="best", fontsize=7.5)
     return pts, sc, (full, front, vary)
 
 
@@ -1137,7 +1137,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
         row = [html.escape(_fmt(v)) for v in k] + [str(n)]
         rp = refs.get(pid)
         for h in cols:
-            cell = html.escape(_ci(stats[h].get(k)))
+            c = stats[h].get(k)
+            cell = html.escape(_ci(c) + (f" (n={c.n})" if c is not None and c.mean is not None and c.n < n else ""))
             if rp is not None and rp != pid:
                 d = paired(by_point.get(pid, {}).get(h, {}), by_point.get(rp, {}).get(h, {}))
                 if d.n:
@@ -1156,7 +1157,7 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     parts.append('<h2>Points</h2><div style="overflow-x:auto">' + _table(head, rows, raw=True).replace(
                  "<td>", '<td class="c">') + "</div>"
                  + f'<p class="note">mean [95 % interval] over the finished seeds (Student t; one seed: no '
-                 f"interval); Δ: paired difference to the point's reference on the seeds both ran, with its 95 % "
+                 f"interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: paired difference to the point's reference on the seeds both ran, with its 95 % "
                  f"interval, <b>red</b> when the interval excludes 0. {html.escape(ref_txt)} front: rank on the "
                  "trade-off's Pareto front (by false-isolation rate); ≈: not distinguishable from the front point "
                  "ranked just before it. Every scalar metric per run is in results.csv, per point (with se, lo, hi, "
