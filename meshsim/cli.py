@@ -316,7 +316,9 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
         if len(run_dirs) > 1 or agents or seed is not None:
             raise InputError("a sweep folder takes one folder and no --agents / --seed", field="RUN_DIR",
                              value=list(run_dirs))
-        click.echo(f"wrote {render_sweep(run_dirs[0], kind, x=x, y=y, metric=metric, by=by, out=out, where=where, facet=facet, color=color)}")
+        path = render_sweep(run_dirs[0], kind, x=x, y=y, metric=metric, by=by, out=out, where=where, facet=facet,
+                            color=color)
+        click.echo(f"wrote {path}")
         return
     if kind in ("tradeoff", "sensitivity", "parallel") or x or y or metric or by or where or facet or color:
         raise InputError("--kind tradeoff / sensitivity / parallel and --x, --y, --metric, --by, --where, --facet, "
@@ -454,7 +456,8 @@ def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: s
     if is_sweep_folder(run_dir):
         from .plots.sweeps import write_sweep_report
 
-        click.echo(f"wrote {write_sweep_report(run_dir, out, where=where, facet=facet, reference=list(reference) or None)}")
+        path = write_sweep_report(run_dir, out, where=where, facet=facet, reference=list(reference) or None)
+        click.echo(f"wrote {path}")
         return
     if where or facet or reference or out:
         raise InputError("--where, --facet, --reference and --out take a sweep folder (meshsim sweep)",

@@ -298,7 +298,8 @@ def _check_rows(sd: SweepData) -> None:
         raise InputError(f"no finished run{extra} to draw", file=str(sd.path))
 
 
-def _facets(sd: SweepData, facet: Optional[str], used: Sequence[str]) -> tuple[Optional[str], list[tuple[Any, SweepData]]]:
+def _facets(sd: SweepData, facet: Optional[str], used: Sequence[str]
+            ) -> tuple[Optional[str], list[tuple[Any, SweepData]]]:
     if facet is None:
         return None, [(None, sd)]
     facet = sd.column(facet, "--facet", sd.axes)
@@ -576,7 +577,8 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
         if facet is not None:
             a.set_title(f"{sd.names()[facet]} = {_fmt(v)}", fontsize=9)
     if sc is not None:
-        fig.colorbar(sc, ax=axs, pad=0.01, shrink=0.9 if len(axs) == 1 else 0.5).set_label(f"{_label(fc)} (mean over seeds)")
+        cb = fig.colorbar(sc, ax=axs, pad=0.01, shrink=0.9 if len(axs) == 1 else 0.5)
+        cb.set_label(f"{_label(fc)} (mean over seeds)")
     xl = _label(fx) + " (mean over seeds)"
     yl = _label(fy) + " (mean over seeds)"
     if fx == FALSE_ISO:
@@ -594,8 +596,9 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
     vary = [a for a in sd.varying() if a != facet]
     seeds = sd.seeds()
     npts = len({r["point"] for r in sd.ok_rows})
-    title = (f"{sd.name}{_unfinished(sd)}: {npts} points × {len(seeds)} seeds; bars: 95 % interval over seeds (clipped to the "
-             f"observed values)\nringed, numbered: Pareto-optimal on {', '.join(m.split('.')[-1] for m in (fx, fy, fc) if m)}"
+    objs = ", ".join(m.split(".")[-1] for m in (fx, fy, fc) if m)
+    title = (f"{sd.name}{_unfinished(sd)}: {npts} points × {len(seeds)} seeds; bars: 95 % interval over seeds "
+             f"(clipped to the observed values)\nringed, numbered: Pareto-optimal on {objs}"
              " (all minimised)")
     sub = _slice_note(sd, sd.axes, facet, averaging=False)  # every point is drawn: only --where fixes some
     if label_all and vary:
@@ -693,7 +696,6 @@ def heatmap(run: Any, x: Optional[str] = None, y: Optional[str] = None, metric: 
         raise InputError("--x and --y must differ", field="--y", value=y)
     metric = sd.column(metric or _default_metric(sd), "--metric", sd.metrics)
     fac, panels = _facets(sd, fac, (x, y))
-    import numpy as np
     from matplotlib.colors import Normalize
 
     xv, yv = sd.values(x), sd.values(y)
@@ -729,7 +731,6 @@ def heatmap(run: Any, x: Optional[str] = None, y: Optional[str] = None, metric: 
         axs[0].set_title(title, fontsize=8.5, color="#c92a2a" if averaged else "black")
     else:
         fig.suptitle(title, fontsize=9, color="#c92a2a" if averaged else "black")
-    _ = np
     return fig
 
 
@@ -812,7 +813,8 @@ def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None,
         axs[0].set_ylabel(_label(metric), fontsize=8.5)
         if not by:
             axs[0].legend(fontsize=7, loc="best")
-        fig.suptitle(f"{sd.name}{_unfinished(sd)}: {metric} against every swept parameter\nbold: mean over seeds and the other "
+        fig.suptitle(f"{sd.name}{_unfinished(sd)}: {metric} against every swept parameter\n"
+                     "bold: mean over seeds and the other "
                      f"parameters, band: its 95 % interval over seeds; thin: each combination of the other parameters"
                      + (f"\n{_slice_note(sd, (), None)}" if sd.fixed else ""), fontsize=9)
         return fig
@@ -1051,8 +1053,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     desc = (m.get("base") or {}).get("description")
     if desc:
         parts.append(f"<p>{html.escape(str(desc))}</p>")
-    axes_txt = "; ".join(f"<code>{html.escape(a)}</code> ∈ {{{html.escape(', '.join(_fmt(v) for v in sd.values(a)))}}}"
-                         for a in axes)
+    axes_txt = "; ".join(f"<code>{html.escape(a)}</code> ∈ "
+                         f"{{{html.escape(', '.join(_fmt(v) for v in sd.values(a)))}}}" for a in axes)
     seeds = sd.seeds()
     parts.append(f'<p class="meta">sweep folder <code>{html.escape(str(sd.path))}</code> · scenario '
                  f'<code>{html.escape(str(m["scenario"].get("source")))}</code> · {axes_txt} · seeds '
@@ -1060,8 +1062,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
                  f'runs: {ok} finished, {len(failed)} failed' + (f", {len(missing)} not run yet" if missing else "")
                  + f' · {len(m.get("skipped", []))} points skipped · output level {html.escape(m["output"])}</p>')
     if sd.fixed:
-        parts.append(f'<p class="note">Only the points at {html.escape(", ".join(f"{a}={_fmt(v)}" for a, v in sd.fixed.items()))}'
-                     " (--where).</p>")
+        fixed = ", ".join(f"{a}={_fmt(v)}" for a, v in sd.fixed.items())
+        parts.append(f'<p class="note">Only the points at {html.escape(fixed)} (--where).</p>')
     figs: list[tuple[str, str, Any]] = []
     if DELAY in sd.columns and FALSE_ISO in sd.columns:
         figs.append(("Trade-off: detection delay against false isolations",
@@ -1157,7 +1159,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     parts.append('<h2>Points</h2><div style="overflow-x:auto">' + _table(head, rows, raw=True).replace(
                  "<td>", '<td class="c">') + "</div>"
                  + f'<p class="note">mean [95 % interval] over the finished seeds (Student t; one seed: no '
-                 f"interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: paired difference to the point's reference on the seeds both ran, with its 95 % "
+                 "interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
+                 "paired difference to the point's reference on the seeds both ran, with its 95 % "
                  f"interval, <b>red</b> when the interval excludes 0. {html.escape(ref_txt)} front: rank on the "
                  "trade-off's Pareto front (by false-isolation rate); ≈: not distinguishable from the front point "
                  "ranked just before it. Every scalar metric per run is in results.csv, per point (with se, lo, hi, "
