@@ -832,10 +832,12 @@ def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None,
         n = len(panels)
         fig = fig or _new_figure(4.2 if n == 1 else 3.0 * math.ceil(n / (2 if n in (2, 4) else 3)) + 0.9)
         axs = _grid(fig, n, sharey=n > 1)
-    for (v, part), a in zip(panels, axs):
+    for k, ((v, part), a) in enumerate(zip(panels, axs)):
         _sens_panel(part, x, metric, by, a, compact=fac is not None)
         if fac is not None:
             a.set_title(f"{names[fac]} = {_fmt(v)}", fontsize=9)
+            if k and a.get_legend() is not None:  # one legend: the panels share their lines' meaning
+                a.get_legend().remove()
     axs[0].set_ylabel(_label(metric), fontsize=8.5)
     note = _slice_note(sd, (x,) + ((by,) if by else ()), fac)
     averaged = "averaged over" in note
