@@ -336,7 +336,7 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(), metavar="RUN_DIR...")
 @click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology",
-                                           "tradeoff", "sensitivity"]),
+                                           "tradeoff", "sensitivity", "parallel"]),
               default=None, help="Figure (default: timeline for MeshHeal runs, sac for SAC runs, tradeoff for "
                                  "a MeshHeal sweep folder).")
 @click.option("--agents", default=None, metavar="A3,A5", help="Agents to show (timeline, heatmap, detector).")
@@ -348,12 +348,19 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
               "(heatmap, sensitivity; default detection.delay_mean).")
 @click.option("--by", default=None, metavar="PARAM", help="Sweep folders: one line per value of this parameter "
               "(sensitivity).")
+@click.option("--where", "where", multiple=True, metavar="PATH=VALUE",
+              help="Sweep folders: only the points at this value of a swept parameter (repeatable).")
+@click.option("--facet", default=None, metavar="PARAM",
+              help="Sweep folders: one panel per value of this swept parameter (tradeoff, heatmap, sensitivity).")
+@click.option("--color", default=None, metavar="COLUMN", help="Sweep folders: the metric colouring the lines "
+              "(parallel).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Figure file: .png, .pdf or .svg (default: RUN_DIR/<kind>.png).")
 def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: int | None, x: str | None,
-         y: str | None, metric: str | None, by: str | None, out: str | None) -> None:
+         y: str | None, metric: str | None, by: str | None, out: str | None, where: tuple[str, ...] = (),
+         facet: str | None = None, color: str | None = None) -> None:
     """Draw a figure of RUN_DIR (several RUN_DIRs for --kind sac) or of a sweep
-    folder (--kind tradeoff, heatmap, sensitivity); see docs/plots.md and docs/sweeps.md."""
+    folder (--kind tradeoff, heatmap, sensitivity, parallel); see docs/plots.md and docs/sweeps.md."""
     from . import plots
     from .sweep import is_sweep_folder
 
@@ -366,11 +373,13 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
         if len(run_dirs) > 1 or agents or seed is not None:
             raise InputError("a sweep folder takes one folder and no --agents / --seed", field="RUN_DIR",
                              value=list(run_dirs))
-        click.echo(f"wrote {render_sweep(run_dirs[0], kind, x=x, y=y, metric=metric, by=by, out=out)}")
+        path = render_sweep(run_dirs[0], kind, x=x, y=y, metric=metric, by=by, out=out, where=where, facet=facet,
+                            color=color)
+        click.echo(f"wrote {path}")
         return
-    if kind in ("tradeoff", "sensitivity") or x or y or metric or by:
-        raise InputError("--kind tradeoff / sensitivity and --x, --y, --metric, --by take a sweep folder "
-                         "(meshsim sweep)", file=run_dirs[0])
+    if kind in ("tradeoff", "sensitivity", "parallel") or x or y or metric or by or where or facet or color:
+        raise InputError("--kind tradeoff / sensitivity / parallel and --x, --y, --metric, --by, --where, --facet, "
+                         "--color take a sweep folder (meshsim sweep)", file=run_dirs[0])
 
     path = plots.render(list(run_dirs), kind=kind, agents=plots.parse_agents(agents), seed=seed, out=out)
     click.echo(f"wrote {path}")
@@ -411,9 +420,12 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
 @click.option("--dry-run", is_flag=True, help="List the points, which runs are done and pending in the folder, "
               "the skipped points and a refused change of the study; write nothing (exit 2 when refused).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@click.option("--reference", "reference", multiple=True, metavar="PATH=VALUE,...",
+              help="summary.csv's paired differences: to the point at these values (other parameters: each "
+                   "point's own); default: the scenario's own values that are grid values.")
 def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], seeds: str | None, sets: tuple[str, ...],
           out: str | None, workers: int | None, executor: str, scheduler: str | None, output: str | None,
-          smoke: bool, dry_run: bool, quiet: bool) -> int:
+          smoke: bool, dry_run: bool, quiet: bool, reference: tuple[str, ...] = ()) -> int:
     """Run SCENARIO over a grid of parameters and seeds (docs/sweeps.md).
 
     Writes OUT/manifest.json, one folder per run under OUT/runs/, and the tidy
@@ -439,6 +451,10 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
         smoke = smoke or args["smoke"]
         grid, zips = tuple(args["grid"]), tuple(args["zips"])
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
+    if reference:  # checked before any run: a typo must not cost the sweep
+        from .sweep.slices import parse_fixes
+
+        parse_fixes(reference, plan.spec.paths, lambda p: [pt.values[p] for pt in plan.points], "--reference")
     names = short_names(plan.spec.paths)
     name = _safe(plan.name)
     out_dir = Path(out) if out else Path("runs") / (name if name.startswith("sweep") else f"sweep-{name}")
@@ -459,7 +475,8 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
     if dry_run:
         return _sweep_dry_run(plan, out_dir, names, announce)
     res = run_sweep(plan, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet,
-                    echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce)
+                    echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce,
+                    reference=list(reference) or None)
     click.echo(f"{res.total} runs: {res.total - res.failed} finished ({res.resumed} resumed), {res.failed} failed"
                + (f", {res.skipped} points skipped" if res.skipped else ""))
     for f in res.failures[:10]:
@@ -524,9 +541,20 @@ def schema() -> None:
 @main.command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
-def report(run_dir: str, seed: int | None) -> None:
+@click.option("--where", "where", multiple=True, metavar="PATH=VALUE",
+              help="Sweep folders: report only the points at this value of a swept parameter (repeatable).")
+@click.option("--facet", default=None, metavar="PARAM",
+              help="Sweep folders: one panel per value of this parameter in the trade-off, heat maps and curves.")
+@click.option("--reference", "reference", multiple=True, metavar="PATH=VALUE,...",
+              help="Sweep folders: the point the table's paired differences compare with (default: the "
+                   "scenario's own values that are grid values).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Sweep folders: the report file (default: SWEEP_DIR/report.html).")
+def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: str | None = None,
+           reference: tuple[str, ...] = (), out: str | None = None) -> None:
     """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file
-    (a sweep folder: trade-off, heat maps, sensitivity and the per-point table)."""
+    (a sweep folder: trade-off, parallel coordinates, every parameter's effect, heat maps and the
+    per-point table with intervals)."""
     from .plots.report import write_report
     from .sweep import is_sweep_folder
 
@@ -534,8 +562,12 @@ def report(run_dir: str, seed: int | None) -> None:
     if is_sweep_folder(run_dir):
         from .plots.sweeps import write_sweep_report
 
-        click.echo(f"wrote {write_sweep_report(run_dir)}")
+        path = write_sweep_report(run_dir, out, where=where, facet=facet, reference=list(reference) or None)
+        click.echo(f"wrote {path}")
         return
+    if where or facet or reference or out:
+        raise InputError("--where, --facet, --reference and --out take a sweep folder (meshsim sweep)",
+                         file=run_dir)
 
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 

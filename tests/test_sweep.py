@@ -378,7 +378,7 @@ def test_figures_and_report_of_a_sweep_folder(small_sweep, tmp_path):
     res = r.invoke(main, ["report", str(out)])
     assert res.exit_code == 0, res.output + res.stderr
     text = (out / "report.html").read_text()
-    assert text.count("<img") == 7 and "Skipped points" in text and "alpha must be &lt; beta" in text
+    assert text.count("<img") == 6 and "Skipped points" in text and "alpha must be &lt; beta" in text
     assert "Pareto" in text
 
 

@@ -13,6 +13,8 @@ Layout: :mod:`.spec` (axes, seeds, output level), :mod:`.worker` (one run,
 in any process), :mod:`.executors` (inline, process pool, Dask),
 :mod:`.progress`, :mod:`.manifest` (what the folder is a sweep of, resume
 rules), :mod:`.results` (results.csv, summary.csv, Parquet, pandas),
+:mod:`.stats` (intervals, paired differences), :mod:`.slices` (``--where``,
+the reference point),
 :mod:`.core` (plan and run).
 """
 from .core import (Plan, Point, SweepOutcome, SweepStatus, plan_sweep, point_label, resume_args, run_sweep,

@@ -369,7 +369,7 @@ def sweep_status(plan: Plan, out: str | Path) -> SweepStatus:
 def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Optional[int] = None,
               scheduler: Optional[str] = None, quiet: bool = False, live: Optional[bool] = None,
               echo: Callable[[str], None] = lambda s: None, every: float = 10.0,
-              announce: Optional[Callable[[], None]] = None) -> SweepOutcome:
+              announce: Optional[Callable[[], None]] = None, reference: Any = None) -> SweepOutcome:
     """Run every unfinished run of ``plan`` into ``out`` and write its tables.
 
     ``announce`` is called once everything that can refuse the sweep (the
@@ -444,7 +444,7 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
             finally:
                 progress.close()
                 ex.close(abort=aborted) if ex is not None else None
-        written = write_results(out, manifest)
+        written = write_results(out, manifest, reference)  # reference: summary.csv's paired differences
     finally:
         lock.release()
     return SweepOutcome(out, len(plan.runs), len(plan.runs) - len(todo), ok, len(failures), len(plan.skipped),

@@ -1,7 +1,8 @@
 """Tidy results of a sweep folder: ``results.csv`` (one row per run: swept
 parameters, seed, status, every scalar metric of its summary) and
 ``summary.csv`` (one row per point and metric: mean, sd and quantiles over
-seeds), both also as Parquet when pyarrow is installed, and
+seeds, the 95 % interval of the mean and the paired difference to a reference
+point on shared seeds, :mod:`.stats`), both also as Parquet when pyarrow is installed, and
 :func:`load_results` for pandas.
 
 Rows are in grid order (by the swept values, then seed), never in completion
@@ -23,7 +24,7 @@ from ..metrics import quantile
 from ..records import write_atomic
 
 __all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
-           "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns"]
+           "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns", "resolve_reference", "CONF"]
 __all__ += ["comparable_results", "TIMING", "TIMING_COLUMNS"]
 
 RESULTS, SUMMARY = "results.csv", "summary.csv"
@@ -36,6 +37,11 @@ QUANTILES = (("q10", 0.10), ("q25", 0.25), ("median", 0.5), ("q75", 0.75), ("q90
 TIMING, TIMING_COLUMNS = "timing.json", ("wall_seconds", "cpu_seconds")
 RUN_COLUMNS = ("seed", "point", "status", "error") + TIMING_COLUMNS
 STAT_COLUMNS = ("runs", "failed", "n", "mean", "sd", "min") + tuple(q for q, _ in QUANTILES) + ("max",)
+#: after STAT_COLUMNS: standard error and CONF interval of the mean over seeds (Student t), then the
+#: reference point (``ref``) and the paired difference point - reference over the seeds both hold
+INTERVAL_COLUMNS = ("se", "lo", "hi")
+DIFF_COLUMNS = ("ref", "diff", "diff_se", "diff_lo", "diff_hi", "diff_n")
+CONF = 0.95
 _SKIP = {"seed", "scenario"}
 
 
@@ -160,13 +166,30 @@ def _num(v: Any) -> Optional[float]:
     return None
 
 
-def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str]) -> tuple[list[str], list[dict]]:
+def _finite(v: float) -> Optional[float]:
+    return v if math.isfinite(v) else None
+
+
+def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
+               reference: Optional[dict[str, Any]] = None) -> tuple[list[str], list[dict]]:
     """(columns, rows) of ``summary.csv``: per point and metric, statistics over
-    its finished seeds (booleans count as 0/1, so their mean is a rate)."""
+    its finished seeds (booleans count as 0/1, so their mean is a rate), the
+    :data:`CONF` interval of the mean, and the paired difference to the point's
+    reference (``reference``: ``{path: value}``, see
+    :func:`meshsim.sweep.slices.reference_points`; None or empty: no reference)."""
+    from .slices import point_values, reference_points
+    from .stats import interval, paired
+
     metrics = metric_columns(columns, axes)
     by_point: dict[str, list[dict]] = {}
     for r in rows:
         by_point.setdefault(r["point"], []).append(r)
+    refs = reference_points(point_values(rows, axes), axes, reference or {})
+    per_seed: dict[str, dict[str, dict[int, float]]] = {}  # point -> metric -> seed -> value
+    for point, runs in by_point.items():
+        d = per_seed[point] = {}
+        for m in metrics:
+            d[m] = {r["seed"]: x for r in runs if r["status"] == "ok" and (x := _num(r.get(m))) is not None}
     out = []
     for point, runs in by_point.items():  # rows are already in grid order
         ok = [r for r in runs if r["status"] == "ok"]
@@ -181,8 +204,35 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str]) 
                        min=min(xs) if xs else None, max=max(xs) if xs else None)
             for name, q in QUANTILES:
                 row[name] = quantile(xs, q)
+            ci = interval(xs, CONF)
+            row.update(se=_finite(ci.se), lo=_finite(ci.lo), hi=_finite(ci.hi), ref=refs.get(point))
+            if refs.get(point) is not None:
+                d = paired(per_seed[point][m], per_seed[refs[point]][m], CONF)
+                row.update(diff=_finite(d.mean), diff_se=_finite(d.se), diff_lo=_finite(d.lo),
+                           diff_hi=_finite(d.hi), diff_n=d.n)
             out.append(row)
-    return axes + ["point", "metric"] + list(STAT_COLUMNS), out
+    return axes + ["point", "metric"] + list(STAT_COLUMNS) + list(INTERVAL_COLUMNS) + list(DIFF_COLUMNS), out
+
+
+def resolve_reference(manifest: dict, rows: list[dict[str, Any]], reference: Any = None) -> dict[str, Any]:
+    """``{path: value}`` of the reference: ``reference`` as ``PATH=VALUE`` items
+    (or a mapping), checked against the folder's points; None: the default rule
+    (:func:`meshsim.sweep.slices.default_reference`)."""
+    from .slices import default_reference, parse_fixes, point_values, same_value
+
+    axes = list(manifest["axes"])
+    pts = point_values(rows, axes)
+    if reference is None:
+        return default_reference(manifest, pts)
+
+    def values_of(path: str) -> list[Any]:
+        out: list[Any] = []
+        for v in pts.values():
+            if not any(same_value(v[path], u) for u in out):
+                out.append(v[path])
+        return sorted(out, key=sort_key)
+
+    return parse_fixes(reference, axes, values_of, "--reference")
 
 
 def _cell(v: Any) -> str:
@@ -231,12 +281,13 @@ def _parquet(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> bool
     return True
 
 
-def write_results(folder: Path | str, manifest: Optional[dict] = None) -> list[Path]:
-    """Write results.csv and summary.csv (and .parquet twins when pyarrow is there)."""
+def write_results(folder: Path | str, manifest: Optional[dict] = None, reference: Any = None) -> list[Path]:
+    """Write results.csv and summary.csv (and .parquet twins when pyarrow is there);
+    ``reference``: ``PATH=VALUE`` items of the reference point (default rule: None)."""
     folder = Path(folder)
     manifest = manifest or _manifest(folder)
     cols, rows = run_rows(folder, manifest)
-    pcols, prows = point_rows(cols, rows, list(manifest["axes"]))
+    pcols, prows = point_rows(cols, rows, list(manifest["axes"]), resolve_reference(manifest, rows, reference))
     written = []
     for name, c, r in ((RESULTS, cols, rows), (SUMMARY, pcols, prows)):
         write_atomic(folder / name, _csv(c, r))
@@ -247,24 +298,28 @@ def write_results(folder: Path | str, manifest: Optional[dict] = None) -> list[P
     return written
 
 
-def read_table(folder: Path | str, which: str = "runs") -> tuple[list[str], list[dict[str, Any]], dict]:
+def read_table(folder: Path | str, which: str = "runs", reference: Any = None
+               ) -> tuple[list[str], list[dict[str, Any]], dict]:
     """(columns, rows, manifest) of a sweep folder without pandas: values typed
-    back from the runs' summaries (``runs``) or computed per point (``points``)."""
+    back from the runs' summaries (``runs``) or computed per point (``points``,
+    with ``reference`` as in :func:`write_results`)."""
     folder = Path(folder)
     m = _manifest(folder)
     cols, rows = run_rows(folder, m)
     if which == "points":
-        cols, rows = point_rows(cols, rows, list(m["axes"]))
+        cols, rows = point_rows(cols, rows, list(m["axes"]), resolve_reference(m, rows, reference))
     return cols, rows, m
 
 
-def load_results(folder: Path | str, which: str = "runs"):
+def load_results(folder: Path | str, which: str = "runs", reference: Any = None):
     """A sweep folder's results as a pandas DataFrame.
 
     ``which="runs"`` (default): ``results.csv``, one row per run (swept
     parameters, ``seed``, ``point``, ``status``, ``error``, every scalar
     metric). ``which="points"``: ``summary.csv``, one row per point and metric
-    (``mean``, ``sd``, ``min``, quantiles, ``max`` over seeds). Read from the
+    (``mean``, ``sd``, ``min``, quantiles, ``max`` over seeds, ``se``, ``lo``,
+    ``hi``, and the paired difference ``diff`` … to the reference point ``ref``,
+    given by ``reference=["window=8"]`` or the default rule). Read from the
     run folders, so a sweep that is still running gives what has finished.
     """
     try:
@@ -274,5 +329,5 @@ def load_results(folder: Path | str, which: str = "runs"):
                          "pip install 'meshsim[sweep]'") from None
     if which not in ("runs", "points"):
         raise InputError("choose 'runs' or 'points'", field="which", value=which)
-    cols, rows, _m = read_table(folder, which)
+    cols, rows, _m = read_table(folder, which, reference)
     return pd.DataFrame.from_records([[r.get(c) for c in cols] for r in rows], columns=cols)
