@@ -380,12 +380,12 @@ def run_sweep(plan: Plan, out: str | Path, executor: str = "local", workers: Opt
     from .lifeline import sigterm_exits
 
     with sigterm_exits():
-        return _run_sweep(plan, out, executor, workers, scheduler, quiet, live, echo, every, announce)
+        return _run_sweep(plan, out, executor, workers, scheduler, quiet, live, echo, every, announce, reference)
 
 
 def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int], scheduler: Optional[str],
                quiet: bool, live: Optional[bool], echo: Callable[[str], None], every: float,
-               announce: Optional[Callable[[], None]]) -> SweepOutcome:
+               announce: Optional[Callable[[], None]], reference: Any = None) -> SweepOutcome:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RunFolderError("output path exists and is not a folder", file=str(out))
