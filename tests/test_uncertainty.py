@@ -1,0 +1,272 @@
+"""``meshsim uncertainty`` (issue 17, item 3): the budget split, the designs,
+a smoke-sized study (four outputs, common random numbers, the samples'
+overrides), byte-identical tables, resume after SIGKILL without redoing a
+finished run, --dry-run, refusals.
+
+The study runs tests/data/uncertainty/small.yaml (persistent-math at 84
+tasks, about 0.1 s a run) on a copy of fake-default with four ranges, at
+the smallest budget its design allows.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
+
+from meshsim.backends.provenance import assumption_factors, factor_overrides, load_profile_data
+from meshsim.cli import main
+from meshsim.uncertainty import classify
+from meshsim.uncertainty.design import MIN_LHS, MIN_TRAJECTORIES, allocate, lhs_design, minimum_budget, morris_design
+
+pytest.importorskip("SALib")
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "uncertainty"
+SMALL = str(DATA / "small.yaml")
+PROFILE = DATA / "fake-ranges.yaml"
+METRICS = ["--metric", "detection.false_isolations", "--metric", "accuracy.by_phase.degraded"]
+#: 4 factors, 2 seeds, band over 2: the minimum, (1 + 2 x 5 + 4 + 10) x 2
+ARGS = [SMALL, *METRICS, "--budget", "50", "--seeds", "1-2", "--top", "2",
+        "--paper", "accuracy.by_phase.degraded=0.9"]
+OUTPUTS = ("ranking.csv", "bands.csv", "samples.csv", "tornado.png", "report.html")
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ----------------------------------------------------------------------------------- design
+
+
+@settings(max_examples=200, deadline=None)
+@given(seeds=st.integers(1, 10), k=st.integers(1, 40), top=st.integers(1, 10), extra=st.integers(0, 5000))
+def test_the_budget_split_never_exceeds_the_budget_and_keeps_its_minimums(seeds, k, top, extra):
+    budget = minimum_budget(seeds, k, top) + extra
+    a = allocate(budget, seeds, k, top)
+    assert a.runs <= budget and a.runs > budget - seeds  # only the remainder of budget / seeds is left over
+    assert a.trajectories >= MIN_TRAJECTORIES and a.lhs >= MIN_LHS and a.top == min(top, k)
+    assert a.samples == 1 + a.trajectories * (k + 1) + 2 * a.top + a.lhs
+
+
+def test_a_budget_below_the_minimum_is_an_input_error():
+    from meshsim.errors import InputError
+
+    with pytest.raises(InputError, match="--budget: too small .* needs at least 50 runs"):
+        allocate(49, 2, 4, 2)
+
+
+def test_designs_are_seeded_and_in_the_unit_cube():
+    a, b = morris_design(4, 3, seed=7), morris_design(4, 3, seed=7)
+    assert a == b and a != morris_design(4, 3, seed=8) and len(a) == 3 * 5
+    # a trajectory moves one factor at a time, by the Morris step 2/3
+    for t in range(3):
+        rows = a[t * 5:(t + 1) * 5]
+        for r0, r1 in zip(rows, rows[1:]):
+            moved = [abs(x - y) for x, y in zip(r0, r1) if abs(x - y) > 1e-12]
+            assert len(moved) == 1 and moved[0] == pytest.approx(2 / 3)
+    h = lhs_design(2, 10, seed=3)
+    assert h == lhs_design(2, 10, seed=3) and all(0 <= u <= 1 for row in h for u in row)
+    for d in range(2):  # one sample in each tenth of every dimension: a Latin hypercube
+        assert sorted(int(row[d] * 10) for row in h) == list(range(10))
+
+
+@pytest.mark.parametrize("paper,p5,p95,sd,expected", [
+    (None, 0.1, 0.2, 0.05, ""),
+    (0.3, 0.1, 0.2, 0.05, "robust disagreement"),
+    (0.05, 0.1, 0.2, 0.05, "robust disagreement"),
+    (0.15, 0.1, 0.2, 0.05, "robust agreement"),  # width 0.1 = 2 seed sd
+    (0.15, 0.1, 0.2, 0.04, "assumption-bound"),
+    (0.15, 0.1, 0.2, None, "assumption-bound"),
+])
+def test_classification_against_the_paper(paper, p5, p95, sd, expected):
+    assert classify(paper, p5, p95, sd) == expected
+
+
+# ----------------------------------------------------------------------------------- a study
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("unc") / "u"
+    res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--workers", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output + res.stderr
+    return out, res.output
+
+
+def test_a_study_writes_its_four_outputs_and_prints_ranking_and_bands(study):
+    out, text = study
+    for name in OUTPUTS:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert (out / "tornado.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Morris ranking: detection.false_isolations" in (out / "report.html").read_text()
+    lines = text.splitlines()
+    assert lines[-1].startswith("wrote ") and all(str(out / n) in lines[-1] for n in OUTPUTS)
+    assert any(ln.startswith("detection.false_isolations: base ") and "band 5-95 %" in ln for ln in lines)
+    assert any(ln.startswith("accuracy.by_phase.degraded: ") and "mu*=" in ln for ln in lines)
+
+
+def test_ranking_lists_every_factor_per_metric_by_mu_star(study):
+    out, _ = study
+    names = [f.name for f in assumption_factors(load_profile_data(PROFILE))]
+    rows = _rows(out / "ranking.csv")
+    for m in ("detection.false_isolations", "accuracy.by_phase.degraded"):
+        rk = [r for r in rows if r["metric"] == m]
+        assert [int(r["rank"]) for r in rk] == [1, 2, 3, 4] and sorted(r["factor"] for r in rk) == sorted(names)
+        mu = [float(r["mu_star"]) for r in rk]
+        assert mu == sorted(mu, reverse=True) and all(x >= 0 for x in mu)
+        assert all(int(r["trajectories"]) == 2 for r in rk)
+    # tokens scales 28 numbers at once and moves no outcome the detector sees: never above a factor that does
+    tok = [r for r in rows if r["factor"] == "tokens"]
+    assert all(float(r["mu_star"]) == 0.0 for r in tok)
+    state = json.loads((out / "uncertainty.json").read_text())
+    assert len(state["top"]) == 2 and "tokens" not in state["top"]
+    assert {r["factor"] for r in rows if r["in_band"] == "True"} == set(state["top"])
+
+
+def test_bands_separate_seed_noise_from_the_assumption_spread(study):
+    out, _ = study
+    samples = _rows(out / "samples.csv")
+    lhs = [s for s in samples if s["stage"] == "lhs"]
+    assert len(lhs) == 10 and len([s for s in samples if s["stage"] == "end"]) == 4
+    assert all(s["detection.false_isolations.n"] == "2" for s in samples)  # every sample at both seeds
+    for b in _rows(out / "bands.csv"):
+        m = b["metric"]
+        means = sorted(float(s[m]) for s in lhs)
+        assert float(b["band_min"]) == means[0] and float(b["band_max"]) == means[-1]
+        assert means[0] <= float(b["band_p5"]) <= float(b["band_p50"]) <= float(b["band_p95"]) <= means[-1]
+        base = [s for s in samples if s["stage"] == "base"][0]
+        runs = [json.loads((out / "runs" / base["point"] / f"seed-{s}" / "summary.json").read_text())
+                for s in (1, 2)]
+        from meshsim.records import dig
+
+        vals = [float(dig(r, m)) for r in runs]
+        assert float(b["base_mean"]) == pytest.approx(sum(vals) / 2)
+        assert float(b["seed_sd"]) == pytest.approx(abs(vals[0] - vals[1]) / 2 ** 0.5)
+        assert b["n_seeds"] == "2" and b["n_samples"] == "10"
+    acc = next(b for b in _rows(out / "bands.csv") if b["metric"] == "accuracy.by_phase.degraded")
+    assert acc["paper"] == "0.9" and acc["class"] == classify(0.9, float(acc["band_p5"]), float(acc["band_p95"]),
+                                                               float(acc["seed_sd"]))
+
+
+def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study):
+    out, _ = study
+    factors = assumption_factors(load_profile_data(PROFILE))
+    samples = _rows(out / "samples.csv")
+    for s in [samples[0], samples[1], samples[-1]]:
+        pos = {f.name: float(s[f.name]) for f in factors if s[f.name] != ""}
+        for seed in (1, 2):
+            resolved = yaml.safe_load((out / "runs" / s["point"] / f"seed-{seed}" / "scenario.resolved.yaml")
+                                      .read_text())
+            assert (resolved["backend"].get("overrides") or {}) == factor_overrides(factors, pos)
+            assert resolved["seed"] == seed
+
+
+def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_nothing(study):
+    out, _ = study
+    before = {n: (out / n).read_bytes() for n in ("ranking.csv", "bands.csv", "samples.csv")}
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/seed-*/summary.json")}
+    res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--workers", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output + res.stderr
+    assert "50 runs: 50 finished (50 resumed), 0 failed" in res.output
+    assert {n: (out / n).read_bytes() for n in before} == before
+    assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/seed-*/summary.json")} == stamps
+
+
+def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_tables(study, tmp_path):
+    out, _ = study
+    dest = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "meshsim.cli", "uncertainty", *ARGS, "--workers", "1", "--out", str(dest), "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len(list(dest.glob("runs/*/seed-*/summary.json"))) < 6:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in dest.glob("runs/*/seed-*/summary.json")}
+    assert 6 <= len(done) < 50, f"the kill did not land mid-way ({len(done)} of 50 runs done)"
+    assert not (dest / "ranking.csv").exists()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"({len(done)} resumed)" in res.stdout
+    for p, stamp in done.items():  # a finished run is never redone (a redo rewrites its summary.json)
+        assert (p.stat().st_ino, p.stat().st_mtime_ns) == stamp
+    for name in ("ranking.csv", "bands.csv", "samples.csv"):
+        assert (dest / name).read_bytes() == (out / name).read_bytes(), name
+    assert not list(dest.rglob("*.tmp"))
+
+
+def test_meshsim_report_rewrites_the_uncertainty_report(study):
+    out, _ = study
+    (out / "report.html").unlink()
+    res = CliRunner().invoke(main, ["report", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "Prediction bands" in (out / "report.html").read_text()
+
+
+# ----------------------------------------------------------------------------------- checks and refusals
+
+
+def test_dry_run_lists_the_design_and_writes_nothing(tmp_path):
+    res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--out", str(tmp_path / "d"), "--dry-run"])
+    assert res.exit_code == 0, res.output + res.stderr
+    assert not (tmp_path / "d").exists()
+    assert ("budget 50 runs: 25 samples x 2 seeds (seeds 1,2) = 50 runs: 1 base, 2 Morris trajectories (10 samples), "
+            "4 ends and 10 Latin-hypercube samples over the top 2") in res.output
+    assert "  tokens  x[0.7, 1.4]  (28 numbers)" in res.output
+    assert "  review.noise  [0.02, 0.15]  (1 number)" in res.output
+
+
+def _one_line(args: list[str], tmp_path: Path) -> str:
+    res = CliRunner().invoke(main, ["uncertainty", *args, "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and not res.stdout, res.output
+    (line,) = res.stderr.strip().splitlines()
+    assert not (tmp_path / "x").exists()
+    return line
+
+
+def test_a_metric_the_summary_lacks_is_one_line_exit_2(tmp_path):
+    line = _one_line([SMALL, "--metric", "detection.false_isolatons", "--budget", "50", "--seeds", "1-2", "--top", "2"],
+                     tmp_path)
+    assert line.startswith("error: --metric: not a number of this scenario's summary.json; did you mean "
+                           "detection.false_isolations")
+    line = _one_line([SMALL, "--metric", "accuracy.by_phase", "--budget", "50", "--seeds", "1-2", "--top", "2"],
+                     tmp_path)
+    assert "names a group, not a number" in line
+
+
+def test_a_profile_without_ranges_is_refused(tmp_path):
+    line = _one_line([str(ROOT / "scenarios" / "meshheal" / "persistent-math.yaml")], tmp_path)
+    assert line.startswith("error: ") and "fake-default.yaml: ranges: the profile declares no assumption ranges" in line
+
+
+def test_a_backend_without_a_profile_to_vary_is_refused(tmp_path):
+    line = _one_line([SMALL, "--set", "backend={kind: 'null'}"], tmp_path)
+    assert "backend.kind" in line and "not 'fake' or 'fake_consensus'" in line
+
+
+def test_a_range_that_makes_an_invalid_profile_is_refused(tmp_path):
+    prof = yaml.safe_load(PROFILE.read_text())
+    prof["ranges"] = {"review.noise": {"low": -0.5, "high": 0.1, "why": "test: below zero"}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(prof))
+    scen = yaml.safe_load(Path(SMALL).read_text())
+    scen["backend"]["profile"] = "bad.yaml"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scen))
+    line = _one_line([str(tmp_path / "s.yaml"), "--budget", "50", "--seeds", "1-2", "--top", "1",
+                      "--metric", "accuracy.overall"], tmp_path)
+    assert "bad.yaml: ranges: the ranges make an invalid profile at sample" in line and "review.noise=" in line
+
+
+def test_a_budget_too_small_is_one_line_exit_2(tmp_path):
+    line = _one_line([SMALL, *METRICS, "--budget", "49", "--seeds", "1-2", "--top", "2"], tmp_path)
+    assert line.startswith("error: --budget: too small for 4 factors, 2 seeds") and "at least 50 runs" in line
