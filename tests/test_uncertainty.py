@@ -270,3 +270,45 @@ def test_a_range_that_makes_an_invalid_profile_is_refused(tmp_path):
 def test_a_budget_too_small_is_one_line_exit_2(tmp_path):
     line = _one_line([SMALL, *METRICS, "--budget", "49", "--seeds", "1-2", "--top", "2"], tmp_path)
     assert line.startswith("error: --budget: too small for 4 factors, 2 seeds") and "at least 50 runs" in line
+
+
+# ----------------------------------------------------------------------------------- bands in meshsim reproduce
+
+
+def test_reproduce_rows_get_the_band_of_the_stored_study(study, tmp_path, monkeypatch):
+    """A prediction row recomputed at the study's Latin-hypercube samples (its runs patched with the same
+    factor overrides) has the study's own band: same runs, same numbers."""
+    from meshsim.reproduce import bands as rb
+    from meshsim.reproduce.core import Cell, Experiment, _seeds, _vals, render_markdown, run_experiments
+
+    out, _ = study
+    scen = str(Path(SMALL).relative_to(ROOT))
+
+    def cells(by):
+        return [Cell("T", "degraded-phase accuracy", 0.9, values=_vals(by["a"], "accuracy.by_phase.degraded")),
+                Cell("T", "false isolations", None, values=_vals(by["a"], "detection.false_isolations"))]
+
+    exp = Experiment("x", "test experiment", {"a": _seeds(scen, 2)}, cells)
+    monkeypatch.setitem(rb.BAND_EXPERIMENTS, "t", ("x",))
+    results = run_experiments([exp], tmp_path / "rep")
+    info = rb.add_bands("t", [exp], results, tmp_path / "rep", 1, out, 3)
+    assert info["experiments"] == ["x"] and info["samples"] == 3 and info["available"] == 10
+    from meshsim.metrics import quantile
+
+    lhs = [s for s in _rows(out / "samples.csv") if s["stage"] == "lhs"][:3]
+    acc, fi = results[0]["cells"]
+    for cell, m in ((acc, "accuracy.by_phase.degraded"), (fi, "detection.false_isolations")):
+        means = [float(s[m]) for s in lhs]  # the study's seed means at the same samples
+        assert cell["band"] == [quantile(means, 0.05), quantile(means, 0.95)] and cell["band_n"] == 3
+    assert acc["class"] == classify(0.9, *acc["band"], acc["sd"]) and fi["class"] == ""
+    md = render_markdown("t", results, [], bands={**info, "how": "--bands", "quick": True})
+    assert "| table | quantity | paper | simulated | kind | assumption band | class |" in md
+    assert "3 of the 10 Latin-hypercube samples" in md and "fewer samples with --quick" in md
+
+
+def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):
+    from meshsim.reproduce.bands import find_study
+
+    monkeypatch.chdir(tmp_path)
+    folder, why = find_study("meshheal")
+    assert folder is None and "runs/uncertainty-meshheal-persistent-math" in why and "meshsim uncertainty" in why
