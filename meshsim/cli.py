@@ -414,7 +414,7 @@ def _seed_text(seeds: list[int]) -> str:
                    "accuracy.by_phase.degraded, bfti; repeatable). Default: the protocol's headline metrics.")
 @click.option("--budget", type=click.IntRange(1, 10_000_000), default=None,
               help="Simulation runs in all (samples x seeds): 1 base sample, Morris trajectories in about half, "
-                   "2 ends per top factor, the rest Latin hypercube. Default 2000.")
+                   "2 ends per top factor, the rest Latin hypercube. Default 3000.")
 @click.option("--seeds", default=None, metavar="SEEDS",
               help="Seeds of every sample (the same at each: common random numbers): a range 1-5, a list or a "
                    "count (default: the scenario's).")

@@ -32,16 +32,15 @@ from ..backends.provenance import Factor, assumption_factors, factor_overrides, 
 from ..errors import InputError, RunFolderError
 from ..records import write_atomic
 from .design import Allocation, allocate, end_design, lhs_design, morris_analyze, morris_design
+from .tables import BANDS, FORMAT, RANKING, SAMPLES, STATE, TORNADO, read_csv, read_state
 
 __all__ = ["Study", "Sample", "plan_uncertainty", "check_metrics", "run_uncertainty", "UncertaintyOutcome",
            "STATE", "RANKING", "BANDS", "SAMPLES", "TORNADO", "FORMAT", "read_state", "read_csv",
            "DEFAULT_BUDGET", "DEFAULT_TOP", "classify", "metric_value"]
 
-FORMAT = "meshsim-uncertainty/1"
-STATE, RANKING, BANDS, SAMPLES, TORNADO = "uncertainty.json", "ranking.csv", "bands.csv", "samples.csv", "tornado.png"
 #: runs (samples x seeds); sized so that persistent-math (about 0.4 s of CPU a run) finishes within 30 min
 #: on 2 cores with its 5 seeds (docs/uncertainty.md, "Budget")
-DEFAULT_BUDGET = 2000
+DEFAULT_BUDGET = 3000
 DEFAULT_TOP = 5
 #: metrics used when none is named, those the scenario's summary holds
 DEFAULT_METRICS = ("detection.false_isolations", "detection.delay_mean", "accuracy.overall", "bfti", "faa")
@@ -553,47 +552,3 @@ def write_outputs(study: Study, out: Path, ranking: list[dict[str, Any]], bands:
         written.append(out / name)
     written += write_report(out)
     return written
-
-
-# ------------------------------------------------------------------------------------ reading back
-
-
-def read_state(folder: Path | str) -> dict[str, Any]:
-    f = Path(folder) / STATE
-    if not f.is_file():
-        raise RunFolderError("not an uncertainty folder (no uncertainty.json); make one with meshsim uncertainty",
-                             file=str(folder))
-    try:
-        st = json.loads(f.read_text())
-    except ValueError:
-        raise RunFolderError("not valid JSON", file=str(f)) from None
-    if not isinstance(st, dict) or st.get("format") != FORMAT:
-        raise RunFolderError(f"not a {FORMAT} file", file=str(f))
-    return st
-
-
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    """A table written here, numbers typed back."""
-    if not path.is_file():
-        raise RunFolderError("missing: the study has not finished (rerun meshsim uncertainty to finish it)",
-                             file=str(path))
-    rows = []
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            rows.append({k: _parse(v) for k, v in r.items()})
-    return rows
-
-
-def _parse(v: str) -> Any:
-    if v == "":
-        return None
-    if v in ("True", "False"):
-        return v == "True"
-    try:
-        return int(v)
-    except ValueError:
-        pass
-    try:
-        return float(v)
-    except ValueError:
-        return v

@@ -13,11 +13,11 @@ from typing import Any, Optional
 __all__ = ["tornado", "tornado_figure", "build_report", "write_report", "load"]
 
 LOW_COLOR, HIGH_COLOR = "#1c7ed6", "#f08c00"
-BAND_COLOR, NOISE_COLOR, PAPER_COLOR = "#e7f5ff", "#dee2e6", "#c92a2a"
+BAND_COLOR, BAND_EDGE, NOISE_COLOR, PAPER_COLOR = "#a5d8ff", "#1864ab", "#ced4da", "#c92a2a"
 
 
 def load(folder: Path | str) -> dict[str, Any]:
-    from .core import BANDS, RANKING, SAMPLES, read_csv, read_state
+    from .tables import BANDS, RANKING, SAMPLES, read_csv, read_state
 
     folder = Path(folder)
     return {"folder": folder, "state": read_state(folder), "ranking": read_csv(folder / RANKING),
@@ -52,12 +52,8 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
     ranks = [r for r in d["ranking"] if r["metric"] == metric and r["in_band"]]
     ranks.sort(key=lambda r: r["rank"])
     ends = _ends(d, metric)
-    ax = _axes(ax, 1.2 + 0.45 * max(1, len(ranks)))
+    ax = _axes(ax, _height(len(ranks)))
     base = band["base_mean"]
-    if band["band_p5"] is not None:
-        ax.axvspan(band["band_p5"], band["band_p95"], color=BAND_COLOR, zorder=0)
-    if base is not None and band["seed_se"] is not None:
-        ax.axvspan(base - 2 * band["seed_se"], base + 2 * band["seed_se"], color=NOISE_COLOR, alpha=0.7, zorder=1)
     labels = []
     n = len(ranks)
     xs = [x for x in (base, band["band_p5"], band["band_p95"], band.get("paper")) if x is not None]
@@ -79,17 +75,32 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
                         ha="left" if right else "right", fontsize=8, color=color, zorder=5)
         labels.append(f"{r['factor']}  [{_fmt(r['low'])}{'×' if r['scale'] else ''}, "
                       f"{_fmt(r['high'])}{'×' if r['scale'] else ''}]\nμ* {_fmt(r['mu_star'])}")
-    ax.set_yticks(range(n - 1, -1, -1), labels, fontsize=8)
-    ax.set_ylim(-0.7, n - 0.3)
+    # below the factors: the band over the assumptions and the seed noise of a seed mean, side by side
+    y_band, y_noise = -1.3, -2.1
+    if band["band_p5"] is not None:
+        ax.barh(y_band, band["band_p95"] - band["band_p5"], left=band["band_p5"], height=0.55, color=BAND_COLOR,
+                edgecolor=BAND_EDGE, zorder=2)
+        ax.plot([band["band_p50"]] * 2, [y_band - 0.27, y_band + 0.27], color=BAND_EDGE, lw=1.5, zorder=3)
+        ax.annotate(f"{_fmt(band['band_p5'])} – {_fmt(band['band_p95'])}", (band["band_p95"], y_band),
+                    xytext=(3, 0), textcoords="offset points", va="center", fontsize=8, color=BAND_EDGE)
+    if base is not None and band["seed_se"] is not None:
+        lo_n, hi_n = base - 2 * band["seed_se"], base + 2 * band["seed_se"]
+        ax.barh(y_noise, hi_n - lo_n, left=lo_n, height=0.55, color=NOISE_COLOR, zorder=2)
+        ax.annotate(f"seed sd {_fmt(band['seed_sd'])}", (hi_n, y_noise), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8, color="#495057")
+        xs += [lo_n, hi_n]
+    ax.axhline(-0.7, color="#adb5bd", lw=0.8)
+    ax.set_yticks(list(range(n - 1, -1, -1)) + [y_band, y_noise],
+                  labels + [f"assumption band 5–95 %\n({band['n_samples']} samples)",
+                            f"seed noise: base ± 2 se\n({band['n_seeds']} seeds)"], fontsize=8)
+    ax.set_ylim(y_noise - 0.6, n - 0.3)
     if xs:
         lo_x, hi_x = min(xs), max(xs)
         pad = 0.12 * (hi_x - lo_x) if hi_x > lo_x else max(abs(hi_x) * 0.1, 0.5)
         ax.set_xlim(lo_x - pad, hi_x + pad)
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=BAND_COLOR, label=f"5–95 % band ({band['n_samples']} samples)")]
-    if base is not None and band["seed_se"] is not None:
-        handles.append(Patch(color=NOISE_COLOR, label=f"base ± 2 seed se ({band['n_seeds']} seeds)"))
+    handles = []
     if base is not None:
         ax.axvline(base, color="#212529", lw=1, zorder=6)
         from matplotlib.lines import Line2D
@@ -114,13 +125,17 @@ def _same_side(lo: Optional[float], hi: Optional[float], base: Optional[float]) 
     return (lo - base) * (hi - base) > 0
 
 
+def _height(n: int) -> float:
+    return 1.9 + 0.45 * max(1, n)
+
+
 def tornado_figure(d: dict[str, Any]):
     from ..plots.canvas import _new_figure
 
     metrics = d["state"]["metrics"]
     rows = [sum(1 for r in d["ranking"] if r["metric"] == m and r["in_band"]) for m in metrics]
-    fig = _new_figure(sum(1.2 + 0.45 * max(1, n) for n in rows) + 0.3)
-    axes = fig.subplots(len(metrics), 1, squeeze=False, height_ratios=[1.2 + 0.45 * max(1, n) for n in rows])
+    fig = _new_figure(sum(_height(n) for n in rows) + 0.3)
+    axes = fig.subplots(len(metrics), 1, squeeze=False, height_ratios=[_height(n) for n in rows])
     for m, ax in zip(metrics, axes[:, 0]):
         tornado(d, m, ax=ax)
     return fig
@@ -196,7 +211,7 @@ def write_report(folder: Path | str) -> list[Path]:
     import base64
 
     from ..records import write_atomic
-    from .core import TORNADO
+    from .tables import TORNADO
 
     folder = Path(folder)
     written = []
