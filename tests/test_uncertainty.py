@@ -312,3 +312,29 @@ def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     folder, why = find_study("meshheal")
     assert folder is None and "runs/uncertainty-meshheal-persistent-math" in why and "meshsim uncertainty" in why
+
+
+def test_a_sac_study_varies_a_consensus_profile_with_integer_factors(tmp_path):
+    out = tmp_path / "sac"
+    res = CliRunner().invoke(main, ["uncertainty", str(DATA / "sac-small.yaml"), "--budget", "25", "--seeds", "1",
+                                    "--top", "2", "--workers", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output + res.stderr
+    assert "metrics bfti, faa" in res.output  # the defaults a SAC summary holds
+    assert {r["metric"] for r in _rows(out / "ranking.csv")} == {"bfti", "faa"}
+    seen = set()
+    for f in out.glob("runs/*/seed-1/scenario.resolved.yaml"):
+        over = yaml.safe_load(f.read_text())["backend"].get("overrides") or {}
+        if "wrong.distractors" in over:
+            assert isinstance(over["wrong.distractors"], int) and 3 <= over["wrong.distractors"] <= 12
+            seen.add(over["wrong.distractors"])
+    assert len(seen) > 3
+
+
+def test_ranges_that_break_a_joint_constraint_name_the_sample(tmp_path):
+    prof = yaml.safe_load((DATA / "sac-ranges.yaml").read_text())
+    prof["ranges"]["latent.difficulty"] = {"low": 0.2, "high": 0.8, "why": "test: beyond 1 - persist.strong"}
+    (tmp_path / "sac-ranges.yaml").write_text(yaml.safe_dump(prof))
+    (tmp_path / "s.yaml").write_text((DATA / "sac-small.yaml").read_text())
+    line = _one_line([str(tmp_path / "s.yaml"), "--budget", "25", "--seeds", "1", "--top", "2"], tmp_path)
+    assert "the ranges make an invalid profile at sample" in line and "latent.difficulty=1" in line
+    assert "latent.difficulty + latent.persist.strong must be at most 1" in line
