@@ -129,6 +129,9 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
     from ..fields import parse_seeds
     from ..scenario import parse_scenario, read_scenario_data, scenario_data
 
+    from .design import require_salib
+
+    require_salib()
     scen_path = Path(path)
     source = str(scen_path)
     raw = read_scenario_data(scen_path)

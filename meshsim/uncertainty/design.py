@@ -24,7 +24,7 @@ from typing import Optional
 
 from ..errors import InputError
 
-__all__ = ["LEVELS", "MIN_LHS", "MIN_TRAJECTORIES", "Allocation", "allocate", "morris_design", "lhs_design",
+__all__ = ["require_salib", "LEVELS", "MIN_LHS", "MIN_TRAJECTORIES", "Allocation", "allocate", "morris_design", "lhs_design",
            "end_design"]
 
 LEVELS = 4  # Morris grid levels: u in {0, 1/3, 2/3, 1}, step 2/3 (the usual choice, Saltelli et al. 2008)
@@ -60,6 +60,15 @@ class Allocation:
     @property
     def runs(self) -> int:
         return self.samples * self.seeds
+
+
+def require_salib() -> None:
+    """One line (exit 2) when SALib is missing: the 'uncertainty' extra installs it."""
+    try:
+        import SALib  # noqa: F401
+    except ImportError:
+        raise InputError("meshsim uncertainty needs SALib, which the 'uncertainty' extra installs: "
+                         "pip install 'meshsim[uncertainty]'") from None
 
 
 def minimum_budget(n_seeds: int, k: int, top: int) -> int:
