@@ -98,10 +98,20 @@ def test_classification_against_the_paper(paper, p5, p95, sd, expected):
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    out = tmp_path_factory.mktemp("unc") / "u"
-    res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--workers", "1", "--out", str(out), "-q"])
-    assert res.exit_code == 0, res.output + res.stderr
-    return out, res.output
+    """One study for every test here, made once even when xdist spreads the tests over workers
+    (the first worker makes it under a lock; the others read what it printed)."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    out, printed = root / "uncertainty-study", root / "uncertainty-study.txt"
+    with open(root / "uncertainty-study.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not printed.is_file():
+            res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--workers", "1", "--out", str(out), "-q"])
+            assert res.exit_code == 0, res.output + res.stderr
+            printed.write_text(res.output)
+    return out, printed.read_text()
 
 
 def test_a_study_writes_its_four_outputs_and_prints_ranking_and_bands(study):
@@ -206,8 +216,11 @@ def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_tables(stu
     assert not list(dest.rglob("*.tmp"))
 
 
-def test_meshsim_report_rewrites_the_uncertainty_report(study):
-    out, _ = study
+def test_meshsim_report_rewrites_the_uncertainty_report(study, tmp_path):
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(study[0], out, ignore=shutil.ignore_patterns(".*.lock"))
     (out / "report.html").unlink()
     res = CliRunner().invoke(main, ["report", str(out)])
     assert res.exit_code == 0, res.output
