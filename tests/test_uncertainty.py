@@ -31,14 +31,57 @@ from meshsim.uncertainty.design import MIN_LHS, MIN_TRAJECTORIES, allocate, lhs_
 pytest.importorskip("SALib")
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data" / "uncertainty"
-SMALL = str(DATA / "small.yaml")
-PROFILE = DATA / "fake-ranges.yaml"
+TEMPLATES = ROOT / "tests" / "data" / "uncertainty"
 METRICS = ["--metric", "detection.false_isolations", "--metric", "accuracy.by_phase.degraded"]
 #: 4 factors, 2 seeds, band over 2: the minimum, (1 + 2 x 5 + 4 + 10) x 2
-ARGS = [SMALL, *METRICS, "--budget", "50", "--seeds", "1-2", "--top", "2",
-        "--paper", "accuracy.by_phase.degraded=0.9"]
+OPTIONS = [*METRICS, "--budget", "50", "--seeds", "1-2", "--top", "2", "--paper", "accuracy.by_phase.degraded=0.9"]
 OUTPUTS = ("ranking.csv", "bands.csv", "samples.csv", "tornado.png", "report.html")
+
+
+def _shared(tmp_path_factory) -> Path:
+    """A folder every xdist worker of this session sees."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+def _once(root: Path, name: str, make) -> None:
+    """Run ``make`` once per session across xdist workers (the others wait for it)."""
+    import fcntl
+
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / f"{name}.done").is_file():
+            make()
+            (root / f"{name}.done").write_text("")
+
+
+def _write_data(dest: Path) -> None:
+    """The test profiles: the shipped fake-default and sac-default (whatever schema the checkout has), their own
+    ranges dropped, with the few ranges of tests/data/uncertainty/*.ranges.yaml; the scenarios beside them."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, base in (("fake-ranges", "fake-default"), ("sac-ranges", "sac-default")):
+        prof = yaml.safe_load((ROOT / "backends" / f"{base}.yaml").read_text())
+        prof["ranges"] = yaml.safe_load((TEMPLATES / f"{name}.ranges.yaml").read_text())["ranges"]
+        (dest / f"{name}.yaml").write_text(yaml.safe_dump(prof, sort_keys=False, width=120))
+    for scen in ("small.yaml", "sac-small.yaml"):
+        (dest / scen).write_text((TEMPLATES / scen).read_text())
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    root = _shared(tmp_path_factory)
+    _once(root, "uncertainty-data", lambda: _write_data(root / "uncertainty-data"))
+    return root / "uncertainty-data"
+
+
+@pytest.fixture(scope="module")
+def small(data) -> str:
+    return str(data / "small.yaml")
+
+
+@pytest.fixture(scope="module")
+def args(small) -> list[str]:
+    return [small, *OPTIONS]
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -97,20 +140,17 @@ def test_classification_against_the_paper(paper, p5, p95, sd, expected):
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    """One study for every test here, made once even when xdist spreads the tests over workers
-    (the first worker makes it under a lock; the others read what it printed)."""
-    import fcntl
-
-    root = tmp_path_factory.getbasetemp()
-    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+def study(tmp_path_factory, args):
+    """One study for every test here, made once even when xdist spreads the tests over workers."""
+    root = _shared(tmp_path_factory)
     out, printed = root / "uncertainty-study", root / "uncertainty-study.txt"
-    with open(root / "uncertainty-study.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not printed.is_file():
-            res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--workers", "1", "--out", str(out), "-q"])
-            assert res.exit_code == 0, res.output + res.stderr
-            printed.write_text(res.output)
+
+    def make() -> None:
+        res = CliRunner().invoke(main, ["uncertainty", *args, "--workers", "1", "--out", str(out), "-q"])
+        assert res.exit_code == 0, res.output + res.stderr
+        printed.write_text(res.output)
+
+    _once(root, "uncertainty-study", make)
     return out, printed.read_text()
 
 
@@ -126,9 +166,9 @@ def test_a_study_writes_its_four_outputs_and_prints_ranking_and_bands(study):
     assert any(ln.startswith("accuracy.by_phase.degraded: ") and "mu*=" in ln for ln in lines)
 
 
-def test_ranking_lists_every_factor_per_metric_by_mu_star(study):
+def test_ranking_lists_every_factor_per_metric_by_mu_star(study, data):
     out, _ = study
-    names = [f.name for f in assumption_factors(load_profile_data(PROFILE))]
+    names = [f.name for f in assumption_factors(load_profile_data(data / "fake-ranges.yaml"))]
     rows = _rows(out / "ranking.csv")
     for m in ("detection.false_isolations", "accuracy.by_phase.degraded"):
         rk = [r for r in rows if r["metric"] == m]
@@ -136,7 +176,7 @@ def test_ranking_lists_every_factor_per_metric_by_mu_star(study):
         mu = [float(r["mu_star"]) for r in rk]
         assert mu == sorted(mu, reverse=True) and all(x >= 0 for x in mu)
         assert all(int(r["trajectories"]) == 2 for r in rk)
-    # tokens scales 28 numbers at once and moves no outcome the detector sees: never above a factor that does
+    # tokens scales every token count at once and moves no outcome the detector sees: never above a factor that does
     tok = [r for r in rows if r["factor"] == "tokens"]
     assert all(float(r["mu_star"]) == 0.0 for r in tok)
     state = json.loads((out / "uncertainty.json").read_text())
@@ -169,9 +209,9 @@ def test_bands_separate_seed_noise_from_the_assumption_spread(study):
                                                                float(acc["seed_sd"]))
 
 
-def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study):
+def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study, data):
     out, _ = study
-    factors = assumption_factors(load_profile_data(PROFILE))
+    factors = assumption_factors(load_profile_data(data / "fake-ranges.yaml"))
     samples = _rows(out / "samples.csv")
     for s in [samples[0], samples[1], samples[-1]]:
         pos = {f.name: float(s[f.name]) for f in factors if s[f.name] != ""}
@@ -182,21 +222,21 @@ def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study):
             assert resolved["seed"] == seed
 
 
-def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_nothing(study):
+def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_nothing(study, args):
     out, _ = study
     before = {n: (out / n).read_bytes() for n in ("ranking.csv", "bands.csv", "samples.csv")}
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/seed-*/summary.json")}
-    res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--workers", "1", "--out", str(out), "-q"])
+    res = CliRunner().invoke(main, ["uncertainty", *args, "--workers", "1", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output + res.stderr
     assert "50 runs: 50 finished (50 resumed), 0 failed" in res.output
     assert {n: (out / n).read_bytes() for n in before} == before
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/seed-*/summary.json")} == stamps
 
 
-def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_tables(study, tmp_path):
+def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_tables(study, args, tmp_path):
     out, _ = study
     dest = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "meshsim.cli", "uncertainty", *ARGS, "--workers", "1", "--out", str(dest), "-q"]
+    cmd = [sys.executable, "-m", "meshsim.cli", "uncertainty", *args, "--workers", "1", "--out", str(dest), "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and len(list(dest.glob("runs/*/seed-*/summary.json"))) < 6:
@@ -230,13 +270,14 @@ def test_meshsim_report_rewrites_the_uncertainty_report(study, tmp_path):
 # ----------------------------------------------------------------------------------- checks and refusals
 
 
-def test_dry_run_lists_the_design_and_writes_nothing(tmp_path):
-    res = CliRunner().invoke(main, ["uncertainty", *ARGS, "--out", str(tmp_path / "d"), "--dry-run"])
+def test_dry_run_lists_the_design_and_writes_nothing(args, data, tmp_path):
+    res = CliRunner().invoke(main, ["uncertainty", *args, "--out", str(tmp_path / "d"), "--dry-run"])
     assert res.exit_code == 0, res.output + res.stderr
     assert not (tmp_path / "d").exists()
     assert ("budget 50 runs: 25 samples x 2 seeds (seeds 1,2) = 50 runs: 1 base, 2 Morris trajectories (10 samples), "
             "4 ends and 10 Latin-hypercube samples over the top 2") in res.output
-    assert "  tokens  x[0.7, 1.4]  (28 numbers)" in res.output
+    tokens = next(f for f in assumption_factors(load_profile_data(data / "fake-ranges.yaml")) if f.name == "tokens")
+    assert f"  tokens  x[0.7, 1.4]  ({len(tokens.leaves)} numbers)" in res.output
     assert "  review.noise  [0.02, 0.15]  (1 number)" in res.output
 
 
@@ -248,12 +289,12 @@ def _one_line(args: list[str], tmp_path: Path) -> str:
     return line
 
 
-def test_a_metric_the_summary_lacks_is_one_line_exit_2(tmp_path):
-    line = _one_line([SMALL, "--metric", "detection.false_isolatons", "--budget", "50", "--seeds", "1-2", "--top", "2"],
+def test_a_metric_the_summary_lacks_is_one_line_exit_2(small, tmp_path):
+    line = _one_line([small, "--metric", "detection.false_isolatons", "--budget", "50", "--seeds", "1-2", "--top", "2"],
                      tmp_path)
     assert line.startswith("error: --metric: not a number of this scenario's summary.json; did you mean "
                            "detection.false_isolations")
-    line = _one_line([SMALL, "--metric", "accuracy.by_phase", "--budget", "50", "--seeds", "1-2", "--top", "2"],
+    line = _one_line([small, "--metric", "accuracy.by_phase", "--budget", "50", "--seeds", "1-2", "--top", "2"],
                      tmp_path)
     assert "names a group, not a number" in line
 
@@ -263,16 +304,16 @@ def test_a_profile_without_ranges_is_refused(tmp_path):
     assert line.startswith("error: ") and "fake-default.yaml: ranges: the profile declares no assumption ranges" in line
 
 
-def test_a_backend_without_a_profile_to_vary_is_refused(tmp_path):
-    line = _one_line([SMALL, "--set", "backend={kind: 'null'}"], tmp_path)
+def test_a_backend_without_a_profile_to_vary_is_refused(small, tmp_path):
+    line = _one_line([small, "--set", "backend={kind: 'null'}"], tmp_path)
     assert "backend.kind" in line and "not 'fake' or 'fake_consensus'" in line
 
 
-def test_a_range_that_makes_an_invalid_profile_is_refused(tmp_path):
-    prof = yaml.safe_load(PROFILE.read_text())
+def test_a_range_that_makes_an_invalid_profile_is_refused(small, data, tmp_path):
+    prof = yaml.safe_load((data / "fake-ranges.yaml").read_text())
     prof["ranges"] = {"review.noise": {"low": -0.5, "high": 0.1, "why": "test: below zero"}}
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(prof))
-    scen = yaml.safe_load(Path(SMALL).read_text())
+    scen = yaml.safe_load(Path(small).read_text())
     scen["backend"]["profile"] = "bad.yaml"
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scen))
     line = _one_line([str(tmp_path / "s.yaml"), "--budget", "50", "--seeds", "1-2", "--top", "1",
@@ -280,22 +321,22 @@ def test_a_range_that_makes_an_invalid_profile_is_refused(tmp_path):
     assert "bad.yaml: ranges: the ranges make an invalid profile at sample" in line and "review.noise=" in line
 
 
-def test_a_budget_too_small_is_one_line_exit_2(tmp_path):
-    line = _one_line([SMALL, *METRICS, "--budget", "49", "--seeds", "1-2", "--top", "2"], tmp_path)
+def test_a_budget_too_small_is_one_line_exit_2(small, tmp_path):
+    line = _one_line([small, *METRICS, "--budget", "49", "--seeds", "1-2", "--top", "2"], tmp_path)
     assert line.startswith("error: --budget: too small for 4 factors, 2 seeds") and "at least 50 runs" in line
 
 
 # ----------------------------------------------------------------------------------- bands in meshsim reproduce
 
 
-def test_reproduce_rows_get_the_band_of_the_stored_study(study, tmp_path, monkeypatch):
+def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path, monkeypatch):
     """A prediction row recomputed at the study's Latin-hypercube samples (its runs patched with the same
     factor overrides) has the study's own band: same runs, same numbers."""
     from meshsim.reproduce import bands as rb
     from meshsim.reproduce.core import Cell, Experiment, _seeds, _vals, render_markdown, run_experiments
 
     out, _ = study
-    scen = str(Path(SMALL).relative_to(ROOT))
+    scen = small  # absolute: RunSpec takes it as is
 
     def cells(by):
         return [Cell("T", "degraded-phase accuracy", 0.9, values=_vals(by["a"], "accuracy.by_phase.degraded")),
@@ -327,9 +368,9 @@ def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):
     assert folder is None and "runs/uncertainty-meshheal-persistent-math" in why and "meshsim uncertainty" in why
 
 
-def test_a_sac_study_varies_a_consensus_profile_with_integer_factors(tmp_path):
+def test_a_sac_study_varies_a_consensus_profile_with_integer_factors(data, tmp_path):
     out = tmp_path / "sac"
-    res = CliRunner().invoke(main, ["uncertainty", str(DATA / "sac-small.yaml"), "--budget", "25", "--seeds", "1",
+    res = CliRunner().invoke(main, ["uncertainty", str(data / "sac-small.yaml"), "--budget", "25", "--seeds", "1",
                                     "--top", "2", "--workers", "1", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output + res.stderr
     assert "metrics bfti, faa" in res.output  # the defaults a SAC summary holds
@@ -343,11 +384,11 @@ def test_a_sac_study_varies_a_consensus_profile_with_integer_factors(tmp_path):
     assert len(seen) > 3
 
 
-def test_ranges_that_break_a_joint_constraint_name_the_sample(tmp_path):
-    prof = yaml.safe_load((DATA / "sac-ranges.yaml").read_text())
+def test_ranges_that_break_a_joint_constraint_name_the_sample(data, tmp_path):
+    prof = yaml.safe_load((data / "sac-ranges.yaml").read_text())
     prof["ranges"]["latent.difficulty"] = {"low": 0.2, "high": 0.8, "why": "test: beyond 1 - persist.strong"}
     (tmp_path / "sac-ranges.yaml").write_text(yaml.safe_dump(prof))
-    (tmp_path / "s.yaml").write_text((DATA / "sac-small.yaml").read_text())
+    (tmp_path / "s.yaml").write_text((data / "sac-small.yaml").read_text())
     line = _one_line([str(tmp_path / "s.yaml"), "--budget", "25", "--seeds", "1", "--top", "2"], tmp_path)
     assert "the ranges make an invalid profile at sample" in line and "latent.difficulty=1" in line
     assert "latent.difficulty + latent.persist.strong must be at most 1" in line
