@@ -531,6 +531,92 @@ def _seed_text(seeds: list[int]) -> str:
 
 
 @main.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--metric", "metrics", multiple=True, metavar="PATH",
+              help="A number of summary.json as a dotted path (detection.false_isolations, "
+                   "accuracy.by_phase.degraded, bfti; repeatable). Default: the protocol's headline metrics.")
+@click.option("--budget", type=click.IntRange(1, 10_000_000), default=None,
+              help="Simulation runs in all (samples x seeds): 1 base sample, Morris trajectories in about half, "
+                   "2 ends per top factor, the rest Latin hypercube. Default 3000.")
+@click.option("--seeds", default=None, metavar="SEEDS",
+              help="Seeds of every sample (the same at each: common random numbers): a range 1-5, a list or a "
+                   "count (default: the scenario's).")
+@click.option("--top", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Factors in the band: the top by mu* (each metric's normalised to its largest).")
+@click.option("--paper", "papers", multiple=True, metavar="METRIC=VALUE",
+              help="The paper's value of a metric: bands.csv classifies the prediction against it.")
+@click.option("--design-seed", type=SEED, default=1, show_default=True,
+              help="Seed of the Morris and Latin-hypercube designs (not of the runs).")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field.")
+@click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides (small runs).")
+@click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
+              help="Folder (default: runs/uncertainty-<scenario name>); rerunning resumes it.")
+@click.option("--workers", type=click.IntRange(1, 4096), default=None,
+              help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="With --executor dask: 'local' or tcp://host:8786.")
+@click.option("--dry-run", is_flag=True, help="Check everything, list the design and stop (writes nothing).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def uncertainty(scenario: str, metrics: tuple[str, ...], budget: int | None, seeds: str | None, top: int,
+                papers: tuple[str, ...], design_seed: int, sets: tuple[str, ...], smoke: bool, out: str | None,
+                workers: int | None, executor: str, scheduler: str | None, dry_run: bool, quiet: bool) -> int:
+    """Morris screening over every assumption range of SCENARIO's backend profile, then 5-95 % prediction
+    bands over the top factors (docs/uncertainty.md).
+
+    Writes OUT/ranking.csv, bands.csv, samples.csv, tornado.png and report.html beside the sweep folder's
+    runs; resumable. Exit 0; 100 + the number of failed runs when some failed; 2 for bad input."""
+    from .uncertainty import check_metrics, plan_uncertainty, run_uncertainty
+
+    if scheduler and executor != "dask":
+        raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
+    paper: dict[str, float] = {}
+    for item in papers:
+        m, sep, v = item.partition("=")
+        try:
+            paper[m.strip()] = float(v)
+        except ValueError:
+            sep = ""
+        if not sep or not m.strip():
+            raise InputError("expected METRIC=NUMBER", field="--paper", value=item)
+    study = plan_uncertainty(scenario, metrics, budget, seeds, top, design_seed, sets, smoke, paper)
+    check_metrics(study)
+    a = study.alloc
+    out_dir = Path(out) if out else Path("runs") / f"uncertainty-{_safe(study.name)}"
+
+    def announce() -> None:
+        click.echo(f"{study.name}: {study.k} assumption factors of {study.profile_path}; metrics "
+                   f"{', '.join(study.metrics)}")
+        click.echo(f"budget {a.budget} runs: {a.samples} samples x {len(study.seeds)} seeds "
+                   f"({_seed_text(study.seeds)}) = {a.runs} runs: 1 base, {a.trajectories} Morris trajectories "
+                   f"({a.morris} samples), {a.ends} ends and {a.lhs} Latin-hypercube samples over the top {a.top} "
+                   f"-> {out_dir}/")
+
+    if dry_run:
+        announce()
+        for f in study.factors:
+            rng = f"x[{f.low:g}, {f.high:g}]" if f.scale is not None else f"[{f.low:g}, {f.high:g}]"
+            click.echo(f"  {f.name}  {rng}  ({len(f.leaves)} number{'s' if len(f.leaves) != 1 else ''})")
+        return 0
+    res = run_uncertainty(study, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet,
+                          echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce)
+    click.echo(f"{res.total} runs: {res.total - res.failed} finished ({res.resumed} resumed), {res.failed} failed")
+    for m in study.metrics:
+        rk = [r for r in res.ranking if r["metric"] == m][:5]
+        click.echo(f"{m}: " + "; ".join(f"{r['factor']} mu*={_g(r['mu_star'])} sigma={_g(r['sigma'])}"
+                                        for r in rk))
+    for b in res.bands:
+        click.echo(f"{b['metric']}: base {_g(b['base_mean'])} (seed sd {_g(b['seed_sd'])}), band 5-95 % "
+                   f"{_g(b['band_p5'])} - {_g(b['band_p95'])} (median {_g(b['band_p50'])}, {b['n_samples']} samples)"
+                   + (f"; paper {_g(b['paper'])}: {b['class']}" if b["paper"] is not None else ""))
+    click.echo("wrote " + ", ".join(str(p) for p in res.written))
+    return 100 + min(res.failed, 99) if res.failed else 0
+
+
+def _g(v: Any) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+@main.command()
 def schema() -> None:
     """Print the scenario file's JSON Schema (for editors and other tools)."""
     from .scenario import scenario_schema
@@ -559,6 +645,13 @@ def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: s
     from .sweep import is_sweep_folder
 
     _need_plotting()
+    from .uncertainty import is_uncertainty_folder
+
+    if is_uncertainty_folder(run_dir):  # also a sweep folder: its own report
+        from .uncertainty.report import write_report as write_uncertainty_report
+
+        click.echo(f"wrote {write_uncertainty_report(run_dir)[-1]}")
+        return
     if is_sweep_folder(run_dir):
         from .plots.sweeps import write_sweep_report
 
@@ -733,8 +826,15 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
 @click.option("--no-sensitivity", is_flag=True, help="Skip the assumption sensitivity curves.")
 @click.option("--docs", "docs_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Also rewrite the <!-- reproduce:WHICH --> section of this markdown file (docs/validation.md).")
+@click.option("--bands", "bands_dir", type=click.Path(file_okay=False), default=None,
+              help="A meshsim uncertainty folder whose Latin-hypercube samples give each prediction row its "
+                   "assumption band (default: runs/uncertainty-<reference scenario> when it exists).")
+@click.option("--band-samples", type=click.IntRange(1, 10000), default=None,
+              help="Band samples per row (default 20; 8 with --quick).")
+@click.option("--no-bands", is_flag=True, help="No assumption bands.")
 def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int | None, only: str | None,
-              no_sensitivity: bool, docs_file: str | None) -> None:
+              no_sensitivity: bool, docs_file: str | None, bands_dir: str | None = None,
+              band_samples: int | None = None, no_bands: bool = False) -> None:
     """Run the papers' experiments: every table cell as paper value beside
     simulated mean ± sd, marked calibration target or prediction."""
     from . import reproduce as rep
@@ -743,7 +843,9 @@ def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int
     report = rep.reproduce(which, out_dir, seeds=seeds, quick=quick, workers=workers,
                            only=[x.strip() for x in only.split(",")] if only else None,
                            sensitivity=not no_sensitivity,
-                           progress=lambda m: click.echo(f"  {m}", err=True))
+                           progress=lambda m: click.echo(f"  {m}", err=True),
+                           bands=Path(bands_dir) if bands_dir else None, band_samples=band_samples,
+                           use_bands=not no_bands)
     click.echo((out_dir / "report.md").read_text())
     click.echo(f"wrote {out_dir / 'report.md'} and report.json ({report['wall']:.0f} s)")
     if docs_file:

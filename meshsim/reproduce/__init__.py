@@ -55,7 +55,11 @@ def sensitivities(which: str) -> list[Sensitivity]:
 
 def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, workers: Optional[int] = None,
               only: Optional[list[str]] = None, sensitivity: bool = True, sens_seeds: int = 3,
-              progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+              progress: Optional[Callable[[str], None]] = None, bands: Optional[Path] = None,
+              band_samples: Optional[int] = None, use_bands: bool = True) -> dict[str, Any]:
+    """Run the experiments (cached under ``out``); with ``use_bands``, add assumption bands from a stored
+    uncertainty study (``bands``, else the default folder: :mod:`.bands`), over ``band_samples`` of its
+    Latin-hypercube samples (default 20, 8 with ``quick``)."""
     workers = workers or min(2, os.cpu_count() or 1)
     exps = experiments(which, seeds, quick)
     if only:
@@ -66,14 +70,25 @@ def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, worker
         exps = [e for e in exps if e.key in only]
     t0 = time.perf_counter()
     results = run_experiments(exps, out, workers, progress)
+    band_info: Optional[dict[str, Any]] = None
+    if use_bands:
+        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_study
+
+        folder, how = find_study(which, bands)
+        if folder is None:
+            band_info = {"missing": how}
+        else:
+            n = band_samples or (QUICK_SAMPLES if quick else SAMPLES)
+            band_info = add_bands(which, exps, results, out, workers, folder, n, progress)
+            band_info.update(how=how, quick=quick and not band_samples)
     sens = run_sensitivities(sensitivities(which), out, sens_seeds, workers, progress) if sensitivity else []
     figs = plot_sensitivities(sens, out) if sens else []
     report = {"which": which, "seeds": seeds, "quick": quick, "wall": time.perf_counter() - t0,
-              "experiments": results, "sensitivity": sens, "figures": [p.name for p in figs]}
+              "experiments": results, "sensitivity": sens, "figures": [p.name for p in figs], "bands": band_info}
     title = {"meshheal": "MeshHeal (arXiv 2609.29015): paper vs simulated",
              "sac": "SAC and CP-WBFT (arXiv 2605.09076): paper vs simulated"}[which]
     (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
-    (out / "report.md").write_text(render_markdown(title, results, sens))
+    (out / "report.md").write_text(render_markdown(title, results, sens, bands=band_info))
     return report
 
 

@@ -309,17 +309,35 @@ def _fmt(fmt: str, x: Any) -> str:
         return str(x)
 
 
+def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
+    """The paragraph saying where the assumption bands come from (meshsim.reproduce.bands)."""
+    if not bands:
+        return []
+    if bands.get("missing"):
+        return [f"Assumption bands: {bands['missing']}.", ""]
+    return [f"Assumption band: the row's seed mean at each of {bands['samples']} of the "
+            f"{bands['available']} Latin-hypercube samples of a stored uncertainty study ({bands['how']}; profile "
+            f"`{bands['profile']}`; factors moved: {', '.join(bands['top']) or '-'})"
+            + (", fewer samples with --quick" if bands.get("quick") else "")
+            + "; 5–95 %. Class: robust agreement (the paper inside a band no wider than 2 seed sd), robust "
+              "disagreement (outside the band), assumption-bound (inside a wider band). Experiments with bands: "
+            + (", ".join(bands["experiments"]) or "none (their runs do not use the study's profile)") + ".", ""]
+
+
 def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[str, Any]],
-                    fmt_of: Optional[dict[str, str]] = None) -> str:
+                    fmt_of: Optional[dict[str, str]] = None, bands: Optional[dict[str, Any]] = None) -> str:
     lines = [f"# {title}", "",
              "Simulated: mean ± sample sd over seeds. *calibration target*: a mechanism-level statistic the fake "
              "was fitted to; *prediction*: everything else, reported as it came out (no parameter was tuned to it). "
              "A paper value `n/r` is not reported in the text of our copy of the paper.", ""]
+    lines += _bands_note(bands)
     for r in results:
+        banded = any("band" in c for c in r["cells"])
         lines += [f"## {r['title']}", "",
                   f"{r['runs']} runs, {r['simulated_seconds']:.0f} s of run time summed over runs "
                   f"({r['wall']:.0f} s wall for this invocation; cached runs are reused)", "",
-                  "| table | quantity | paper | simulated | kind |", "| --- | --- | --- | --- | --- |"]
+                  "| table | quantity | paper | simulated | kind |" + (" assumption band | class |" if banded else ""),
+                  "| --- | --- | --- | --- | --- |" + (" --- | --- |" if banded else "")]
         for c in r["cells"]:
             fmt = c.get("fmt") or "{:.3f}"
             paper = _fmt(fmt, c["paper"]) + (f" ± {_fmt(fmt, c['paper_sd']).lstrip('+')}"
@@ -329,7 +347,11 @@ def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[s
             if c["n"] and c["n"] < len(c["values"]):
                 sim += f" ({c['n']} of {len(c['values'])} seeds)"
             note = f" ({c['note']})" if c.get("note") else ""
-            lines.append(f"| {c['table']} | {c['row']}{note} | {paper} | {sim} | {c['kind']} |")
+            band = ""
+            if banded:
+                b = c.get("band")
+                band = (f" {_fmt(fmt, b[0])} – {_fmt(fmt, b[1])} | {c.get('class') or ''} |" if b else " | |")
+            lines.append(f"| {c['table']} | {c['row']}{note} | {paper} | {sim} | {c['kind']} |{band}")
         lines.append("")
     if sens:
         lines += ["## Assumptions: sensitivity of headlines", ""]
