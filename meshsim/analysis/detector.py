@@ -152,6 +152,26 @@ class RunLength:
     end_state: Any = None  # surviving state distribution (unnormalised)
     iso_windows: Any = None  # window distribution at isolation (window rules)
 
+    def extended(self, n: int) -> "RunLength":
+        """The first ``n`` steps, past the computed ones by the geometric tail: survival falls by
+        ``tail_ratio`` per step and the watched / entry rates stay at their last conditional values
+        (the chain is time-homogeneous after the warm-up; :meth:`SumChain.run` stops early only
+        once the per-step hazard has settled)."""
+        m = len(self.absorbed)
+        if n <= m or m == 0:
+            return self
+        s = 1.0 - float(self.absorbed.sum())
+        r = self.tail_ratio
+        w_rate = self.watched[-1] / s if s > 0 else 0.0
+        prev = s + float(self.absorbed[-1])
+        e_rate = self.watch_entries[-1] / prev if prev > 0 else 0.0
+        k = np.arange(1, n - m + 1)
+        alive_before = s * r ** (k - 1)
+        return RunLength(np.concatenate([self.absorbed, alive_before * (1 - r)]),
+                         np.concatenate([self.watched, alive_before * r * w_rate]),
+                         np.concatenate([self.watch_entries, alive_before * e_rate]), r, self.end_state,
+                         self.iso_windows)
+
     @property
     def survival(self) -> np.ndarray:
         return 1.0 - np.cumsum(self.absorbed)
@@ -369,8 +389,12 @@ class SumChain(Chain):
         A[(0, 0, 0) + ((0,) if self.track else ())] = 1.0
         return A, 0
 
-    def run(self, state, t0: int, steps: int, cls: str, stop: float = 0.0, keep_iso: bool = False) -> RunLength:
+    def run(self, state, t0: int, steps: int, cls: str, stop: float = 0.0, keep_iso: bool = False,
+            settle: bool = False) -> RunLength:
+        """``steps`` updates; with ``settle``, stop once the per-step hazard is steady (same to 0.5 %
+        over the last ``window`` steps, at least 4 windows in): :meth:`RunLength.extended` continues it."""
         A, _ = state
+        hazards: list[float] = []
         C, K, w, lo, tr = self.consecutive, self.K, self.window, self.lo, self.track
         pv = np.stack([self.pmfs[cls], self.pmfs[cls + "_watched"]])
         f = self._conv_powers()
@@ -434,8 +458,13 @@ class SumChain(Chain):
             watched.append(float(A[:, 1].sum()))
             alive = float(A.sum())
             ratio, prev = (alive / prev if prev > 0 else 0.0), alive
+            hazards.append(1.0 - ratio)
             if alive <= stop * tot:
                 break
+            if settle and n >= max(4 * w, self.min_obs + 2 * w) and len(hazards) > w:
+                h0, h1 = hazards[-1 - w], hazards[-1]
+                if h1 > 0 and abs(h1 - h0) <= 0.005 * h1:
+                    break
         return RunLength(np.array(absorbed), np.array(watched), np.array(entries), ratio,
                          end_state=(A, t0 + len(absorbed)))
 
@@ -632,9 +661,9 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
         kw = dict(law="healthy", window=params.window, min_obs=params.min_obs, consecutive=params.consecutive,
                   iso=iso, watch=watch)
         c1 = SumChain.build(healthy, step, track=1, **kw)
-        ic = c1.run(c1.start(), 0, per, "healthy")
+        ic = c1.run(c1.start(), 0, per, "healthy", settle=True).extended(per)
         c0 = SumChain.build(healthy, step, track=0, **kw)
-        p0 = c0.run(c0.start(), 0, per, "healthy").p_within(per)
+        p0 = c0.run(c0.start(), 0, per, "healthy", settle=True).extended(per).p_within(per)
         p1 = ic.p_within(per)
         p_one = min(1.0, max(0.0, 2.0 * p1 - p0)) if params.window > 1 else p1
         info.update(p_false_track1=1.0 - (1.0 - p1) ** kk, p_false_track0=1.0 - (1.0 - p0) ** kk,
