@@ -657,22 +657,29 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     if detector in ("relative", "absolute"):
         dists = model.shortfalls if detector == "relative" else model.scores
         iso, watch, info = _thresholds(model, params, detector)
-        healthy = {c: dists[c] for c in ("healthy", "healthy_watched")}
-        kw = dict(law="healthy", window=params.window, min_obs=params.min_obs, consecutive=params.consecutive,
-                  iso=iso, watch=watch)
-        c1 = SumChain.build(healthy, step, track=1, **kw)
-        ic = c1.run(c1.start(), 0, per, "healthy", settle=True).extended(per)
-        c0 = SumChain.build(healthy, step, track=0, **kw)
-        p0 = c0.run(c0.start(), 0, per, "healthy", settle=True).extended(per).p_within(per)
-        p1 = ic.p_within(per)
-        p_one = min(1.0, max(0.0, 2.0 * p1 - p0)) if params.window > 1 else p1
-        info.update(p_false_track1=1.0 - (1.0 - p1) ** kk, p_false_track0=1.0 - (1.0 - p0) ** kk,
-                    lattice=step)
-        arl0 = ic.mean()
-        # delay and recovery: exact chain on the ordered window over clustered levels
         wc, winfo = window_chain(model, params, detector, max_states)
         info["window_levels"] = winfo["levels"]
         info["window_levels_exact"] = winfo["exact_levels"]
+        if winfo["exact_levels"]:
+            # every case's pmf fits the ordered-window chain: everything is exact
+            ic = wc.run(wc.start(), 0, max(per, horizon), "healthy")
+            p_one = ic.p_within(per)
+            info["method"] = "ordered-window chain (exact)"
+        else:
+            healthy = {c: dists[c] for c in ("healthy", "healthy_watched")}
+            kw = dict(law="healthy", window=params.window, min_obs=params.min_obs, consecutive=params.consecutive,
+                      iso=iso, watch=watch)
+            c1 = SumChain.build(healthy, step, track=1, **kw)
+            ic = c1.run(c1.start(), 0, per, "healthy", settle=True).extended(per)
+            c0 = SumChain.build(healthy, step, track=0, **kw)
+            p0 = c0.run(c0.start(), 0, per, "healthy", settle=True).extended(per).p_within(per)
+            p1 = ic.p_within(per)
+            p_one = min(1.0, max(0.0, 2.0 * p1 - p0)) if params.window > 1 else p1
+            info.update(p_false_track1=1.0 - (1.0 - p1) ** kk, p_false_track0=1.0 - (1.0 - p0) ** kk,
+                        lattice=step, method="window-sum chain on the lattice (in control), ordered-window "
+                                             "chain on clustered levels (delay, probes)")
+        arl0 = ic.mean()
+        # delay and recovery: the ordered-window chain
         pre = wc.run(wc.start(), 0, min(hb, 3 * params.window), "healthy")
         st, t0 = pre.end_state
         st = st / max(float(st.sum()), 1e-300)
