@@ -684,14 +684,19 @@ def _fit_row(r: dict) -> str:
 @click.option("--no-cache", is_flag=True, help="Recompute the score distributions (no cache read or write).")
 @click.option("--vary", default=None, metavar="PARAM=LOW:HIGH[:N]",
               help="A curve over one parameter (alpha, beta, window, floor, min_obs, consecutive, abs_*, cusum_*).")
+@click.option("--simulate", "sim_reps", type=click.IntRange(100, 10 ** 6), default=None, metavar="REPS",
+              help="Also run the real detector on REPS i.i.d. producers (controlled simulation, 99 % intervals).")
+@click.option("--pool", type=click.IntRange(1, 10 ** 4), default=None,
+              help="--simulate with a finite neighbourhood: POOL peers' x̄ in the normal range and 2 peers' per-key "
+                   "mean as the reference (default: the large-pool limit of the closed form).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--plot", "plot_kind", type=click.Choice(["oc", "runlength"]), default=None,
               help="Figure: oc (false isolation vs delay along --vary, default beta) or runlength.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None, help="Figure file (default: detector-<kind>.png).")
 def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs, consecutive, scope, abs_watch,
-             abs_isolate, cusum_k, cusum_h, cusum_target, outputs, dataset, samples, no_cache, vary, sets, as_json,
-             plot_kind, out) -> None:
+             abs_isolate, cusum_k, cusum_h, cusum_target, outputs, dataset, samples, no_cache, vary, sim_reps, pool,
+             sets, as_json, plot_kind, out) -> None:
     """Closed-form operating characteristics of MeshHeal's detector (docs/detector.md): false isolation
     per healthy agent per stream, in-control run length, detection-delay distribution, watched rate and
     reintegration probes, from a fake PROFILE's behaviour model, a RUN_DIR's scores or a SCENARIO."""
@@ -728,6 +733,15 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
     if name_vals is not None:
         curve = oc_math.curve(src.model, p, name_vals[0], name_vals[1], **kw)
     secs = time.perf_counter() - t0
+    sim = None
+    if sim_reps:
+        from .analysis.simulate import simulate
+
+        sim = simulate(src.model, p, kind, outputs=kw["outputs"] // kw["keys"] if p.count_scope == "key" else
+                       kw["outputs"], healthy_before=3 * p.window, reps=sim_reps, delay_reps=max(100, sim_reps // 3),
+                       pool_size=pool)
+    elif pool:
+        raise InputError("--pool sets up --simulate", field="--pool", value=pool)
     if as_json:
         doc = {"source": src.kind, "scores": src.model.describe(), "stream": st.describe(), "oc": oc.summary(),
                "seconds": round(secs, 3)}
@@ -735,10 +749,14 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
             doc["curve"] = {"param": name_vals[0], "values": name_vals[1], "points": [c.summary() for c in curve]}
         if src.simulated is not None:
             doc["simulated"] = src.simulated.describe()
+        if sim is not None:
+            doc["controlled_simulation"] = report.sim_summary(sim, pool)
         click.echo(json.dumps(doc, indent=2, default=float))
     else:
         for line in report.lines(src, oc, secs):
             click.echo(line)
+        if sim is not None:
+            click.echo(report.sim_line(sim, pool))
         if curve is not None:
             click.echo("")
             for line in report.curve_lines(name_vals[0], name_vals[1], curve):

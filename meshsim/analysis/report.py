@@ -198,3 +198,21 @@ def curve_lines(name: str, values: list[float], ocs: list[OC]) -> list[str]:
                    f"{str(o.delay.quantile(0.5)):>7} {str(o.delay.quantile(0.9)):>5} {100 * o.watched_rate:>10.2f} "
                    f"{_f(pr, 2):>7}")
     return out
+
+
+def sim_summary(sim: Any, pool: Optional[int]) -> dict[str, Any]:
+    lo, hi = sim.p_interval()
+    d = sim.delay_interval() if len(sim.delays) > 1 else (None, None)
+    return {"reps": sim.reps, "pool": pool or "large-pool limit", "false_isolation_probability": sim.p_false,
+            "false_isolation_interval_99": [lo, hi], "delay_mean": (sum(sim.delays) / len(sim.delays))
+            if sim.delays else None, "delay_interval_99": list(d), "missed": sim.missed}
+
+
+def sim_line(sim: Any, pool: Optional[int]) -> str:
+    s = sim_summary(sim, pool)
+    lo, hi = s["false_isolation_interval_99"]
+    dl, dh = s["delay_interval_99"]
+    where = f"{pool} peers in the normal range, 2 in the reference" if pool else "large-pool limit"
+    return (f"controlled simulation (real detector, {sim.reps} healthy producers, {where}): P(false isolation) "
+            f"{sim.p_false:.3f} [99 %: {lo:.3f}-{hi:.3f}], delay mean {_f(s['delay_mean'], 2)} "
+            f"[{_f(dl, 2)}-{_f(dh, 2)}]")
