@@ -266,7 +266,8 @@ def from_records(run_dir: str | Path) -> ScoreModel:
     method = "empirical final scores of the run's reviews records"
     for cls in ("healthy", "degraded"):
         if not rows[cls]:
-            raise InputError(f"no {cls} reviewed outputs in the run folder", file=str(run_dir))
+            raise InputError(f"no {cls} reviewed outputs in the run folder (the closed form needs both; a profile "
+                             "or scenario gives them)", file=str(run_dir))
         if len(rows[cls + "_watched"]) < 30:
             rows[cls + "_watched"] = list(rows[cls])
             method += f"; {cls} watched/probe scores: too few, the normal-state ones stand in"
