@@ -679,7 +679,7 @@ def _fit_row(r: dict) -> str:
 @click.option("--outputs", type=click.IntRange(1, 10 ** 6), default=None,
               help="Detector updates per healthy agent per stream (default: from the stream).")
 @click.option("--dataset", default=None, help="Task types of the Monte Carlo (PROFILE: bbh; SCENARIO: its own).")
-@click.option("--samples", type=click.IntRange(200, 10 ** 6), default=4000, show_default=True,
+@click.option("--samples", type=click.IntRange(200, 10 ** 6), default=20000, show_default=True,
               help="Reviewed outputs per producer in the score Monte Carlo (cached).")
 @click.option("--no-cache", is_flag=True, help="Recompute the score distributions (no cache read or write).")
 @click.option("--vary", default=None, metavar="PARAM=LOW:HIGH[:N]",
@@ -712,6 +712,8 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
             from .plots import check_figure_path
 
             check_figure_path(out)
+    if pool and not sim_reps:
+        raise InputError("--pool sets up --simulate", field="--pool", value=pool)
     name_vals = report.parse_vary(vary) if vary else None
     src = report.resolve(source, dataset, samples, not no_cache, tuple(sets))
     p = report.detector_params(src.params, alpha=alpha, beta=beta, window=window, floor=floor, min_obs=min_obs,
@@ -720,16 +722,16 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
     kind = kind or getattr(src.params, "detector", "relative")
     if kind not in ("relative", "absolute", "cusum"):
         kind = "relative"
+    if plot_kind == "oc" and name_vals is None:
+        if kind != "relative":
+            raise InputError("--plot oc needs --vary for the absolute and CUSUM rules", field="--vary")
+        name_vals = ("beta", [round(1.2 + 0.2 * i, 2) for i in range(10)])
     st = src.stream
     kw = dict(detector=kind, outputs=outputs or int(round(st.outputs)), keys=max(1, int(round(st.keys))),
               healthy_before=int(round(st.healthy_before)), degraded_outputs=int(round(st.degraded_outputs)),
               probe_every=st.probe_every)
     oc = oc_math.operating_characteristics(src.model, p, **kw)
     curve = None
-    if name_vals is None and plot_kind == "oc":
-        name_vals = ("beta", [1.2 + 0.2 * i for i in range(10)] if kind == "relative" else None)
-        if kind != "relative":
-            raise InputError("--plot oc needs --vary for the absolute and CUSUM rules", field="--vary")
     if name_vals is not None:
         curve = oc_math.curve(src.model, p, name_vals[0], name_vals[1], **kw)
     secs = time.perf_counter() - t0
@@ -740,8 +742,6 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
         sim = simulate(src.model, p, kind, outputs=kw["outputs"] // kw["keys"] if p.count_scope == "key" else
                        kw["outputs"], healthy_before=3 * p.window, reps=sim_reps, delay_reps=max(100, sim_reps // 3),
                        pool_size=pool)
-    elif pool:
-        raise InputError("--pool sets up --simulate", field="--pool", value=pool)
     if as_json:
         doc = {"source": src.kind, "scores": src.model.describe(), "stream": st.describe(), "oc": oc.summary(),
                "seconds": round(secs, 3)}

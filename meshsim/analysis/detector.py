@@ -606,9 +606,8 @@ class OC:
         }
         if self.recovery is not None:
             r = self.recovery
-            out["reintegration"] = {"probes_min": int(np.flatnonzero(r.absorbed > 1e-12)[0] + 1)
-                                    if (r.absorbed > 1e-12).any() else None,
-                                    "probes_mean": r.mean(), "probes_median": r.quantile(0.5),
+            out["reintegration"] = {"probes_p10": r.quantile(0.1), "probes_mean": r.mean(),
+                                    "probes_median": r.quantile(0.5),
                                     "probes_p90": r.quantile(0.9),
                                     "tasks_mean": r.mean() * self.probe_every, "probe_every": self.probe_every}
         return out
@@ -643,10 +642,7 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     at most ``max_states`` windows (:class:`WindowChain`, levels by 1-D clustering), whose start is
     the healthy window ``min(healthy_before, 3 window)`` updates in, given no false isolation.
     """
-    if params.count_scope == params.shortfall_scope:
-        scope = params.count_scope
-    else:
-        scope = params.count_scope  # mixed scopes: the counter's scope decides (an approximation)
+    scope = params.count_scope  # with mixed scopes the counter's scope decides (an approximation)
     kk = keys if scope == "key" else 1
     per = max(1, int(round(outputs / kk)))
     hb = healthy_before if healthy_before is not None else outputs // 2

@@ -31,7 +31,7 @@ def _is_profile(path: Path) -> bool:
     return isinstance(data, dict) and "models" in data and "protocol" not in data
 
 
-def resolve(source: str, dataset: Optional[str] = None, samples: int = 4000, use_cache: bool = True,
+def resolve(source: str, dataset: Optional[str] = None, samples: int = 20000, use_cache: bool = True,
             sets: tuple[str, ...] = ()) -> Source:
     from ..protocols.meshheal import MeshHealParams
     from . import scores, stream

@@ -38,6 +38,9 @@ from ..errors import InputError
 __all__ = ["Dist", "ScoreModel", "from_backend", "from_profile", "from_records", "cached_profile", "run_folders",
            "CASES"]
 
+#: shortfalls live on a 1/40 lattice (the scores' 0.025 steps)
+LATTICE_STEPS = 40
+
 #: healthy / degraded producer, reviewed as a normal or as a watched (or probed) agent
 CASES = ("healthy", "healthy_watched", "degraded", "degraded_watched")
 
@@ -95,8 +98,10 @@ def _build(rows: dict[str, list[tuple[str, float]]], source: str, method: str) -
     for case in CASES:
         got = rows[case]
         scores[case] = Dist.of(q for _t, q in got)
-        # shortfalls on a 1/400 grid: fine beside the 0.05 score grid, keeps the support small
-        shorts[case] = Dist.of((round((ref.get(t, overall) - q) * 400) / 400 for t, q in got), nd=4)
+        # shortfalls on the scores' own lattice (0.025: committee means of a 0.05 grid): the type's
+        # reference is rounded to it, which keeps the window sums on a lattice the chains follow exactly
+        shorts[case] = Dist.of((round((ref.get(t, overall) - q) * LATTICE_STEPS) / LATTICE_STEPS for t, q in got),
+                               nd=4)
     return ScoreModel(scores, shorts, source, method, {c: len(rows[c]) for c in CASES})
 
 
@@ -314,7 +319,7 @@ def _from_json(text: str) -> ScoreModel:
                       d["source"], d["method"], d["n"])
 
 
-def cached_profile(profile: str | Path, dataset: str = "bbh", n: int = 4000, seed: int = 0,
+def cached_profile(profile: str | Path, dataset: str = "bbh", n: int = 20000, seed: int = 0,
                    use_cache: bool = True) -> ScoreModel:
     """:func:`from_profile`, kept in ``$MESHSIM_CACHE/scores`` (default ``~/.cache/meshsim``) under a hash
     of the profile file, the fake backend's and the review code's source, the dataset, n and seed."""
