@@ -544,7 +544,11 @@ def window_chain(model: ScoreModel, p: DetectorParams, kind: str = "relative", m
     if k is None:
         k = max(2, int(math.floor(max_states ** (1.0 / w) + 1e-9)))
     # the healthy cases weigh most: false isolations hinge on their rare low values
-    lev = levels_for(dists, k, {"healthy": 2.0, "healthy_watched": 1.0, "degraded": 1.0, "degraded_watched": 0.5})
+    cache = model.__dict__.setdefault("_levels", {})  # a curve reuses them: only thresholds change
+    lev = cache.get((kind, k))
+    if lev is None:
+        lev = cache[(kind, k)] = levels_for(dists, k, {"healthy": 2.0, "healthy_watched": 1.0, "degraded": 1.0,
+                                                       "degraded_watched": 0.5})
     info: dict[str, Any] = {"levels": [round(float(v), 4) for v in lev.values], "exact_levels": lev.exact}
     if kind == "relative":
         m, p25 = healthy_pool(dists["healthy"], w)
