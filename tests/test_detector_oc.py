@@ -115,3 +115,19 @@ def test_cli_bad_input_is_one_line(args, tmp_path, monkeypatch):
     monkeypatch.setenv("MESHSIM_CACHE", str(tmp_path / "cache"))
     r = CliRunner().invoke(main, ["detector", "fake-default", "--samples", "300"] + args)
     assert r.exit_code == 2
+
+
+def test_figures_draw_the_curve_and_the_run_lengths(tmp_path):
+    from meshsim.plots import save_figure
+    from meshsim.plots.oc import oc_curve, oc_figure, runlength_figure
+
+    m = three_point()
+    betas = [1.6, 2.0, 2.4]
+    ocs = D.curve(m, AGENT, "beta", betas, outputs=60)
+    ax = oc_curve(ocs, "beta", betas, default=2.0, simulated={"p": 0.3, "delay": 4.0})
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == ["beta 1.6", "beta 2", "beta 2.4"]  # every point carries its threshold
+    assert list(ax.collections[0].get_offsets()[:, 1]) == [o.p_false for o in ocs]
+    for fig, name in ((oc_figure(ocs, "beta", betas), "oc.png"), (runlength_figure(ocs[1]), "rl.png")):
+        p = save_figure(fig, tmp_path / name)
+        assert p.stat().st_size > 5000

@@ -48,9 +48,15 @@ def oc_curve(ocs: Sequence[Any], name: str, values: Sequence[float], ax=None, de
     ax.set_ylabel(f"P(healthy agent isolated within {o.outputs} outputs)")
     ys = y[y > 0]
     if len(ys) and ys.max() / ys.min() > 20:
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_yscale("log")  # small false-isolation probabilities stay readable
-    span = max(float(np.ptp(x)), 0.5)
-    ax.set_xlim(float(x.min()) - 0.08 * span, float(x.max()) + 0.2 * span)
+        plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+    xs = list(x) + ([simulated["delay"]] if simulated and simulated.get("delay") is not None else [])
+    span = max(float(np.ptp(xs)), 0.5)
+    ax.set_xlim(float(min(xs)) - 0.08 * span, float(max(xs)) + 0.2 * span)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8, frameon=False)
     ax.set_title(title or f"{o.detector} detector: false isolation vs delay as {name} varies", fontsize=11)
