@@ -47,6 +47,8 @@ def resolve(source: str, dataset: Optional[str] = None, samples: int = 20000, us
         model = scores.from_records(path)
         return Source("run", model, st, st.params, stream.simulated(path))
     if not path.is_file():
+        if path.suffix.lower() in (".yaml", ".yml") or "/" in source:
+            raise InputError("file or folder not found", file=source)
         # a profile name (fake-default) is looked up like a scenario's backend.profile
         from ..backends import find_profile
 
@@ -163,7 +165,8 @@ def lines(src: Source, oc: OC, seconds: Optional[float] = None) -> list[str]:
     out.append(f"watched           {100 * oc.watched_rate:.1f} % of a healthy agent's outputs; "
                f"{oc.watch_entries:.2f} normal -> watched changes per stream")
     d = oc.delay
-    out.append(f"detection delay   degraded agent's outputs until isolation: mean {_f(d.mean(), 2)}, median "
+    whose = "degraded agent's outputs" if oc.keys == 1 else "outputs of one (T, s) detector"
+    out.append(f"detection delay   {whose} until isolation: mean {_f(d.mean(), 2)}, median "
                f"{d.quantile(0.5)}, 10-90 % {d.quantile(0.1)}-{d.quantile(0.9)}; P(missed within "
                f"{oc.degraded_outputs}) = {oc.p_missed:.2g}")
     pm = d.absorbed

@@ -293,11 +293,14 @@ def _cache_dir() -> Path:
 def _cache_key(path: Path, dataset: str, n: int, seed: int) -> str:
     import hashlib
 
-    from ..backends import fake as fake_mod
-    from ..protocols.meshheal import review as review_mod
+    from .. import backends
+    from ..protocols import meshheal
 
     h = hashlib.sha256()
-    for f in (path, Path(fake_mod.__file__), Path(review_mod.__file__), Path(__file__)):
+    # every source the Monte Carlo runs through: the backends (a behaviour model may live in any of
+    # them), MeshHeal's review code, this file, and the profile
+    code = sorted(Path(backends.__file__).parent.glob("*.py")) + sorted(Path(meshheal.__file__).parent.glob("*.py"))
+    for f in [path] + code + [Path(__file__)]:
         h.update(Path(f).read_bytes())
     h.update(f"{dataset}/{n}/{seed}".encode())
     return h.hexdigest()[:24]
@@ -322,7 +325,7 @@ def _from_json(text: str) -> ScoreModel:
 def cached_profile(profile: str | Path, dataset: str = "bbh", n: int = 20000, seed: int = 0,
                    use_cache: bool = True) -> ScoreModel:
     """:func:`from_profile`, kept in ``$MESHSIM_CACHE/scores`` (default ``~/.cache/meshsim``) under a hash
-    of the profile file, the fake backend's and the review code's source, the dataset, n and seed."""
+    of the profile file, the backends' and MeshHeal's source, the dataset, n and seed."""
     from ..backends import find_profile
 
     path = find_profile(str(profile), None)
