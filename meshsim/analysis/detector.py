@@ -647,6 +647,8 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     the healthy window ``min(healthy_before, 3 window)`` updates in, given no false isolation.
     """
     scope = params.count_scope  # with mixed scopes the counter's scope decides (an approximation)
+    if detector == "absolute":
+        scope = "key"  # AbsoluteDetector's mean is always over the (T, s) key's own recent scores
     kk = keys if scope == "key" else 1
     per = max(1, int(round(outputs / kk)))
     hb = healthy_before if healthy_before is not None else outputs // 2
