@@ -1,0 +1,221 @@
+"""``meshsim detector``: resolve PROFILE | RUN_DIR | SCENARIO, compute, and say it in words."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import InputError
+from ..protocols.meshheal.detector import DetectorParams
+from .detector import OC, PARAMS
+from .scores import ScoreModel
+from .stream import Simulated, Stream
+
+__all__ = ["Source", "resolve", "parse_vary", "lines", "curve_lines"]
+
+
+@dataclass
+class Source:
+    kind: str  # profile | run | scenario
+    model: ScoreModel
+    stream: Stream
+    params: Any  # MeshHealParams
+    simulated: Optional[Simulated] = None
+
+
+def _is_profile(path: Path) -> bool:
+    from ..files import load_yaml
+
+    data = load_yaml(path, "profile or scenario")
+    return isinstance(data, dict) and "models" in data and "protocol" not in data
+
+
+def resolve(source: str, dataset: Optional[str] = None, samples: int = 20000, use_cache: bool = True,
+            sets: tuple[str, ...] = ()) -> Source:
+    from ..protocols.meshheal import MeshHealParams
+    from . import scores, stream
+
+    path = Path(source)
+    if path.is_dir():
+        folders = scores.run_folders(path)
+        resolved = next((f / "scenario.resolved.yaml" for f in [path] + folders
+                         if (f / "scenario.resolved.yaml").is_file()), None)
+        if resolved is None:
+            raise InputError("no scenario.resolved.yaml in the run folder", file=str(path))
+        st = stream.from_scenario(resolved, sets)
+        model = scores.from_records(path)
+        return Source("run", model, st, st.params, stream.simulated(path))
+    if not path.is_file():
+        if path.suffix.lower() in (".yaml", ".yml") or "/" in source:
+            raise InputError("file or folder not found", file=source)
+        # a profile name (fake-default) is looked up like a scenario's backend.profile
+        from ..backends import find_profile
+
+        path = find_profile(source, None)
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise InputError("expected a fake profile (.yaml), a MeshHeal scenario (.yaml) or a run folder",
+                         file=str(path))
+    if _is_profile(path):
+        if sets:
+            raise InputError("--set applies to a scenario, not a profile", field="--set", value=list(sets))
+        ds = dataset or "bbh"
+        st = stream.from_dataset(ds, name=f"{ds}, 504 tasks, six agents, two degrade at task 253 (App. B.3)")
+        model = scores.cached_profile(path, ds, samples, use_cache=use_cache)
+        return Source("profile", model, st, MeshHealParams())
+    st = stream.from_scenario(path, sets)
+    from ..backends import find_profile
+
+    prof = find_profile(st.profile, st.base_dir)
+    model = scores.cached_profile(prof, dataset or st.dataset, samples, use_cache=use_cache)
+    return Source("scenario", model, st, st.params)
+
+
+def detector_params(base: Any, **over: Any) -> DetectorParams:
+    """The scenario's (or Tab. B11's) parameters with the command line's overrides; --scope sets both scopes."""
+    p = base.detector_params()
+    scope = over.pop("scope", None)
+    if scope:
+        p = replace(p, count_scope=scope, shortfall_scope=scope)
+    for k, v in over.items():
+        if v is not None:
+            f = PARAMS[k]
+            p = replace(p, **{f: v})
+    if p.alpha >= p.beta:
+        raise InputError("alpha must be < beta", field="--alpha", value=p.alpha)
+    if p.window < 1 or p.min_obs < 1 or p.consecutive < 1:
+        raise InputError("window, min_obs and consecutive must be >= 1", field="--window", value=p.window)
+    return p
+
+
+def parse_vary(text: str) -> tuple[str, list[float]]:
+    """``beta=1.5:3`` (11 points), ``beta=1.5:3:7`` or ``window=4,8,12,16``."""
+    if "=" not in text:
+        raise InputError("expected PARAM=LOW:HIGH[:N] or PARAM=V1,V2,...", field="--vary", value=text)
+    name, spec = text.split("=", 1)
+    name = name.strip().replace("-", "_")
+    if name == "spread_floor":
+        name = "floor"
+    if name not in PARAMS:
+        raise InputError(f"cannot vary it; choose one of {', '.join(PARAMS)}", field="--vary", value=name)
+    try:
+        if "," in spec:
+            vals = [float(v) for v in spec.split(",")]
+        else:
+            parts = [float(v) for v in spec.split(":")]
+            if len(parts) not in (2, 3):
+                raise ValueError
+            lo, hi = parts[0], parts[1]
+            n = int(parts[2]) if len(parts) == 3 else (int(hi - lo) + 1 if name in ("window", "min_obs", "consecutive")
+                                                      else 11)
+            if n < 2 or n > 200:
+                raise ValueError
+            vals = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+    except ValueError:
+        raise InputError("expected PARAM=LOW:HIGH[:N] (2 <= N <= 200) or PARAM=V1,V2,...", field="--vary",
+                         value=text) from None
+    if name in ("window", "min_obs", "consecutive"):
+        vals = sorted({int(round(v)) for v in vals})
+        if min(vals) < 1 or (name == "window" and max(vals) > 32):
+            raise InputError("window 1..32, min_obs and consecutive >= 1", field="--vary", value=text)
+    return name, vals
+
+
+def _f(x: Optional[float], nd: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{nd}f}"
+
+
+def _rule(oc: OC) -> str:
+    p = oc.params
+    if oc.detector == "relative":
+        return (f"relative rule: alpha {p.alpha:g}, beta {p.beta:g}, window {p.window}, floor {p.spread_floor:g}, "
+                f"min_obs {p.min_obs}, {p.consecutive} consecutive, scope {oc.scope}")
+    if oc.detector == "absolute":
+        return (f"absolute rule: watch mean < {p.abs_watch:g}, isolate mean < {p.abs_isolate:g}, window {p.window}, "
+                f"min_obs {p.min_obs}, {p.consecutive} consecutive")
+    return f"CUSUM: target {p.cusum_target:g}, k {p.cusum_k:g}, watch at h {p.cusum_h:g}, isolate at 2h"
+
+
+def lines(src: Source, oc: OC, seconds: Optional[float] = None) -> list[str]:
+    st, m, i = src.stream, src.model, oc.info
+    out = [f"meshsim detector - {_rule(oc)}",
+           f"scores   {m.method}",
+           f"         mean final score: healthy {m.scores['healthy'].mean:.3f} (watched/probed "
+           f"{m.scores['healthy_watched'].mean:.3f}), degraded {m.scores['degraded'].mean:.3f}",
+           f"stream   {st.name}: {oc.outputs} outputs per healthy agent"
+           + (f" over {oc.keys} (T, s) detectors" if oc.keys > 1 else "")
+           + f"; a degrading agent has {oc.healthy_before * oc.keys} before and {oc.degraded_outputs * oc.keys} after"]
+    if oc.detector == "relative":
+        out.append(f"peers    healthy i.i.d. neighbours, large-pool limit: reference = healthy mean score of the type; "
+                   f"m = {i['m']:.3f}, p25 = {i['p25']:.3f}, spread max(m - p25, floor) = {i['spread']:.3f}")
+        out.append(f"         -> watched when x̄ >= {i['xbar_watch']:.3f}, isolated after {oc.params.consecutive} "
+                   f"consecutive x̄ >= {i['xbar_isolate']:.3f}")
+    out.append("")
+    streams = oc.arl0 / oc.outputs * oc.keys if oc.arl0 and not math.isinf(oc.arl0) else math.inf
+    extra = ""
+    if "p_false_track1" in i:
+        extra = f"   (window-sum chain, 1 / 0 values tracked: {i['p_false_track1']:.3f} / {i['p_false_track0']:.3f})"
+    out.append(f"false isolation   P(a healthy agent is isolated within one stream) = {oc.p_false:.3f}{extra}")
+    out.append(f"                  expected outputs until it (in-control run length) = {_f(oc.arl0, 0)}"
+               f" per detector ({_f(streams, 1)} streams)")
+    out.append(f"watched           {100 * oc.watched_rate:.1f} % of a healthy agent's outputs; "
+               f"{oc.watch_entries:.2f} normal -> watched changes per stream")
+    d = oc.delay
+    whose = "degraded agent's outputs" if oc.keys == 1 else "outputs of one (T, s) detector"
+    out.append(f"detection delay   {whose} until isolation: mean {_f(d.mean(), 2)}, median "
+               f"{d.quantile(0.5)}, 10-90 % {d.quantile(0.1)}-{d.quantile(0.9)}; P(missed within "
+               f"{oc.degraded_outputs}) = {oc.p_missed:.2g}")
+    pm = d.absorbed
+    shown = [f"{k + 1}: {pm[k]:.3f}" for k in range(min(len(pm), 12)) if pm[k] >= 0.0005]
+    out.append("                  P(delay = n): " + "  ".join(shown))
+    if oc.recovery is not None:
+        r = oc.recovery
+        out.append(f"reintegration     good probes until isolated -> watched: mean {_f(r.mean(), 2)}, median "
+                   f"{r.quantile(0.5)}, 90 % {r.quantile(0.9)}; at one probe per {oc.probe_every} tasks about "
+                   f"{_f(r.mean() * oc.probe_every, 0)} tasks")
+    if src.simulated is not None:
+        s = src.simulated.describe()
+        out.append("")
+        out.append(f"simulated ({s['seeds']} seeds of this run, {s['healthy_agents']} healthy agent-streams): "
+                   f"P(false isolation) {_f(s['false_isolation_probability'])}, "
+                   f"{_f(s['false_isolations_per_agent'], 2)} isolations per healthy agent, "
+                   f"{_f(s['outputs_per_healthy_agent'], 0)} outputs per healthy agent; "
+                   f"delay mean {_f(s['delay_outputs_mean'], 2)} outputs ({_f(s['delay_tasks_mean'], 1)} tasks), "
+                   f"missed {s['missed']}")
+    out.append("")
+    out.append("closed form: docs/detector.md (what it leaves out: degraded peers in the pool, finite pools, "
+               "collapse, the network)" + (f"; computed in {seconds:.2f} s" if seconds is not None else ""))
+    return out
+
+
+def curve_lines(name: str, values: list[float], ocs: list[OC]) -> list[str]:
+    out = [f"{name:>10} {'P(false iso)':>13} {'ARL0':>9} {'delay mean':>11} {'median':>7} {'p90':>5} "
+           f"{'watched %':>10} {'probes':>7}"]
+    for v, o in zip(values, ocs):
+        pr = o.recovery.mean() if o.recovery is not None else None
+        out.append(f"{v:>10g} {o.p_false:>13.4f} {_f(o.arl0, 0):>9} {_f(o.delay_mean, 2):>11} "
+                   f"{str(o.delay.quantile(0.5)):>7} {str(o.delay.quantile(0.9)):>5} {100 * o.watched_rate:>10.2f} "
+                   f"{_f(pr, 2):>7}")
+    return out
+
+
+def sim_summary(sim: Any, pool: Optional[int]) -> dict[str, Any]:
+    lo, hi = sim.p_interval()
+    d = sim.delay_interval() if len(sim.delays) > 1 else (None, None)
+    return {"reps": sim.reps, "pool": pool or "large-pool limit", "false_isolation_probability": sim.p_false,
+            "false_isolation_interval_99": [lo, hi], "delay_mean": (sum(sim.delays) / len(sim.delays))
+            if sim.delays else None, "delay_interval_99": list(d), "missed": sim.missed}
+
+
+def sim_line(sim: Any, pool: Optional[int]) -> str:
+    s = sim_summary(sim, pool)
+    lo, hi = s["false_isolation_interval_99"]
+    dl, dh = s["delay_interval_99"]
+    where = f"{pool} peers in the normal range, 2 in the reference" if pool else "large-pool limit"
+    return (f"controlled simulation (real detector, {sim.reps} healthy producers, {where}): P(false isolation) "
+            f"{sim.p_false:.3f} [99 %: {lo:.3f}-{hi:.3f}], delay mean {_f(s['delay_mean'], 2)} "
+            f"[{_f(dl, 2)}-{_f(dh, 2)}]")
