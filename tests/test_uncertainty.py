@@ -392,3 +392,20 @@ def test_ranges_that_break_a_joint_constraint_name_the_sample(data, tmp_path):
     line = _one_line([str(tmp_path / "s.yaml"), "--budget", "25", "--seeds", "1", "--top", "2"], tmp_path)
     assert "the ranges make an invalid profile at sample" in line and "latent.difficulty=1" in line
     assert "latent.difficulty + latent.persist.strong must be at most 1" in line
+
+
+def test_a_sac_study_screens_only_the_factors_of_models_its_dataset_calls():
+    from meshsim.backends.fake_consensus import models_used
+    from meshsim.backends.provenance import assumption_factors, load_profile_data
+
+    sc = ROOT / "scenarios" / "sac" / "ablation-b2w1-cpwbft.yaml"
+    from meshsim.uncertainty import plan_uncertainty
+
+    study = plan_uncertainty(sc, metrics=["bfti"], budget=3000, smoke=True)
+    data = load_profile_data(ROOT / "backends" / "sac-default.yaml")
+    every = assumption_factors(data)
+    assert 0 < study.k < len(every)
+    used = models_used(data, ["math_l4_30"])
+    for f in study.factors:  # no factor left whose numbers all belong to an unused model
+        assert any(p.split(".")[1] in used or p.split(".")[0] not in ("score", "refine", "confidence", "aggregate")
+                   for p, *_ in f.leaves), f.name

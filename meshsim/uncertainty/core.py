@@ -152,6 +152,15 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
         raise InputError("the profile declares no assumption ranges (a 'ranges:' block; docs/backends.md): "
                          "nothing to vary", file=str(prof_path), field="ranges")
     factors = assumption_factors(data, str(prof_path))
+    if data.get("kind") == "fake_consensus":
+        # SAC / CP-WBFT: factors of models that play no role on the scenario's dataset move
+        # nothing; screening them would only spend samples (fake_consensus.factors_in_use)
+        from ..backends.fake_consensus import factors_in_use
+
+        params = base_sc.protocol.params
+        ds = getattr(params, "dataset", None)
+        if isinstance(ds, str):
+            factors = factors_in_use(factors, data, [ds])
     if top < 1:
         raise InputError("must be >= 1", field="--top", value=top)
     alloc = allocate(DEFAULT_BUDGET if budget is None else int(budget), len(seed_list), len(factors), top)
