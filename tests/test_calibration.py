@@ -50,7 +50,7 @@ def test_rows_compare_with_the_paper_and_mark_the_band(measured):
     assert r["within"] == (abs(r["value"] - 0.053) <= 0.05)
     # a profile whose reviewers flag everything is far off: the check can fail
     harsh = yaml.safe_load((ROOT / "backends" / "fake-default.yaml").read_text())
-    harsh["models"]["strong"]["review"].update(uncritical=0.0, flag_error=1.0)
+    harsh["review"]["scores"]["strong"]["unverifiable"] = {"error": 1.0}
     harsh["difficulty_rho"] = 0.0
     harsh["models"]["strong"]["skill"]["default"] = 0.5
     m = cal.measure(harsh, ROOT / cal.AUDIT_SCENARIO, [1])

@@ -42,7 +42,9 @@ Conditional distributions, by call kind (``Request.kind``):
   distribution (unnoticed garbage is scored like a half the reviewer cannot
   verify). ``review.scores.<reviewer>.finalize.<class>`` replaces a class's
   distribution for Finalize outputs (App. D.1's Finalize card judges the
-  combination and the committed answer too). The verdict is drawn by visiting
+  combination and the committed answer too); a table's ``common`` share of
+  the draw is the same for every call reviewing the same output (a trait of
+  its text every reader sees). The verdict is drawn by visiting
   the listed bins in order (stick-breaking: one uniform per bin but the last);
   each call's score is its bin's level plus N(0, ``review.noise``), clipped
   and rounded to ``review.granularity``.
@@ -169,13 +171,16 @@ def compile_table(table: Any, where: str) -> tuple[tuple[tuple[str, float], ...]
     Raises ValueError naming ``where`` when the table is not a distribution."""
     if not isinstance(table, dict) or not table:
         raise ValueError(f"{where}: a score distribution is a mapping verdict -> probability")
+    common = table.get("common", 0.0)
+    if not isinstance(common, (int, float)) or isinstance(common, bool) or not 0.0 <= common <= 1.0:
+        raise ValueError(f"{where}.common: a share in [0, 1] (got {common!r})")
     other = table.get("otherwise")
     if other is not None and other not in CLASSES:
         raise ValueError(f"{where}.otherwise: must name a class, one of {list(CLASSES)} (got {other!r})")
     rest = [k for k, v in table.items() if v == "rest"]
     entries: list[tuple[str, Any]] = []
     for k, v in table.items():
-        if k == "otherwise":
+        if k in ("otherwise", "common"):
             continue
         if k not in VERDICTS:
             raise ValueError(f"{where}.{k}: not a rubric verdict, one of {list(VERDICTS)}")
@@ -226,9 +231,13 @@ class ReviewSpec(_S):
         return self
 
 
-def _table_of(rs: ReviewerScores, action: str, cls: str):
+def _raw_table(rs: ReviewerScores, action: str, cls: str) -> dict[str, Any]:
     t = rs.finalize.get(cls) if action == "finalize" else None  # type: ignore[call-overload]
-    return compile_table(t if t is not None else getattr(rs, cls), cls)
+    return t if t is not None else getattr(rs, cls)
+
+
+def _table_of(rs: ReviewerScores, action: str, cls: str):
+    return compile_table(_raw_table(rs, action, cls), cls)
 
 
 class CommitteeSpec(_S):
@@ -360,6 +369,7 @@ class FakeBackend(Backend):
         self._type_z: dict[tuple[str, str], float] = {}
         self._thresholds: dict[tuple, float] = {}
         self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str]]] = {}
+        self._common: dict[tuple[str, str, str], float] = {}
         for role in profile.models:
             rs = profile.review.scores.get(role) or ReviewerScores()
             for action in ("contribute", "finalize"):
@@ -371,6 +381,7 @@ class FakeBackend(Backend):
                         cond.append((k, p / left if left > 0 else 1.0))
                         left -= p
                     self._tables[(role, action, cls)] = (tuple(cond), nxt)
+                    self._common[(role, action, cls)] = float(_raw_table(rs, action, cls).get("common", 0.0))
         self.texts = TextStore("fake")
 
     # -- interface -----------------------------------------------------------
@@ -532,20 +543,33 @@ class FakeBackend(Backend):
         else:
             cls = "unverifiable"
         action = "finalize" if req.context.get("action") == "finalize" else "contribute"
-        return self._draw_verdict(rnd, _role(req.model), action, cls)
+        return self._draw_verdict(rnd, _role(req.model), action, cls, req)
 
-    def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str) -> str:
+    def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
         for _ in range(len(CLASSES)):
             entries, nxt = self._tables[(role, action, cls)]
+            common = self._common[(role, action, cls)]
             last = len(entries) - 1
             for i, (verdict, p) in enumerate(entries):
                 # the last listed verdict takes what is left without a draw (unless 'otherwise' follows)
-                if (i == last and nxt is None) or rnd.random() < p:
+                if (i == last and nxt is None) or self._uniform(rnd, common, req, cls, i) < p:
                     return verdict
             if nxt is None:
                 break
             cls = nxt
         return "unverified"
+
+    def _uniform(self, rnd: SplitMix64, common: float, req: Optional[Request], cls: str, step: int) -> float:
+        """One verdict draw; a table's ``common`` share of it is the same for every call
+        reviewing the same output (what its text shows every reader)."""
+        if not common or req is None:
+            return rnd.random()
+        shared = hash_unit(self.seed, "verdict", req.task.id if req.task else "", str(req.context.get("output_text")),
+                           cls, step)
+        if common >= 1.0:
+            return shared
+        z = math.sqrt(common) * _N.inv_cdf(shared) + math.sqrt(1.0 - common) * rnd.gauss(0.0, 1.0)
+        return _N.cdf(z)
 
     def _score(self, rnd: SplitMix64, verdict: str) -> float:
         r = self.profile.review
