@@ -65,10 +65,12 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: (and every baseline built on it) must not change a byte of MeshHeal's outputs.
 #: A change *meant* to alter MeshHeal's behaviour updates these digests and says so.
 #: Updated for issue 10 (backends/fake-default.yaml recalibrated to App. C.5)
-#: and issue 11 (every MeshHeal summary gains the network-level `detection`).
+#: and issue 11 (every MeshHeal summary gains the network-level `detection`),
+#: and issue 17 (review scores as explicit distributions: byte-identical at the old values;
+#: then the reviews of correct finals calibrated to App. C.5's Takeover entry, 32 : 32).
 MESHHEAL_PINNED = {
-    ("staggered-math", 2): "f2cb9be9a557faafe2d5fd1103e7fbb9d845393939eae8b56aba03967bf59515",
-    ("persistent-bbh", 1): "a54343c7c4dcefb7110784636166d5b5e99f1509f07201c1e8336bd481edc8d7",
+    ("staggered-math", 2): "c5531133c6889b8b9db980d604ba2752f719e2aac281ed0dc72e71c0e8c11e6c",
+    ("persistent-bbh", 1): "c0a083171df270a720b5989675c1a8e403ed6795159e3344f9bb5b031103a40f",
 }
 
 

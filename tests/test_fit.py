@@ -81,7 +81,9 @@ def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path, draw
 
 
 @pytest.mark.parametrize("rounds,draws,tol,limit", [
-    (2, 4, 0.05, 0.06),
+    # issue 17: reviews now send correct finals to Takeover as App. C.5 measured (32 : 32), and a
+    # graded recording cannot tell which reviews could not verify; the quick check settles at ~0.06-0.08
+    (3, 4, 0.05, 0.08),
     pytest.param(4, 20, 0.02, 0.05, marks=pytest.mark.slow),
 ])
 def test_calibration_repairs_a_misfit_profile(recorded, tmp_path, rounds, draws, tol, limit):
@@ -91,7 +93,8 @@ def test_calibration_repairs_a_misfit_profile(recorded, tmp_path, rounds, draws,
 
     prof, _ = fit_profile(load_entries(find_cassettes(recorded)))
     prof["models"]["strong"]["skill_by_type"]["bbh"]["navigate"] = 0.2
-    prof["models"]["weak"]["skill_by_type"]["bbh"]["navigate"] = 0.05
+    if "skill_by_type" in prof["models"]["weak"]:  # the weak model may not finalize at all in the recording
+        prof["models"]["weak"]["skill_by_type"]["bbh"]["navigate"] = 0.05
     before = fitcheck.compare(fitcheck.recorded_accuracy(recorded), _sim(prof, recorded, tmp_path))
     nav = next(r for r in before if r["type"] == "navigate")
     assert nav["diff"] < -0.3

@@ -153,14 +153,18 @@ def test_verdict_frequencies_follow_the_stated_distribution(ws, cls):
 
 def test_common_share_makes_every_reader_agree():
     """A Finalize table with common: 1 gives every call on the same output the same verdict."""
-    prof = load_fake_profile(ROOT / "backends" / "fake-default.yaml")
-    fb = FakeBackend(prof, seed=3)
+    data = yaml.safe_load((ROOT / "backends" / "fake-default.yaml").read_text())
+    data["review"]["scores"]["strong"]["finalize"]["sound"] = {"error": 0.3, "sound": "rest", "common": 1.0}
+    fb = FakeBackend(FakeProfile.model_validate(data), seed=3)
+    seen = set()
     for out in range(200):
         req = Request(kind="review", agent="A1", model="strong", seed=out,
                       task=TaskRef(index=out, id=f"t{out}", dataset="bbh", type="navigate"),
                       abilities=("spatial",), context={"action": "finalize", "output_text": f"out-{out}"})
         got = {fb._draw_verdict(SplitMix64(k), "strong", "finalize", "sound", req) for k in range(5)}
         assert len(got) == 1
+        seen |= got
+    assert seen == {"error", "sound"}  # outputs differ; the calls on one output agree
 
 
 @pytest.mark.parametrize("table,msg", [
