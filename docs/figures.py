@@ -113,6 +113,10 @@ def backends_section(runs: Runs, img: Path) -> dict[str, str]:
                 f"{tc.get('right_broken', 0)} of {tc.get('right_entering', 0)} right finals broken; "
                 f"{tc.get('contribute_final_correct', 0)} of {tc.get('contribute', 0)} tasks with a Contribute "
                 f"Takeover ended correct.")
+    rows += ["", "| count (App. C.5, five streams) | paper | fake-default, pooled over 20 seeds | per 5 seeds |",
+             "| --- | --- | --- | --- |"]
+    for c in cal.counts(m):
+        rows.append(f"| {c['label']} | {c['paper']:g} | {c['pooled']} | {c['per5']:.1f} |")
     return {"backends-calibration": "\n\n" + "\n".join(rows) + "\n\n"}
 
 

@@ -30,7 +30,8 @@ import yaml
 from .errors import InputError
 from .records import dig
 
-__all__ = ["Target", "TARGETS", "AUDIT_SCENARIO", "measure", "rows", "fit", "set_path", "get_path"]
+__all__ = ["Target", "TARGETS", "COUNTS", "AUDIT_SCENARIO", "measure", "rows", "counts", "fit", "set_path",
+           "get_path"]
 
 AUDIT_SCENARIO = "scenarios/meshheal/persistent-bbh.yaml"
 
@@ -43,11 +44,12 @@ class Target:
     spread: Optional[float]  # the paper's ± over seeds, when it states one
     source: str
     weight: float = 1.0
+    band: Optional[float] = None  # an explicit pass band (the Takeover entry ratio: ±0.3)
 
     @property
     def tol(self) -> float:
         """Pass band: the paper's stated spread, or ±0.05 absolute when that is wider or none is stated."""
-        return max(self.spread or 0.0, 0.05)
+        return self.band if self.band is not None else max(self.spread or 0.0, 0.05)
 
 
 #: App. C.5 (MeshHeal paper): text of Sec. 6.4 and App. C.5 (Tab. C8's values as quoted there)
@@ -79,6 +81,11 @@ TARGETS: tuple[Target, ...] = (
     Target("takeover.right_broken_rate", "correct finals entering Takeover that it breaks", 1 / 32, None,
            "App. C.5: 'Among 32 initially correct answers entering Takeover, only one is changed to an "
            "incorrect answer'"),
+    # how often reviews send a *correct* final to Takeover, relative to a wrong one: a call-level
+    # property of the review-score distribution of correct finals (32 and 32 in the paper)
+    Target("takeover.right_wrong_entering_ratio", "correct : wrong finals entering Takeover", 32 / 32, None,
+           "App. C.5: 'Among 32 initially wrong answers entering Takeover' ... 'Among 32 initially correct "
+           "answers entering Takeover'", 3.0, band=0.3),
     Target("takeover.contribute_final_correct_rate", "tasks with a Contribute Takeover that end correct", 0.86,
            None, "App. C.5: 'Among the 137 tasks where Takeover replaces a Contribute output, 86% end with a "
            "correct final answer'", 0.5),
@@ -86,9 +93,10 @@ TARGETS: tuple[Target, ...] = (
 
 #: the profile numbers `fit` may move, with bounds (each marked `calibrated:` in the profile)
 FIT_PARAMS: tuple[tuple[str, float, float], ...] = (
-    ("models.strong.review.uncritical", 0.0, 0.98),
-    ("models.strong.review.flag_error", 0.0, 1.0),
-    ("models.strong.review.sees_garbage", 0.8, 1.0),
+    ("review.scores.strong.unverifiable.sound", 0.0, 0.98),
+    ("review.scores.strong.unverifiable.error", 0.0, 1.0),
+    ("review.scores.strong.garbage.garbage", 0.8, 1.0),
+    ("review.scores.strong.finalize.sound.error", 0.0, 0.15),
     ("models.weak.skill.default", 0.0, 0.3),
     ("models.weak.garbage", 0.5, 1.0),
     ("difficulty_rho", 0.0, 0.95),
@@ -96,7 +104,7 @@ FIT_PARAMS: tuple[tuple[str, float, float], ...] = (
     ("committee.hint", 0.0, 0.95),
     ("committee.mislead", 0.0, 0.9),
     ("takeover.hint.finalize", 0.0, 0.95),
-    ("takeover.hint.contribute", 0.0, 0.95),
+    ("takeover.hint.contribute", 0.0, 0.99),
     ("takeover.keep.finalize", 0.0, 1.0),
     ("takeover.keep.contribute", 0.0, 1.0),
     ("takeover.recognize", 0.0, 1.0),
@@ -136,8 +144,49 @@ def _pooled_takeover(audits: list[dict[str, Any]]) -> dict[str, Any]:
                wrong_changed_rate=fr("wrong_changed", "wrong_entering"),
                changes_correct_rate=fr("changes_correct", "wrong_changed"),
                right_broken_rate=fr("right_broken", "right_entering"),
-               contribute_final_correct_rate=fr("contribute_final_correct", "contribute"))
+               contribute_final_correct_rate=fr("contribute_final_correct", "contribute"),
+               right_wrong_entering_ratio=fr("right_entering", "wrong_entering"))
     return tot
+
+
+#: App. C.5's counts (five seeded streams): reported beside the pooled simulated counts,
+#: scaled to five seeds. Not targets: counts depend on the stream's accuracy as well as on
+#: the reviews; the rates and the entry ratio above are what calibration matches.
+COUNTS: tuple[tuple[str, str, float, str], ...] = (
+    ("takeover.wrong_entering", "wrong finals entering Takeover", 32, "App. C.5: 'Among 32 initially wrong answers'"),
+    ("takeover.wrong_changed", "of these, answers the synthesis changes", 18, "'The synthesis changes 18'"),
+    ("takeover.wrong_fixed", "of these, corrected", 15, "'15 are corrected'"),
+    ("takeover.changes_correct", "changes that are correct", 15, "'15 of the 18 changes are correct'"),
+    ("takeover.right_entering", "correct finals entering Takeover", 32,
+     "'Among 32 initially correct answers entering Takeover'"),
+    ("takeover.right_broken", "of these, broken", 1, "'only one is changed to an incorrect answer'"),
+    ("takeover.contribute", "tasks where Takeover replaces a Contribute output", 137, "'Among the 137 tasks'"),
+    ("outputs_degraded", "degraded-agent outputs reviewed", 160, "'Each seed contains 31-33 outputs from degraded "
+     "agents' (x 5)"),
+    ("missed_degraded", "degraded-agent outputs missed by the initial decision", 15,
+     "'of which 2-4 are missed by the initial low-score decision' (x 5)"),
+)
+
+
+def counts(measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """App. C.5 counts beside the simulated ones, pooled over the seeds and per five seeds."""
+    tot: dict[str, float] = {}
+    for a in measured["audits"]:
+        vals = {f"takeover.{k}": v for k, v in a["takeover"].items() if isinstance(v, int)}
+        vals["outputs_degraded"] = a.get("outputs_degraded") or 0
+        vals["missed_degraded"] = (a.get("outputs_degraded") or 0) - (a.get("flagged_degraded") or 0)
+        for k, v in vals.items():
+            tot[k] = tot.get(k, 0) + v
+    n = max(1, len(measured["audits"]))
+    return [{"key": k, "label": label, "paper": paper, "pooled": int(tot.get(k, 0)), "per5": tot.get(k, 0) * 5 / n,
+             "source": src} for k, label, paper, src in COUNTS]
+
+
+def fmt_counts(cs: list[dict[str, Any]], n_seeds: int) -> list[str]:
+    lines = [f"{'count (App. C.5, five streams)':<52} {'paper':>6} {f'pooled ({n_seeds} seeds)':>18} {'per 5 seeds':>11}"]
+    for c in cs:
+        lines.append(f"{c['label']:<52} {c['paper']:>6g} {c['pooled']:>18d} {c['per5']:>11.1f}")
+    return lines
 
 
 def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_SCENARIO,
@@ -171,7 +220,9 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     pooled = _pooled_takeover(audits)
     out["takeover_counts"] = {k: v for k, v in pooled.items() if isinstance(v, int)}
     for t in TARGETS:
-        vals = [dig(a, t.key) for a in audits]
+        # per-seed values (a Takeover rate from one seed's counts, as pooled over all)
+        vals = ([_pooled_takeover([a]).get(t.key.split(".", 1)[1]) for a in audits] if t.key.startswith("takeover.")
+                else [dig(a, t.key) for a in audits])
         nums = [v for v in vals if isinstance(v, (int, float))]
         # Takeover rates are pooled over seeds (App. C.5 counts 32 cases in all)
         value = (pooled.get(t.key.split(".", 1)[1]) if t.key.startswith("takeover.")
@@ -201,14 +252,17 @@ def loss(measured: dict[str, Any]) -> float:
         if v is None:
             total += 25.0 * t.weight
             continue
-        band = t.spread if t.spread else 0.05
+        band = t.band if t.band is not None else (t.spread if t.spread else 0.05)
         total += t.weight * ((v - t.paper) / band) ** 2
     return total
 
 
 def _measure_job(args: tuple) -> tuple[float, dict[str, Any]]:
     profile, scenario, seeds = args
-    m = measure(profile, scenario, seeds)
+    try:
+        m = measure(profile, scenario, seeds)
+    except InputError:  # a candidate outside the profile's constraints (a class summing above 1)
+        return math.inf, {}
     return loss(m), m
 
 
@@ -231,7 +285,10 @@ def fit(profile: dict[str, Any], scenario: str | Path = AUDIT_SCENARIO, seeds: O
     try:
         for sweep in range(sweeps):
             for path, lo, hi in params:
-                x0 = float(get_path(best, path))
+                try:
+                    x0 = float(get_path(best, path))
+                except (KeyError, IndexError, TypeError, ValueError):
+                    continue  # not a number of this profile (e.g. no Finalize-specific table)
                 xs = sorted({round(min(hi, max(lo, x0 + k * step[path])), 4) for k in (-2, -1, 1, 2)}
                             - {round(x0, 4)})
                 cands = []

@@ -732,30 +732,55 @@ def backends_fit(source: str, out: str, name: str | None, base: str | None, chec
               default=None, help="Show only numbers whose source is of this kind.")
 def backends_explain(profile: str, only: str | None) -> None:
     """Every number of a backend profile with its source (paper, recording,
-    calibrated to a mechanism-level target, or assumption)."""
+    calibrated to a mechanism-level target, or assumption), and each
+    assumption's plausible range (ranges:). Exit 2 when a number has no source
+    or, in a fake profile, an assumption no range."""
     from .backends import find_profile
-    from .backends.provenance import explain_rows, load_profile_data
+    from .backends.provenance import assumption_factors, explain_rows, load_profile_data, range_for
 
     path = find_profile(profile, None)
     data = load_profile_data(path)
     rows = explain_rows(data)
+    factors = assumption_factors(data, str(path))  # a malformed ranges: entry stops here (exit 2)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["kind"]] = counts.get(r["kind"], 0) + 1
-    click.echo(f"{path}: {data.get('name', '')} ({data.get('kind', '?')}), {len(rows)} numbers")
+        got = range_for(r["path"], data) if r["kind"] == "assumption" else None
+        r["range"] = _range_text(got[1]) if got else ("none" if r["kind"] == "assumption" else "")
+    click.echo(f"{path}: {data.get('name', '')} ({data.get('kind', '?')}), {len(rows)} numbers, "
+               f"{len(factors)} assumption factors")
     w = max([len(r["path"]) for r in rows] + [4])
-    click.echo(f"  {'path':<{w}} {'value':>10}  {'kind':<10} source")
+    click.echo(f"  {'path':<{w}} {'value':>10}  {'kind':<10} {'range':<14} source")
     for r in rows:
         if only is None or r["kind"] == only:
             v = r["value"]
             vs = f"{v:g}" if isinstance(v, float) else str(v)
-            click.echo(f"  {r['path']:<{w}} {vs:>10}  {r['kind']:<10} {r['source']}")
+            click.echo(f"  {r['path']:<{w}} {vs:>10}  {r['kind']:<10} {r['range']:<14} {r['source']}")
+    if only in (None, "assumption") and factors:
+        click.echo(f"  ranges ({len(factors)} factors of meshsim uncertainty; numbers under one entry move together):")
+        for f in factors:
+            click.echo(f"    {f.name} {_range_text(data['ranges'][f.name])} ({len(f.leaves)} number"
+                       f"{'s' if len(f.leaves) != 1 else ''}): {f.why}")
     click.echo("  " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())))
     bad = counts.get("missing", 0) + counts.get("?", 0)
     if bad:
         first = next(r["path"] for r in rows if r["kind"] in ("missing", "?"))
         click.echo(f"error: {path}: {bad} number(s) without a source of a known kind, first: {first}", err=True)
         sys.exit(2)
+    # a fake's numbers model LLM behaviour: each assumption is a factor of meshsim uncertainty
+    # (an endpoint profile's assumptions are settings: timeouts, retries, budgets)
+    unranged = [r["path"] for r in rows if r["kind"] == "assumption" and r["range"] == "none"]
+    if unranged and data.get("kind") in ("fake", "fake_consensus"):
+        click.echo(f"error: {path}: ranges: {len(unranged)} assumption(s) without a plausible range, first: "
+                   f"{unranged[0]}", err=True)
+        sys.exit(2)
+
+
+def _range_text(spec: dict) -> str:
+    """[low, high] of a ranges: entry, or x[lo, hi] for a scale."""
+    if "scale" in spec:
+        return "x[{:g}, {:g}]".format(*spec["scale"])
+    return f"[{spec['low']:g}, {spec['high']:g}]"
 
 
 @backends.command("calibrate")
@@ -809,6 +834,9 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
     click.echo(f"  Takeover of Finalize outputs (pooled): {tc.get('wrong_fixed', 0)} of {tc.get('wrong_entering', 0)} "
                f"wrong corrected, {tc.get('wrong_changed', 0)} changed; {tc.get('right_broken', 0)} of "
                f"{tc.get('right_entering', 0)} right broken (paper: 15 of 32, 18; 1 of 32)")
+    click.echo("")
+    for line in cal.fmt_counts(cal.counts(measured), len(seed_list)):
+        click.echo("  " + line)
     bad = [r for r in cal.rows(measured) if r["within"] is False]
     if bad:
         click.echo(f"  {len(bad)} target(s) outside the paper's spread and ±0.05: "

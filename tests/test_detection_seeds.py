@@ -108,9 +108,9 @@ def test_run_takes_seeds_on_the_command_line(tmp_path):
 
 def test_meshheal_fake_takes_profile_overrides(tmp_path):
     base = meshsim.run(meshsim.load_scenario(STAGGERED, smoke=True), seed=1).summary
-    sets = ["backend.overrides.models.strong.review.sees_garbage=0.3"]
+    sets = ["backend.overrides.review.scores.strong.garbage.garbage=0.3"]
     over = meshsim.run(meshsim.load_scenario(STAGGERED, sets, smoke=True), seed=1).summary
-    assert over["backend"]["overrides"] == {"models.strong.review.sees_garbage": 0.3}
+    assert over["backend"]["overrides"] == {"review.scores.strong.garbage.garbage": 0.3}
     assert "overrides" not in base["backend"]
     # a reviewer that misses unusable text scores degraded outputs higher: the gap shrinks
     assert over["audit"]["initial_score_gap"] < base["audit"]["initial_score_gap"] - 0.1

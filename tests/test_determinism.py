@@ -69,9 +69,11 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: Updated for issue 18/17 (summary.json only, every record table byte-identical: one
 #: false-isolation definition in `detection`, delays in own outputs, the `collapse` section).
 #: Updated for issue 19 (scenario.resolved.yaml only: `limits.events` is a new resolved field).
+#: Updated for issue 17 (review scores as explicit distributions: byte-identical at the old values;
+#: then the reviews of correct finals calibrated to App. C.5's Takeover entry, 32 : 32).
 MESHHEAL_PINNED = {
-    ("staggered-math", 2): "081041aadd6e20399bc45916530721beccbce2cd447250db6277e2323b467690",
-    ("persistent-bbh", 1): "fe7d2153ffcba7ee71d152321483d64ee010aa3e7d5b1a8a0230bc10f7ce4417",
+    ("staggered-math", 2): "49af20bce072f415b5d29253c375c314ee37ed151c5331be7dc1e1ffb8e47a86",
+    ("persistent-bbh", 1): "fee8307506496d753096c52f615f03d52c8aa3e36b533eb1ee4b6642821f5554",
 }
 
 

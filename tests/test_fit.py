@@ -81,7 +81,9 @@ def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path, draw
 
 
 @pytest.mark.parametrize("rounds,draws,tol,limit", [
-    (2, 4, 0.05, 0.06),
+    # issue 17: reviews now send correct finals to Takeover as App. C.5 measured (32 : 32), and a
+    # graded recording cannot tell which reviews could not verify; the quick check settles at ~0.06-0.08
+    (3, 4, 0.05, 0.08),
     pytest.param(4, 20, 0.02, 0.05, marks=pytest.mark.slow),
 ])
 def test_calibration_repairs_a_misfit_profile(recorded, tmp_path, rounds, draws, tol, limit):
@@ -91,7 +93,8 @@ def test_calibration_repairs_a_misfit_profile(recorded, tmp_path, rounds, draws,
 
     prof, _ = fit_profile(load_entries(find_cassettes(recorded)))
     prof["models"]["strong"]["skill_by_type"]["bbh"]["navigate"] = 0.2
-    prof["models"]["weak"]["skill_by_type"]["bbh"]["navigate"] = 0.05
+    if "skill_by_type" in prof["models"]["weak"]:  # the weak model may not finalize at all in the recording
+        prof["models"]["weak"]["skill_by_type"]["bbh"]["navigate"] = 0.05
     before = fitcheck.compare(fitcheck.recorded_accuracy(recorded), _sim(prof, recorded, tmp_path))
     nav = next(r for r in before if r["type"] == "navigate")
     assert nav["diff"] < -0.3
@@ -133,3 +136,33 @@ def test_backend_draw_varies_outcomes_not_the_stream(recorded, tmp_path):
         meshsim.run(meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml",
                                           ["seeds=1", "tasks.count=42", "phases=[]", "events=[]",
                                            "backend.draw=-1"]), out=tmp_path / "c")
+
+
+
+def test_fit_estimates_review_score_distributions(tmp_path):
+    """Review calls' parsed scores, binned to the rubric's anchors by reviewer model and
+    by what the reviewed output was (known from the recording), give review.scores
+    (issue 17). Recorded from fake-default itself, so every output's outcome is known."""
+    from meshsim.backends.fake import score_distribution
+
+    sets = ["seeds=1", "tasks.count=168", "phases=[{name: healthy, tasks: 84}, {name: degraded, tasks: 84}]",
+            "events=[{at_task: 85, type: degrade, agents: [A3, A5]}]", "output.trace=none",
+            f"backend={{kind: replay, mode: record, cassette: {tmp_path / 'c.jsonl'}, "
+            f"backend: {{kind: fake, profile: fake-default}}}}"]
+    meshsim.run(meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml", sets),
+                out=tmp_path / "run")
+    out = tmp_path / "fitted.yaml"
+    res = _runner().invoke(main, ["backends", "fit", str(tmp_path / "run"), "-o", str(out), "--no-check"])
+    assert res.exit_code == 0, res.output
+    data = yaml.safe_load(out.read_text())
+    srcs = data["sources"]
+    assert srcs["review.scores.strong.unverifiable"].startswith("recording:")
+    assert srcs["review.scores.strong.garbage.garbage"].startswith("recording:")
+    p = load_fake_profile(out)
+    # fake-default's strong reviewer recognises a weak model's unusable output 0.9 of the time
+    assert 0.75 <= p.review.scores["strong"].garbage["garbage"] <= 1.0
+    # and, when it cannot re-derive a half, mostly says so (0.50): 0.755 in the recorded profile
+    unv = score_distribution(p.review, "strong", "contribute", "unverifiable")
+    assert sum(unv.values()) == pytest.approx(1.0) and unv.get("unverified", 0.0) > 0.4
+    # ranges stay on assumptions: numbers the recording now sources lose theirs
+    assert not any(k.startswith("review.scores.strong.garbage") for k in data.get("ranges", {}))

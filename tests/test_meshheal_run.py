@@ -42,7 +42,9 @@ def test_smoke_run_detects_and_heals(staggered):
     s = staggered["summary"]
     assert s["agents"]["A5"]["isolated_at"] is not None
     assert s["agents"]["A3"]["isolated_at"] is not None
-    assert s["detection"]["false_isolations"] == 0
+    # a prediction, not a target: 0 before issue 17; calibrating the reviews of correct finals
+    # to App. C.5's Takeover entry (32 correct : 32 wrong) flags more healthy outputs
+    assert s["detection"]["false_isolations"] == 2
     assert s["tasks"] == 210
 
 

@@ -28,14 +28,26 @@ Conditional distributions, by call kind (``Request.kind``):
   and the route covered the true pair; when that chain is broken the
   committed answer is still right by chance with probability
   ``guess.<dataset>`` (a multiple-choice answer picked among few options).
-* ``review`` (and committee round 1) — App. D.1's rubric: the reviewer
-  re-derives the half. Garbage is seen as garbage (anchor 0.00) with
-  probability ``models.<r>.review.sees_garbage``. Otherwise, a successful
-  re-derivation judges correctly: sound → 1.00, a concrete error → 0.25. A
-  failed one: with ``uncritical`` the reviewer accepts anyway (1.00);
-  otherwise, with ``flag_error`` it reports an error it believes it found
-  (0.25), else it says it cannot verify (0.50). Each call's score is its anchor plus
-  N(0, ``review.noise``), clipped and rounded to ``review.granularity``.
+* ``review`` (and committee round 1) — App. D.1's rubric as an explicit
+  distribution. The reviewer re-derives the half; what it can tell puts the
+  output in one of four *classes*: ``sound`` (its re-derivation succeeds and
+  agrees), ``wrong`` (it succeeds and finds the concrete error),
+  ``unverifiable`` (its own re-derivation fails: it cannot check the half,
+  whatever the half is) and ``garbage`` (unusable text, feature
+  ``incoherent``). ``review.scores.<reviewer model>.<class>`` states the
+  probability of each rubric verdict (score bin: ``sound`` 1.00,
+  ``unverified`` 0.50 "cannot verify", ``error`` 0.25, ``garbage`` 0.00, at
+  the levels of ``review.anchors``); one bin may take the ``rest``, and
+  ``otherwise: <class>`` hands the remaining mass to another class's
+  distribution (unnoticed garbage is scored like a half the reviewer cannot
+  verify). ``review.scores.<reviewer>.finalize.<class>`` replaces a class's
+  distribution for Finalize outputs (App. D.1's Finalize card judges the
+  combination and the committed answer too); a table's ``common`` share of
+  the draw is the same for every call reviewing the same output (a trait of
+  its text every reader sees). The verdict is drawn by visiting
+  the listed bins in order (stick-breaking: one uniform per bin but the last);
+  each call's score is its bin's level plus N(0, ``review.noise``), clipped
+  and rounded to ``review.granularity``.
 * ``committee_round`` round 2 — each member sees both round-1 scores and
   explanations. When they agree (within ``committee.agree``) it keeps its
   score; when they differ it re-checks: the other's explanation helps when
@@ -87,7 +99,8 @@ from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .profiles import hash_unit, load_validated, model_role
 from .texts import Latent, TextStore
 
-__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "TokenSpec", "SplitMix64"]
+__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "TokenSpec", "SplitMix64",
+           "CLASSES", "VERDICTS", "score_distribution"]
 
 _N = NormalDist()
 P = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -115,14 +128,6 @@ class ModelSpec(_S):
     rate: Annotated[float, Field(gt=0)] = 60.0
 
 
-class ReviewerSpec(_S):
-    """How a model reviews when its own re-derivation fails (App. D.1 rubric)."""
-
-    uncritical: P = 0.0  # accepts the output anyway (scores it sound)
-    flag_error: P = 0.5  # if not: reports a concrete error it believes it found; else "cannot verify"
-    sees_garbage: P = 1.0  # P(unusable garbage is recognised as such)
-
-
 class MeshModel(ModelSpec):
     """One model's behaviour in every MeshHeal call."""
 
@@ -136,15 +141,109 @@ class MeshModel(ModelSpec):
     select: P = 0.9
     #: P(a summary of a committed final answer keeps that answer)
     summary_keep: P = 1.0
-    review: ReviewerSpec = ReviewerSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_review(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "review" in data:
+            raise ValueError(
+                "review: a reviewer's behaviour moved to review.scores.<model>.<class>, P(verdict | class): "
+                "uncritical u, flag_error f, sees_garbage g become unverifiable: {sound: u, error: (1-u) f, "
+                "unverified: rest}, garbage: {garbage: g, otherwise: unverifiable} (docs/backends.md)")
+        return data
+
+
+#: what a reviewer can tell about the output it reviews (App. D.1's rubric re-derives the half)
+CLASSES = ("sound", "wrong", "unverifiable", "garbage")
+#: one score distribution: verdict (score bin) -> probability, or "rest"; key "otherwise" -> a class
+ScoreTable = dict[str, Any]
+
+
+class ReviewerScores(_S):
+    """P(rubric verdict | class of the output under review), for one reviewer model.
+    Defaults are the rubric applied without error (an explicit profile states every class)."""
+
+    sound: ScoreTable = {"sound": 1.0}
+    wrong: ScoreTable = {"error": 1.0}
+    unverifiable: ScoreTable = {"unverified": 1.0}
+    garbage: ScoreTable = {"garbage": 1.0}
+    #: classes whose distribution differs for Finalize outputs (App. D.1's Finalize card)
+    finalize: dict[Literal["sound", "wrong", "unverifiable", "garbage"], ScoreTable] = {}
+
+
+def compile_table(table: Any, where: str) -> tuple[tuple[tuple[str, float], ...], Optional[str]]:
+    """((verdict, probability) in listed order, class taking the remaining mass or None).
+
+    Raises ValueError naming ``where`` when the table is not a distribution."""
+    if not isinstance(table, dict) or not table:
+        raise ValueError(f"{where}: a score distribution is a mapping verdict -> probability")
+    common = table.get("common", 0.0)
+    if not isinstance(common, (int, float)) or isinstance(common, bool) or not 0.0 <= common <= 1.0:
+        raise ValueError(f"{where}.common: a share in [0, 1] (got {common!r})")
+    other = table.get("otherwise")
+    if other is not None and other not in CLASSES:
+        raise ValueError(f"{where}.otherwise: must name a class, one of {list(CLASSES)} (got {other!r})")
+    rest = [k for k, v in table.items() if v == "rest"]
+    entries: list[tuple[str, Any]] = []
+    for k, v in table.items():
+        if k in ("otherwise", "common"):
+            continue
+        if k not in VERDICTS:
+            raise ValueError(f"{where}.{k}: not a rubric verdict, one of {list(VERDICTS)}")
+        if v != "rest" and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v <= 1.0):
+            raise ValueError(f"{where}.{k}: a probability in [0, 1] or 'rest' (got {v!r})")
+        entries.append((k, v))
+    if len(rest) > 1 or (rest and other is not None):
+        raise ValueError(f"{where}: at most one 'rest', and not together with 'otherwise'")
+    total = sum(float(v) for _, v in entries if v != "rest")
+    if total > 1.0 + 1e-9:
+        raise ValueError(f"{where}: probabilities sum to {total:g} > 1")
+    if not rest and other is None and abs(total - 1.0) > 1e-6:
+        raise ValueError(f"{where}: probabilities sum to {total:g}, not 1 (give one verdict 'rest', "
+                         "or 'otherwise: <class>')")
+    if other is not None and not entries and total == 0:
+        raise ValueError(f"{where}: 'otherwise' alone: name the class's own verdicts")
+    out = tuple((k, max(0.0, 1.0 - total) if v == "rest" else float(v)) for k, v in entries)
+    return out, other
 
 
 class ReviewSpec(_S):
+    #: score level of each verdict bin: App. D.1's anchors; ``unverified`` is where a
+    #: reviewer that cannot verify puts its non-committal score
     anchors: dict[Literal["sound", "unverified", "error", "garbage"], P] = {
         "sound": 1.0, "unverified": 0.5, "error": 0.25, "garbage": 0.0}
     noise: NonNeg = 0.05  # sd of one call's score around its anchor
     granularity: Annotated[float, Field(ge=0, le=0.5)] = 0.05
     persist: P = 0.0  # share of a review call's non-difficulty variance that is the reviewer's lasting view
+    #: P(verdict | reviewer model, class of the output), per model role (strong, weak)
+    scores: dict[str, ReviewerScores] = {}
+
+    @model_validator(mode="after")
+    def _tables(self) -> "ReviewSpec":
+        for role, rs in self.scores.items():
+            for cls in CLASSES:
+                compile_table(getattr(rs, cls), f"review.scores.{role}.{cls}")
+            for cls, t in rs.finalize.items():
+                compile_table(t, f"review.scores.{role}.finalize.{cls}")
+            for action in ("contribute", "finalize"):
+                for cls in CLASSES:  # 'otherwise' chains must end
+                    seen = [cls]
+                    nxt = _table_of(rs, action, cls)[1]
+                    while nxt is not None:
+                        if nxt in seen:
+                            raise ValueError(f"review.scores.{role}: 'otherwise' loops: {' -> '.join(seen + [nxt])}")
+                        seen.append(nxt)
+                        nxt = _table_of(rs, action, nxt)[1]
+        return self
+
+
+def _raw_table(rs: ReviewerScores, action: str, cls: str) -> dict[str, Any]:
+    t = rs.finalize.get(cls) if action == "finalize" else None  # type: ignore[call-overload]
+    return t if t is not None else getattr(rs, cls)
+
+
+def _table_of(rs: ReviewerScores, action: str, cls: str):
+    return compile_table(_raw_table(rs, action, cls), cls)
 
 
 class CommitteeSpec(_S):
@@ -205,7 +304,26 @@ def load_fake_profile(path: str | Path) -> FakeProfile:
             raise InputError(f"profile needs a '{role}' model", file=str(path), field="models")
         if "default" not in prof.models[role].skill:
             raise InputError("needs a 'default' skill", file=str(path), field=f"models.{role}.skill")
+        if role not in prof.review.scores:
+            raise InputError(f"profile needs the '{role}' reviewer's score distributions", file=str(path),
+                             field=f"review.scores.{role}")
     return prof
+
+
+def score_distribution(review: ReviewSpec, role: str, action: str, cls: str) -> dict[str, float]:
+    """P(verdict) of one reviewer model reviewing one class of output (``otherwise`` resolved)."""
+    rs = review.scores.get(role) or ReviewerScores()
+    out: dict[str, float] = {}
+    mass, seen = 1.0, set()
+    while cls is not None and cls not in seen:
+        seen.add(cls)
+        entries, nxt = _table_of(rs, action, cls)
+        for k, p in entries:
+            out[k] = out.get(k, 0.0) + mass * p
+        mass *= max(0.0, 1.0 - sum(p for _, p in entries))
+        cls = nxt
+    return out
+
 
 
 _M64 = (1 << 64) - 1
@@ -256,6 +374,20 @@ class FakeBackend(Backend):
         self._z: dict[tuple, float] = {}
         self._type_z: dict[tuple[str, str], float] = {}
         self._thresholds: dict[tuple, float] = {}
+        self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str]]] = {}
+        self._common: dict[tuple[str, str, str], float] = {}
+        for role in profile.models:
+            rs = profile.review.scores.get(role) or ReviewerScores()
+            for action in ("contribute", "finalize"):
+                for cls in CLASSES:
+                    entries, nxt = _table_of(rs, action, cls)
+                    # stick-breaking: P(this verdict | none of the earlier ones)
+                    cond, left = [], 1.0
+                    for k, p in entries:
+                        cond.append((k, p / left if left > 0 else 1.0))
+                        left -= p
+                    self._tables[(role, action, cls)] = (tuple(cond), nxt)
+                    self._common[(role, action, cls)] = float(_raw_table(rs, action, cls).get("common", 0.0))
         self.texts = TextStore("fake")
 
     # -- interface -----------------------------------------------------------
@@ -408,17 +540,42 @@ class FakeBackend(Backend):
         return fields, final
 
     def _verdict(self, req: Request, rnd: SplitMix64, out: Latent, hint: float = 0.0) -> str:
-        spec = self.model(req).review
-        failed = False
+        """A review call's rubric verdict: the output's class as this reviewer sees it,
+        then a draw from ``review.scores.<reviewer>.<class>``."""
         if "incoherent" in out.features:
-            if rnd.random() < spec.sees_garbage:
-                return "garbage"
-            failed = True  # did not notice: as if its own check had failed
-        if not failed and self._derive(req, rnd, hint=hint, persist=self.profile.review.persist):
-            return "sound" if out.correct else "error"
-        if rnd.random() < spec.uncritical:
-            return "sound"
-        return "error" if rnd.random() < spec.flag_error else "unverified"
+            cls = "garbage"
+        elif self._derive(req, rnd, hint=hint, persist=self.profile.review.persist):
+            cls = "sound" if out.correct else "wrong"
+        else:
+            cls = "unverifiable"
+        action = "finalize" if req.context.get("action") == "finalize" else "contribute"
+        return self._draw_verdict(rnd, _role(req.model), action, cls, req)
+
+    def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
+        for _ in range(len(CLASSES)):
+            entries, nxt = self._tables[(role, action, cls)]
+            common = self._common[(role, action, cls)]
+            last = len(entries) - 1
+            for i, (verdict, p) in enumerate(entries):
+                # the last listed verdict takes what is left without a draw (unless 'otherwise' follows)
+                if (i == last and nxt is None) or self._uniform(rnd, common, req, cls, i) < p:
+                    return verdict
+            if nxt is None:
+                break
+            cls = nxt
+        return "unverified"
+
+    def _uniform(self, rnd: SplitMix64, common: float, req: Optional[Request], cls: str, step: int) -> float:
+        """One verdict draw; a table's ``common`` share of it is the same for every call
+        reviewing the same output (what its text shows every reader)."""
+        if not common or req is None:
+            return rnd.random()
+        shared = hash_unit(self.seed, "verdict", req.task.id if req.task else "", str(req.context.get("output_text")),
+                           cls, step)
+        if common >= 1.0:
+            return shared
+        z = math.sqrt(common) * _N.inv_cdf(shared) + math.sqrt(1.0 - common) * rnd.gauss(0.0, 1.0)
+        return _N.cdf(z)
 
     def _score(self, rnd: SplitMix64, verdict: str) -> float:
         r = self.profile.review

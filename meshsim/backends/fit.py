@@ -13,12 +13,19 @@ What is estimated (everything else is taken from a base profile,
   ``skill_by_type`` per task type, shrunk toward the role's rate; per-ability
   rates are reported as comments. Contribute halves cannot be graded alone.
 * ``models.<role>.infer``: how often InferAbilities chose the true pair.
-* ``models.<role>.review``: ``uncritical`` (a wrong output scored >= 0.75),
-  ``flag_error`` (a right output scored <= 0.35), each over one minus the
-  reviewer's skill, and ``sees_garbage`` (a weak model's wrong output scored
-  <= 0.10), from initial reviews and committee round 1 of outputs whose
-  outcome the cassette knows (with real endpoints: Finalize outputs only);
-  and the score granularity.
+* ``review.scores.<role>``: the review-score distribution per reviewer model
+  and output class, from initial reviews and committee round 1 of outputs
+  whose outcome the cassette knows (with real endpoints: Finalize outputs
+  only). Each parsed score is binned to its nearest rubric anchor (App. D.1).
+  A review of a right output is of class ``sound`` or, when the reviewer's
+  own re-derivation failed, ``unverifiable``; of a wrong output, ``wrong`` or
+  ``unverifiable`` (the chance of a failed re-derivation follows from the
+  reviewer's skill and ``difficulty_rho``). Which one a review was is not
+  recorded, so the ``unverifiable`` distribution (and, given Contribute
+  reviews too, the error mass of the Finalize ``sound`` table) is the
+  maximum-likelihood mixture fit (EM); ``sound`` and ``wrong`` keep the
+  rubric's verdicts. ``garbage.garbage`` is the share of a weak model's wrong
+  outputs scored at the 0.00 anchor. Also the score granularity.
 * ``tokens.<kind>``: mean prompt and completion tokens, the lognormal spread
   of completions and the prompt growth per context item.
 * ``models.<role>``: model id, and ``ttft`` / ``rate`` from a least-squares
@@ -131,6 +138,43 @@ def _conditional_failure(skill: float, rho: float) -> tuple[float, float]:
     return both_fail / p_fail, (p_fail - both_fail) / skill
 
 
+def _nearest_bin(anchors: dict[str, float], score: float) -> str:
+    return min(anchors, key=lambda k: (abs(anchors[k] - score), k))
+
+
+def _fit_unverifiable(obs: list[tuple[str, str, str]], phi_r: float, phi_w: float, e0: float, fit_e: bool,
+                      iters: int = 300) -> tuple[dict[str, float], float]:
+    """EM for the unverifiable class's verdict distribution U (and the error mass e of
+    the Finalize sound table when ``fit_e``). A review of a right output is from the
+    sound class (verdict 'sound'; a Finalize one 'error' with probability e) with
+    probability 1 - phi_r, else from U; of a wrong output from the wrong class
+    ('error') with probability 1 - phi_w, else from U."""
+    bins = ("sound", "unverified", "error", "garbage")
+    U = {b: 0.25 for b in bins}
+    e = e0
+    rows = [(b, act, v) for b, act, v in obs if b in ("correct", "incorrect")]
+    for _ in range(iters):
+        acc = {b: 1e-9 for b in bins}
+        e_num = e_den = 0.0
+        for bucket, act, v in rows:
+            if bucket == "correct":
+                own = (e if v == "error" else (1 - e) if v == "sound" else 0.0) if act == "finalize" else \
+                    (1.0 if v == "sound" else 0.0)
+                a, c = phi_r * U[v], (1 - phi_r) * own
+            else:
+                a, c = phi_w * U[v], (1 - phi_w) * (1.0 if v == "error" else 0.0)
+            r = a / (a + c) if a + c > 0 else 1.0
+            acc[v] += r
+            if bucket == "correct" and act == "finalize":
+                e_den += 1 - r
+                e_num += (1 - r) * (v == "error")
+        tot = sum(acc.values())
+        U = {b: acc[b] / tot for b in bins}
+        if fit_e and e_den > 0:
+            e = min(0.999, e_num / e_den)
+    return U, e
+
+
 def _base(base: Optional[str]) -> dict[str, Any]:
     from . import find_profile
 
@@ -158,7 +202,7 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
     acc_type: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     acc_ability: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     infer: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    scores: dict[tuple[str, str], list[float]] = defaultdict(list)
+    scores: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     tokens: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     lat: dict[str, list[tuple[float, float]]] = defaultdict(list)
     ids: dict[str, str] = {}
@@ -210,7 +254,8 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
                 and (not real or ctx.get("action") == "finalize"):
             weak_writer = produced.get(ctx.get("output_text#"), (None, False))[1]
             bucket = "correct" if oc else ("weak_incorrect" if weak_writer else "incorrect")
-            scores[(role, bucket)].append(float(fields["score"]))
+            scores[(role, bucket, "finalize" if ctx.get("action") == "finalize" else "contribute")].append(
+                float(fields["score"]))
         pt, ct = int(rs.get("prompt_tokens", 0)), int(rs.get("completion_tokens", 0))
         if kind:
             tokens[kind].append((pt, ct, int(ctx.get("context_items", 0) or 0)))
@@ -255,41 +300,53 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         sources[f"models.{role}.infer"] = f"{rec}: {k} of {n} inferred pairs were the true pair"
         notes.append(f"infer {role}: {k}/{n} true pairs -> {prof['models'][role]['infer']}")
 
-    # reviews: with the reviewer's own skill s, a sound output scores high when the
-    # re-derivation works or the reviewer is uncritical: P(high | right) = s + (1 - s) u;
-    # a wrong coherent one only when uncritical: P(high | wrong) = (1 - s) u;
-    # a sound one scores low when a failed re-derivation claims an error: (1 - s) f
-    # (a reviewer's re-derivation shares the half's difficulty with the producer's,
-    # correlation difficulty_rho: it fails more often on the halves a producer failed)
+    # reviews: each recorded score is binned to its nearest anchor; the class behind it
+    # (could the reviewer re-derive the half?) is latent: fit the unverifiable class's
+    # distribution as a mixture component (meshsim/backends/fake.py, review.scores)
     rho = float(prof.get("difficulty_rho", 0.0))
+    review = prof.setdefault("review", {})
+    anchors = {"sound": 1.0, "unverified": 0.5, "error": 0.25, "garbage": 0.0, **(review.get("anchors") or {})}
     for role in ("strong", "weak"):
-        right, wrong = scores.get((role, "correct"), []), scores.get((role, "incorrect"), [])
-        garbage = scores.get((role, "weak_incorrect"), [])
-        spec = prof["models"][role].setdefault("review", {})
+        obs = [(b, act, _nearest_bin(anchors, x)) for (r, b, act), xs in scores.items() if r == role for x in xs]
+        if not obs:
+            continue
         sk = prof["models"][role]["skill"].get("default", 0.5)
         named = [v for k2, v in prof["models"][role]["skill"].items() if k2 != "default"]
         if named:
             sk = sum(named) / len(named)
         fail_given_wrong, fail_given_right = _conditional_failure(sk, rho)
-        if wrong:
-            hi = sum(1 for x in wrong if x >= 0.75) / len(wrong)
-            spec["uncritical"] = round(min(0.999, max(0.0, hi / max(1e-3, fail_given_wrong))), 4)
-            sources[f"models.{role}.review.uncritical"] = \
-                f"{rec}: {len(wrong)} reviews of wrong outputs, {hi:.2f} scored >= 0.75, over P(re-derivation fails)"
-            notes.append(f"review {role}: uncritical {spec['uncritical']} from {len(wrong)} wrong outputs")
-        if right:
-            lo = sum(1 for x in right if x <= 0.35) / len(right)
-            spec["flag_error"] = round(min(1.0 - spec.get("uncritical", 0.0),
-                                           max(0.0, lo / max(1e-3, fail_given_right))), 4)
-            sources[f"models.{role}.review.flag_error"] = \
-                f"{rec}: {len(right)} reviews of right outputs, {lo:.2f} scored <= 0.35, over P(re-derivation fails)"
-            notes.append(f"review {role}: flag_error {spec['flag_error']} from {len(right)} right outputs")
+        table = review.setdefault("scores", {}).setdefault(role, {})
+        fin = table.get("finalize", {}).get("sound") or {}
+        fit_e = any(b == "correct" and act != "finalize" for b, act, _ in obs) and \
+            any(b == "correct" and act == "finalize" for b, act, _ in obs)
+        e0 = float(fin.get("error", 0.0)) if isinstance(fin.get("error", 0.0), (int, float)) else 0.0
+        U, e = _fit_unverifiable(obs, fail_given_right, fail_given_wrong, e0, fit_e)
+        n_r = sum(1 for b, _, _ in obs if b == "correct")
+        n_w = sum(1 for b, _, _ in obs if b == "incorrect")
+        if n_r + n_w:
+            unv = {k: round(U[k], 4) for k in ("sound", "error", "garbage") if round(U[k], 4) > 0}
+            unv["unverified"] = "rest"
+            table["unverifiable"] = unv
+            for k in ("sound", "error", "garbage"):
+                sources.pop(f"review.scores.{role}.unverifiable.{k}", None)
+            sources[f"review.scores.{role}.unverifiable"] = (
+                f"{rec}: {n_r} reviews of right and {n_w} of wrong outputs, scores binned to the nearest anchor; "
+                f"the unverifiable class is the EM mixture component (P(re-derivation fails) "
+                f"{fail_given_right:.3f} for a right output, {fail_given_wrong:.3f} for a wrong one)")
+            notes.append(f"review {role}: unverifiable {unv} from {n_r} right / {n_w} wrong outputs")
+        if fit_e:
+            table.setdefault("finalize", {})["sound"] = {"error": round(e, 4), "sound": "rest",
+                                                         **({"common": fin["common"]} if "common" in fin else {})}
+            sources[f"review.scores.{role}.finalize.sound.error"] = \
+                f"{rec}: reviews of right Finalize outputs beyond the unverifiable class's error mass (EM)"
+            notes.append(f"review {role}: Finalize sound error {e:.4f}")
+        garbage = [bin_ for b, _, bin_ in obs if b == "weak_incorrect"]
         if garbage:
-            seen = sum(1 for x in garbage if x <= 0.1) / len(garbage)
-            spec["sees_garbage"] = round(seen, 4)
-            sources[f"models.{role}.review.sees_garbage"] = \
-                f"{rec}: {len(garbage)} reviews of weak-model wrong outputs, {seen:.2f} scored <= 0.10"
-            notes.append(f"review {role}: sees_garbage {seen:.3f} from {len(garbage)} weak-model wrong outputs")
+            seen = sum(1 for x in garbage if x == "garbage") / len(garbage)
+            table["garbage"] = {"garbage": round(seen, 4), "otherwise": "unverifiable"}
+            sources[f"review.scores.{role}.garbage.garbage"] = \
+                f"{rec}: {len(garbage)} reviews of weak-model wrong outputs, {seen:.2f} at the 0.00 anchor"
+            notes.append(f"review {role}: garbage recognised {seen:.3f} from {len(garbage)} weak-model wrong outputs")
     all_scores = [s for v in scores.values() for s in v]
     if all_scores:
         for g in (0.25, 0.1, 0.05, 0.01):
@@ -332,7 +389,23 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         elif pts:
             notes.append(f"latency {role}: n={len(pts)}, too few or too alike to fit; kept the base values")
         prof["models"][role] = m
+    _prune_ranges(prof)
     return prof, notes
+
+
+def _prune_ranges(prof: dict[str, Any]) -> None:
+    """Ranges belong to assumptions: drop entries whose numbers the recording now sources."""
+    from .provenance import explain_rows, range_for
+
+    ranges = prof.get("ranges") or {}
+    keep = set()
+    for r in explain_rows(prof):
+        got = range_for(r["path"], prof) if r["kind"] == "assumption" else None
+        if got:
+            keep.add(got[0])
+    for k in list(ranges):
+        if str(k) not in keep:
+            del ranges[k]
 
 
 def write_profile(prof: dict[str, Any], notes: list[str], out: str | Path) -> Path:

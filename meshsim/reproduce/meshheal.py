@@ -203,12 +203,14 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
 
 def meshheal_sensitivities() -> list[Sensitivity]:
     return [
-        Sensitivity("weak-uncritical", "models.weak.review.uncritical", (0.0, 0.15, 0.3, 0.5, 0.7, 0.9),
+        # review.scores.weak.unverifiable: {sound: x, error: 0.14, unverified: rest}, so x stays <= 0.86
+        Sensitivity("weak-uncritical", "review.scores.weak.unverifiable.sound", (0.0, 0.15, 0.3, 0.5, 0.7, 0.86),
                     f"{MH}/persistent-bbh.yaml", ("output.trace=none",),
                     (("detection.false_isolations", "falsely isolated healthy agents"),
                      ("accuracy.by_phase.degraded", "degraded-phase accuracy")),
                     "degraded reviewers' leniency: how often a 1B reviewer that cannot re-derive accepts anyway"),
-        Sensitivity("weak-flag-error", "models.weak.review.flag_error", (0.0, 0.2, 0.4, 0.6),
+        # P(error) of an unverifiable half, beside P(sound) = 0.3: 0.14 is the profile's value
+        Sensitivity("weak-flag-error", "review.scores.weak.unverifiable.error", (0.0, 0.14, 0.28, 0.42),
                     f"{MH}/persistent-bbh.yaml", ("output.trace=none",),
                     (("detection.false_isolations", "falsely isolated healthy agents"),
                      ("accuracy.by_phase.degraded", "degraded-phase accuracy")),
