@@ -300,8 +300,14 @@ def test_a_metric_the_summary_lacks_is_one_line_exit_2(small, tmp_path):
 
 
 def test_a_profile_without_ranges_is_refused(tmp_path):
-    line = _one_line([str(ROOT / "scenarios" / "meshheal" / "persistent-math.yaml")], tmp_path)
-    assert line.startswith("error: ") and "fake-default.yaml: ranges: the profile declares no assumption ranges" in line
+    prof = yaml.safe_load((ROOT / "backends" / "fake-default.yaml").read_text())
+    prof.pop("ranges", None)
+    (tmp_path / "noranges.yaml").write_text(yaml.safe_dump(prof))
+    scen = yaml.safe_load((ROOT / "scenarios" / "meshheal" / "persistent-math.yaml").read_text())
+    scen["backend"]["profile"] = "noranges.yaml"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scen))
+    line = _one_line([str(tmp_path / "s.yaml")], tmp_path)
+    assert line.startswith("error: ") and "noranges.yaml: ranges: the profile declares no assumption ranges" in line
 
 
 def test_a_backend_without_a_profile_to_vary_is_refused(small, tmp_path):
