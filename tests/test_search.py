@@ -1,0 +1,248 @@
+"""``meshsim sweep --search optuna`` (issue 18): a noise-aware search on the
+sweep's executors writes front.csv with intervals and a recommendation, is
+deterministic given its seed whatever the worker count, resumes after
+``kill -9`` without telling any finished trial again, and refuses bad input in
+one line.
+
+Smoke-sized: the staggered schedule on 210 tasks (about 0.3 s a run), 6
+trials in batches of 3 on 2 seeds, refined up to 4 seeds.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("optuna")
+
+from meshsim.cli import main  # noqa: E402
+from meshsim.errors import InputError  # noqa: E402
+from meshsim.sweep.search import parse_constraint, parse_range  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
+SEARCH = [STAGGERED, "--smoke", "--search", "optuna", "--range", "protocol.params.alpha=0.8:2.0",
+          "--range", "protocol.params.beta=2.1:4", "--range", "protocol.params.window=4:12:int",
+          "--minimize", "detection.delay_mean", "--minimize", "detection.false_isolation_rate",
+          "--constraint", "detection.missed==0", "--trials", "6", "--batch", "3", "--seeds", "1-2",
+          "--max-seeds", "4"]
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("search") / "s"
+    res = CliRunner().invoke(main, ["sweep", *SEARCH, "--workers", "2", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output + res.stderr
+    return out, res.output
+
+
+def test_search_writes_trials_front_with_intervals_and_a_recommendation(study):
+    out, text = study
+    trials = _rows(out / "trials.csv")
+    assert [int(t["trial"]) for t in trials] == list(range(6))
+    assert [t["generation"] for t in trials] == ["0", "0", "0", "1", "1", "1"]  # one generation per batch
+    assert all(t["state"] == "COMPLETE" for t in trials)
+    for t in trials:  # parameters within their ranges, int stays int, floats rounded to 4 digits
+        assert 0.8 <= float(t["protocol.params.alpha"]) <= 2.0 and 2.1 <= float(t["protocol.params.beta"]) <= 4
+        assert t["protocol.params.window"].isdigit() and 4 <= int(t["protocol.params.window"]) <= 12
+        assert len(t["protocol.params.alpha"].replace(".", "").lstrip("0")) <= 4
+    # a trial's value is the mean over the common seeds 1-2 of its runs
+    res = _rows(out / "results.csv")
+    t0 = trials[0]
+    xs = [float(r["detection.delay_mean"]) for r in res if r["point"] == t0["point"] and r["seed"] in ("1", "2")]
+    assert float(t0["detection.delay_mean"]) == pytest.approx(sum(xs) / 2)
+    # every trial ran the same seeds (common random numbers)
+    seeds_of = {}
+    for r in res:
+        seeds_of.setdefault(r["point"], set()).add(int(r["seed"]))
+    assert all({1, 2} <= s for s in seeds_of.values()) and all(s <= {1, 2, 3, 4} for s in seeds_of.values())
+
+    front = _rows(out / "front.csv")
+    assert front and [int(r["rank"]) for r in front] == list(range(1, len(front) + 1))
+    for r in front:
+        n = int(r["detection.delay_mean.n"])
+        assert n == int(r["seeds"]) and 2 <= n <= 4
+        lo, mean, hi = (float(r[f"detection.delay_mean.{k}"]) for k in ("lo", "mean", "hi"))
+        se = float(r["detection.delay_mean.se"])
+        assert lo <= mean <= hi and hi - mean == pytest.approx(se * {2: 12.706, 3: 4.303, 4: 3.182}[n], rel=1e-3)
+        assert float(r["detection.missed.mean"]) == 0  # the constraint holds on the front
+        mine = [float(x["detection.delay_mean"]) for x in res if x["point"] == r["point"] and x["status"] == "ok"]
+        assert mean == pytest.approx(sum(mine) / len(mine)) and len(mine) == n
+    # no front point is beaten on both objectives by another front point
+    for a in front:
+        for b in front:
+            assert not (float(b["detection.delay_mean.mean"]) < float(a["detection.delay_mean.mean"])
+                        and float(b["detection.false_isolation_rate.mean"])
+                        < float(a["detection.false_isolation_rate.mean"]))
+    if len(front) > 1:
+        assert front[0]["distinct_prev"] == "" and front[0]["distinct_next"] in ("True", "False")
+    assert sum(r["recommended"] == "True" for r in front) == 1
+    rec = json.loads((out / "recommended.json").read_text())
+    (row,) = [r for r in front if r["recommended"] == "True"]
+    assert rec["point"] == row["point"] and rec["set"].startswith("--set protocol.params.alpha=")
+    assert f"  {rec['set']}" in text.splitlines()
+    # the search folder is a sweep folder: its manifest lists every run, the tables cover them
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["axes"] == ["protocol.params.alpha", "protocol.params.beta", "protocol.params.window"]
+    assert len(man["runs"]) == len(res) and man["search"]["objectives"][0] == "minimize detection.delay_mean"
+
+
+def test_the_recommended_setting_reproduces_with_meshsim_run(study, tmp_path):
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    sets = [x for p, v in rec["values"].items() for x in ("--set", f"{p}={v}")]
+    res = CliRunner().invoke(main, ["run", STAGGERED, "--smoke", "--seed", "1", "-q", "--out", str(tmp_path / "r"),
+                                    *sets])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r" / "summary.json").read_bytes() == \
+        (out / "runs" / rec["point"] / "seed-1" / "summary.json").read_bytes()
+
+
+def test_same_seed_same_study_on_one_worker(study, tmp_path):
+    out, _ = study
+    res = CliRunner().invoke(main, ["sweep", *SEARCH, "--workers", "1", "--out", str(tmp_path / "again"), "-q"])
+    assert res.exit_code == 0, res.output
+    for name in ("trials.csv", "front.csv", "recommended.json", "results.csv"):
+        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_another_search_seed_asks_other_trials(study, tmp_path):
+    out, _ = study
+    res = CliRunner().invoke(main, ["sweep", *SEARCH, "--trials", "3", "--max-seeds", "2", "--search-seed", "7",
+                                    "--workers", "1", "--out", str(tmp_path / "other"), "-q"])
+    assert res.exit_code == 0, res.output
+    a = [r["protocol.params.alpha"] for r in _rows(out / "trials.csv")][:3]
+    b = [r["protocol.params.alpha"] for r in _rows(tmp_path / "other" / "trials.csv")]
+    assert a != b
+
+
+def _tells(journal: Path) -> dict[int, int]:
+    """How often each trial was told (its state set to a finished one) in the study's journal."""
+    from optuna.storages.journal._storage import JournalOperation
+
+    counts: dict[int, int] = {}
+    for line in journal.read_text().splitlines():
+        log = json.loads(line)
+        if log["op_code"] == JournalOperation.SET_TRIAL_STATE_VALUES and log["state"] in (1, 4):  # COMPLETE, FAIL
+            counts[log["trial_id"]] = counts.get(log["trial_id"], 0) + 1
+    return counts
+
+
+def test_kill_9_mid_study_then_rerun_repeats_no_finished_trial(study, tmp_path):
+    out, _ = study
+    dest = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "meshsim.cli", "sweep", *SEARCH, "--workers", "2", "--out", str(dest), "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    # after the first batch is told (trials.csv appears) and a run of the second one has finished
+    while time.monotonic() < deadline and not ((dest / "trials.csv").exists()
+                                               and len(list(dest.glob("runs/*/seed-*/summary.json"))) >= 7):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (dest / "front.csv").exists(), "the kill did not land mid-study"
+    told = _tells(dest / "study.journal")
+    assert len(told) >= 3
+    before = {p: p.stat().st_mtime_ns for p in dest.rglob("summary.json")}
+    res = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "3 resumed" in res.stdout or "6 resumed" in res.stdout, res.stdout
+    after = _tells(dest / "study.journal")
+    assert sorted(after) == sorted(set(after)) and all(c == 1 for c in after.values()) and len(after) == 6
+    assert {p: p.stat().st_mtime_ns for p in before} == before  # no finished run ran again
+    for name in ("trials.csv", "front.csv", "recommended.json", "results.csv"):
+        assert (dest / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_a_changed_study_is_refused_and_a_bigger_budget_extends_it(study, tmp_path):
+    import shutil
+
+    out = tmp_path / "s"
+    shutil.copytree(study[0], out)
+    args = [a if a != "protocol.params.beta=2.1:4" else "protocol.params.beta=2.1:5" for a in SEARCH]
+    res = CliRunner().invoke(main, ["sweep", *args, "--out", str(out)])
+    assert res.exit_code == 2 and not res.stdout, res.output
+    (line,) = res.stderr.strip().splitlines()
+    assert "the folder holds a different search: ranges" in line
+    res = CliRunner().invoke(main, ["sweep", STAGGERED, "--smoke", "--grid", "protocol.params.beta=3",
+                                    "--seeds", "1-2", "--out", str(out)])
+    assert res.exit_code == 2 and "holds a search" in res.stderr, res.output
+    dry = CliRunner().invoke(main, ["sweep", *SEARCH, "--trials", "9", "--out", str(out), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "folder: 6 trials finished, 0 to resume, 3 to ask" in dry.output
+    assert "9 trials in batches of 3 x 2 seeds (seeds 1-2) = up to 18 runs" in dry.output
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    res = CliRunner().invoke(main, ["sweep", *SEARCH, "--out", str(tmp_path / "d"), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "ranges: alpha 0.8..2 (float), beta 2.1..4 (float), window 4..12 (int)" in res.output
+    assert "subject to detection.missed==0" in res.output and "folder: new" in res.output
+    assert not (tmp_path / "d").exists()
+
+
+# ----------------------------------------------------------------------------------- bad input
+
+
+def _replace(args: list[str], old: str, new: list[str]) -> list[str]:
+    i = args.index(old)
+    return args[:i - 1] + new + args[i + 1:]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpha=0.8"]), "malformed range"),
+    (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpha=2:0.8"]), "HIGH must be"),
+    (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpha=0.8:2:cubic"]),
+     "unknown range kind"),
+    (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpha=0:2:log"]), "LOW > 0"),
+    (_replace(SEARCH, "protocol.params.window=4:12:int", ["--range", "protocol.params.window=4.5:12:int"]),
+     "integer ends"),
+    (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpah=0.8:2.0"]),
+     "--range: unknown path"),
+    (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "seeds=1:3"]), "--range"),
+    (_replace(SEARCH, "detection.missed==0", ["--constraint", "detection.missed=0"]), "expected METRIC<=VALUE"),
+    (_replace(SEARCH, "detection.missed==0", ["--constraint", "detection.missed<=x"]), "must be a number"),
+    (_replace(SEARCH, "detection.missed==0", ["--constraint", "detection.misses<=0"]),
+     "--constraint: unknown metric; did you mean detection.missed"),
+    (_replace(SEARCH, "detection.delay_mean", ["--minimize", "false_isolation_rate"]),
+     "did you mean detection.false_isolation_rate"),
+    (_replace(SEARCH, "detection.delay_mean", ["--maximize", "no_such_metric"]), "--maximize: unknown metric"),
+    (_replace(SEARCH, "detection.false_isolation_rate", ["--minimize", "detection.delay_mean"]), "objective twice"),
+    ([a for a in SEARCH if a not in ("--search", "optuna")], "--range goes with --search optuna"),
+    (SEARCH + ["--grid", "protocol.params.beta=3"], "--search takes --range"),
+    (SEARCH + ["--max-seeds", "1"], "--max-seeds"),
+])
+def test_bad_search_input_is_one_line_exit_2(args, needle, tmp_path):
+    res = CliRunner().invoke(main, ["sweep", *args, "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and not res.stdout, res.output
+    assert not (tmp_path / "s").exists(), "a refused search must write nothing"
+
+
+def test_range_and_constraint_parsing():
+    assert parse_range("x=1e-3:1:log") == parse_range("x=0.001:1:log")
+    r = parse_range("protocol.params.window=4:16:int")
+    assert (r.low, r.high, r.kind) == (4, 16, "int") and r.applied(7.0) == 7 and isinstance(r.applied(7.0), int)
+    f = parse_range("protocol.params.alpha=0.8:2.5")
+    assert f.applied(1.234567) == 1.235 and f.applied(2.5000001) == 2.5
+    c = parse_constraint("detection.missed == 0")
+    assert c.holds(0.0) and not c.holds(0.5) and c.violation(0.5) == 0.5
+    assert parse_constraint("a.b<=0.1").holds(0.1) and not parse_constraint("a.b>=2").holds(1.0)
+    assert not c.holds(math.nan)
+    with pytest.raises(InputError):
+        parse_range("x=1:1")
