@@ -496,13 +496,20 @@ class _Runner:
         self.metrics: dict[tuple[str, int], Optional[dict]] = {}
         self.executed = self.failed = 0
         self.failures: list[dict] = []
+        self._parsed: dict[str, Any] = {}
+        self._resolved: dict[tuple[str, int], str] = {}
 
     def _expected(self, point, seed: int) -> str:
+        """The run's scenario.resolved.yaml (what a finished run must hold)."""
         from ..runner import resolved_yaml
         from ..scenario import parse_scenario
 
-        sc = parse_scenario(copy.deepcopy(point.data), self.sp.plan.source, self.sp.plan.base_dir)
-        return resolved_yaml(sc, seed)
+        if (point.key, seed) not in self._resolved:
+            if point.key not in self._parsed:
+                self._parsed[point.key] = parse_scenario(copy.deepcopy(point.data), self.sp.plan.source,
+                                                         self.sp.plan.base_dir)
+            self._resolved[(point.key, seed)] = resolved_yaml(self._parsed[point.key], seed)
+        return self._resolved[(point.key, seed)]
 
     def finished(self, key: str, seed: int) -> bool:
         from .core import _run_dir
