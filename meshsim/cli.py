@@ -387,7 +387,8 @@ def _objectives(argv: list[str]) -> list[tuple[str, str]]:
 @click.option("--batch", type=click.IntRange(2, 1000), default=None,
               help="With --search: trials asked at once (NSGA-II's population); default trials/6 within 4..16.")
 @click.option("--max-seeds", type=click.IntRange(1, 10_000), default=None,
-              help="With --search: seeds a point near the front may get (default 3x the trials' seeds).")
+              help="With --search: seeds a point near the front may get (default 2x the trials' seeds, "
+                   "at least 4 more).")
 @click.option("--search-seed", type=SEED, default=0, show_default=True,
               help="With --search: the sampler's seed (same seed, same study).")
 def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: str | None, sets: tuple[str, ...],
@@ -465,11 +466,27 @@ def _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     res = run_search(sp, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet, echo=say,
                      announce=lambda: [click.echo(ln) for ln in lines])
-    click.echo(f"{res.trials} trials: {res.complete} complete ({res.resumed_trials} resumed), {res.invalid} invalid, "
-               f"{res.failed_trials} failed; {res.runs} runs ({res.refinement_runs} refining the front), "
-               f"{res.failed_runs} failed")
+    click.echo(f"{res.complete + res.failed_trials} trials: {res.complete} complete ({res.resumed_trials} resumed), "
+               f"{res.failed_trials} failed" + (f", {res.invalid} invalid draws replaced" if res.invalid else "")
+               + f"; {res.runs} runs ({res.refinement_runs} refining the front), {res.failed_runs} failed")
     click.echo(f"front: {len(res.front)} point{'s' if len(res.front) != 1 else ''} -> {out_dir / 'front.csv'}")
     rec = res.recommended
+    if res.front:
+        from .sweep import short_names
+
+        paths = [r.path for r in sp.spec.ranges]
+        pn = short_names(paths)
+        mn = short_names([o.metric for o in sp.spec.objectives])
+        for r in res.front[:12]:
+            ivs = "  ".join(f"{mn[m]} {iv.mean:.4g}" + (f" [{iv.lo:.4g}, {iv.hi:.4g}]" if iv.n > 1 else "")
+                            for m, iv in r["intervals"].items())
+            indistinct = r["distinct_prev"] is False or r["distinct_next"] is False
+            sep = " (indistinct from a neighbour)" if indistinct else ""
+            click.echo(f"  {r['rank']:>2} {' '.join(f'{pn[p]}={r[p]}' for p in paths)}  {ivs}  "
+                       f"({r['seeds']} seeds){sep}" + ("  <- recommended" if rec and rec["point"] == r["point"]
+                                                        else ""))
+        if len(res.front) > 12:
+            click.echo(f"  ... and {len(res.front) - 12} more (front.csv)")
     if rec is None:
         click.echo("recommended: none (no trial satisfies the constraints)")
     else:

@@ -26,7 +26,7 @@ pytest.importorskip("optuna")
 
 from meshsim.cli import main  # noqa: E402
 from meshsim.errors import InputError  # noqa: E402
-from meshsim.sweep.search import parse_constraint, parse_range  # noqa: E402
+from meshsim.sweep.search import Objective, SearchSpec, parse_constraint, parse_range  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
@@ -112,22 +112,22 @@ def test_the_recommended_setting_reproduces_with_meshsim_run(study, tmp_path):
         (out / "runs" / rec["point"] / "seed-1" / "summary.json").read_bytes()
 
 
-def test_same_seed_same_study_on_one_worker(study, tmp_path):
-    out, _ = study
-    res = CliRunner().invoke(main, ["sweep", *SEARCH, "--workers", "1", "--out", str(tmp_path / "again"), "-q"])
-    assert res.exit_code == 0, res.output
-    for name in ("trials.csv", "front.csv", "recommended.json", "results.csv"):
-        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
+def test_the_sampler_is_seeded_per_search_seed_and_trial():
+    import optuna
 
+    from meshsim.sweep.search import SearchPlan, _sampler
 
-def test_another_search_seed_asks_other_trials(study, tmp_path):
-    out, _ = study
-    res = CliRunner().invoke(main, ["sweep", *SEARCH, "--trials", "3", "--max-seeds", "2", "--search-seed", "7",
-                                    "--workers", "1", "--out", str(tmp_path / "other"), "-q"])
-    assert res.exit_code == 0, res.output
-    a = [r["protocol.params.alpha"] for r in _rows(out / "trials.csv")][:3]
-    b = [r["protocol.params.alpha"] for r in _rows(tmp_path / "other" / "trials.csv")]
-    assert a != b
+    def first_asks(seed):
+        sp = SearchPlan(None, SearchSpec([parse_range("a=0:1")], [Objective("m", "minimize")], batch=3, seed=seed))
+        study = optuna.create_study(directions=["minimize"])
+        out = []
+        for n in range(3):
+            study.sampler = _sampler(sp, n)
+            out.append(study.ask({"a": sp.spec.ranges[0].distribution()}).params["a"])
+        return out
+
+    assert first_asks(0) == first_asks(0)
+    assert first_asks(0) != first_asks(7) and len(set(first_asks(0))) == 3
 
 
 def _tells(journal: Path) -> dict[int, int]:
@@ -142,7 +142,8 @@ def _tells(journal: Path) -> dict[int, int]:
     return counts
 
 
-def test_kill_9_mid_study_then_rerun_repeats_no_finished_trial(study, tmp_path):
+def test_kill_9_mid_study_then_rerun_repeats_no_finished_trial_and_gives_the_same_study(study, tmp_path):
+    """Same seed twice gives byte-identical tables, here across a kill -9 and a worker count changed on rerun."""
     out, _ = study
     dest = tmp_path / "killed"
     cmd = [sys.executable, "-m", "meshsim.cli", "sweep", *SEARCH, "--workers", "2", "--out", str(dest), "-q"]
@@ -158,7 +159,9 @@ def test_kill_9_mid_study_then_rerun_repeats_no_finished_trial(study, tmp_path):
     told = _tells(dest / "study.journal")
     assert len(told) >= 3
     before = {p: p.stat().st_mtime_ns for p in dest.rglob("summary.json")}
-    res = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=240)
+    rerun = [a if a != "2" or cmd[i - 1] != "--workers" else "1" for i, a in enumerate(cmd[:-1])]
+    assert "1" in rerun
+    res = subprocess.run(rerun, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "3 resumed" in res.stdout or "6 resumed" in res.stdout, res.stdout
     after = _tells(dest / "study.journal")
@@ -185,6 +188,23 @@ def test_a_changed_study_is_refused_and_a_bigger_budget_extends_it(study, tmp_pa
     assert dry.exit_code == 0, dry.output
     assert "folder: 6 trials finished, 0 to resume, 3 to ask" in dry.output
     assert "9 trials in batches of 3 x 2 seeds (seeds 1-2) = up to 18 runs" in dry.output
+
+
+def test_an_invalid_draw_is_replaced_and_listed(tmp_path):
+    out = tmp_path / "inv"
+    res = CliRunner().invoke(main, ["sweep", STAGGERED, "--smoke", "--search", "optuna", "--range",
+                                    "protocol.params.alpha=0.8:2.5", "--range", "protocol.params.beta=1.5:3",
+                                    "--minimize", "detection.delay_mean", "--trials", "3", "--seeds", "1",
+                                    "--max-seeds", "1", "--workers", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    assert "3 trials: 3 complete (0 resumed), 0 failed, 2 invalid draws replaced" in res.output
+    rows = _rows(out / "trials.csv")
+    bad = [r for r in rows if r["state"] == "FAIL"]
+    assert len(rows) == 5 and len(bad) == 2 and all("alpha must be < beta" in r["reason"] for r in bad)
+    assert all(float(r["protocol.params.alpha"]) >= float(r["protocol.params.beta"]) for r in bad)
+    assert all(r["generation"] == "0" and r["batch"] == "0" for r in rows if r["state"] == "COMPLETE")
+    man = json.loads((out / "manifest.json").read_text())
+    assert len(man["skipped"]) == 2 and len(man["runs"]) == 3
 
 
 def test_dry_run_writes_nothing(tmp_path):
@@ -252,8 +272,7 @@ def test_range_and_constraint_parsing():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from meshsim.sweep.search import (Objective, SearchSpec, _dominates, _nondominated, _order,  # noqa: E402
-                                  _recommend)
+from meshsim.sweep.search import _dominates, _nondominated, _order, _recommend  # noqa: E402
 from meshsim.sweep.stats import distinguishable, interval  # noqa: E402
 
 
@@ -310,3 +329,12 @@ def test_dask_localcluster_asks_and_tells_the_same_study(tmp_path):
     assert one.exit_code == 0, one.output
     for name in ("trials.csv", "front.csv", "results.csv"):
         assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
+
+
+def test_objectives_keep_their_command_line_order():
+    from meshsim.cli import _objectives
+
+    argv = ["S", "--maximize", "accuracy.overall", "--range", "a=1:2", "--minimize=detection.delay_mean",
+            "--minimize", "detection.false_isolation_rate"]
+    assert _objectives(argv) == [("maximize", "accuracy.overall"), ("minimize", "detection.delay_mean"),
+                                 ("minimize", "detection.false_isolation_rate")]

@@ -196,7 +196,7 @@ class SearchSpec:
     trials: int = 60
     batch: Optional[int] = None
     seed: int = 0
-    max_seeds: Optional[int] = None  # default: 3x the trials' seeds
+    max_seeds: Optional[int] = None  # default: SearchPlan.max_seeds
 
     def identity(self, seeds: list[int]) -> dict[str, Any]:
         """What a rerun may not change (the budget, --trials and --max-seeds, may)."""
@@ -226,7 +226,15 @@ class SearchPlan:
 
     @property
     def max_seeds(self) -> int:
-        return max(self.spec.max_seeds or 3 * len(self.seeds), len(self.seeds))
+        """``--max-seeds``; default twice the trials' seeds, at least 4 more (sized for the 30-minute
+        acceptance search: docs/sweeps.md#search)."""
+        n = len(self.seeds)
+        return max(self.spec.max_seeds or max(2 * n, n + 4), n)
+
+    @property
+    def seed_step(self) -> int:
+        """Seeds a refinement round adds: the trials' number of seeds, at least 2."""
+        return max(2, len(self.seeds))
 
     def manifest(self) -> dict[str, Any]:
         m = self.plan.manifest()
@@ -429,6 +437,16 @@ def _suggest_all(sp: SearchPlan, trial) -> dict[str, Any]:
         else:
             out[r.path] = trial.suggest_float(r.path, float(r.low), float(r.high), log=r.kind == "log")
     return out
+
+
+def _params(sp: SearchPlan, study, t) -> dict[str, Any]:
+    """A trial's raw parameters; one cut mid-ask by kill -9 gets the missing ones sampled now."""
+    if all(r.path in t.params for r in sp.spec.ranges):
+        return dict(t.params)
+    import optuna
+
+    study.sampler = _sampler(sp, t.number)
+    return _suggest_all(sp, optuna.trial.Trial(study, t._trial_id))
 
 
 def _constraints(trial) -> list[float]:
@@ -682,48 +700,72 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
         dists = {r.path: r.distribution() for r in sp.spec.ranges}
         seeds = sp.seeds
         B, T = sp.spec.batch, sp.spec.trials
-        resumed = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished())
+        resumed = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished()
+                      and not str(t.user_attrs.get("reason", "")).startswith("invalid"))
+        storage = study._storage
+        invalid_streak = 0
+
+        def validity(t):
+            return points.make(_params(sp, study, t))
+
+        def is_invalid(t) -> bool:
+            return t.state == TrialState.FAIL and str(t.user_attrs.get("reason", "")).startswith("invalid") or \
+                (t.state == TrialState.RUNNING and validity(t)[0] is None)
+
+        def tell_invalid(t) -> None:
+            _p, vals, reason = validity(t)
+            storage.set_trial_user_attr(t._trial_id, "values", vals)
+            storage.set_trial_user_attr(t._trial_id, "reason", f"invalid: {reason}")
+            runner.extend([], [{"values": vals, "reason": reason}])
+            study.tell(t.number, state=TrialState.FAIL)
+
+        trials = study.get_trials(deepcopy=False)
+        last = max([t.user_attrs.get("batch", 0) for t in trials] or [0])
+        for t in trials:  # asked but killed before its batch was noted: it belongs to the last batch
+            if "batch" not in t.user_attrs:
+                storage.set_trial_user_attr(t._trial_id, "batch", last)
         k = 0
         while True:
-            lo, hi = k * B, min(T, (k + 1) * B)
-            asked = len(study.get_trials(deepcopy=False))
-            if lo >= max(hi, asked):
+            trials = study.get_trials(deepcopy=False)
+            members = [t for t in trials if t.user_attrs.get("batch") == k]
+            valid_before = sum(1 for t in trials if t.user_attrs.get("batch", 0) < k and not is_invalid(t))
+            if not members and valid_before >= T:
                 break
-            while asked < hi:  # finish the batch's asks before anything of it is told
-                study.sampler = _sampler(sp, asked)
+            for t in members:  # an invalid point killed before it was told
+                if t.state == TrialState.RUNNING and is_invalid(t):
+                    tell_invalid(t)
+            valid = [t for t in members if not is_invalid(t)]
+            # ask until the batch holds its valid trials: an invalid point (alpha >= beta) is told FAIL at once
+            # and replaced, so every generation has its full population and the budget counts runs, not draws
+            while len(valid) < min(B, T - valid_before):
+                n = len(study.get_trials(deepcopy=False))
+                study.sampler = _sampler(sp, n)
                 t = study.ask(fixed_distributions=dists)
-                assert t.number == asked, (t.number, asked)
-                asked += 1
-            batch = [t for t in study.get_trials(deepcopy=False)
-                     if lo <= t.number < (k + 1) * B and t.state == TrialState.RUNNING]
+                storage.set_trial_user_attr(t._trial_id, "batch", k)
+                ft = study.get_trials(deepcopy=False)[t.number]
+                if validity(ft)[0] is None:
+                    tell_invalid(ft)
+                    invalid_streak += 1
+                    if invalid_streak >= 50 * B:
+                        raise InputError(f"{invalid_streak} draws in a row gave invalid settings (the last: "
+                                         f"{validity(ft)[2]}); narrow the ranges", field="--range")
+                    continue
+                invalid_streak = 0
+                valid.append(ft)
             k += 1
+            batch = sorted((t for t in study.get_trials(deepcopy=False)
+                            if t.user_attrs.get("batch") == k - 1 and t.state == TrialState.RUNNING),
+                           key=lambda t: t.number)
             if not batch:
                 continue
-            made = {}
-            pairs, skipped = [], []
-            for t in batch:
-                raw = dict(t.params)
-                if any(r.path not in raw for r in sp.spec.ranges):  # cut mid-ask by kill -9: sample the rest
-                    study.sampler = _sampler(sp, t.number)
-                    raw = _suggest_all(sp, optuna.trial.Trial(study, t._trial_id))
-                made[t.number] = (t, points.make(raw))
-                point, vals, reason = made[t.number][1]
-                if point is None:
-                    skipped.append({"values": vals, "reason": reason})
-                else:
-                    pairs += [(point, s) for s in seeds]
-            runner.extend(pairs, skipped)
-            runner.run(pairs, f"trials {lo}-{hi - 1}")
-            storage = study._storage
+            made = {t.number: (t, validity(t)) for t in batch}
+            pairs = [(pt, s) for _t, (pt, _v, _r) in made.values() for s in seeds]
+            runner.extend(pairs)
+            runner.run(pairs, f"batch {k - 1}")
             ok = bad = 0
             for num in sorted(made):
-                t, (point, vals, reason) = made[num]
+                t, (point, vals, _reason) = made[num]
                 storage.set_trial_user_attr(t._trial_id, "values", vals)
-                if point is None:
-                    storage.set_trial_user_attr(t._trial_id, "reason", f"invalid: {reason}")
-                    study.tell(num, state=TrialState.FAIL)
-                    bad += 1
-                    continue
                 storage.set_trial_user_attr(t._trial_id, "point", point.key)
                 objs, viol, means, why = _evaluate(sp, runner, point, seeds)
                 storage.set_trial_user_attr(t._trial_id, "means", {m: _finite(v) for m, v in means.items()})
@@ -736,10 +778,12 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
                 study.tell(num, objs)
                 ok += 1
             _write_trials(sp, out, study)
-            done = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-            echo(f"search: trials {min(made)}-{max(made)} told ({ok} complete, {bad} failed or invalid); "
-                 f"{len(study.get_trials(deepcopy=False))}/{T} asked, {len(done)} complete, "
-                 f"front {len(_front_keys(sp, runner, done, seeds))} points")
+            all_t = study.get_trials(deepcopy=False)
+            done = [t for t in all_t if t.state == TrialState.COMPLETE]
+            n_inv = sum(1 for t in all_t if t.user_attrs.get("batch") == k - 1 and is_invalid(t))
+            echo(f"search: batch {k - 1} (trials {min(made)}-{max(made)}) told: {ok} complete, {bad} failed"
+                 + (f", {n_inv} invalid draws replaced" if n_inv else "")
+                 + f"; {len(done)}/{T} trials complete, front {len(_front_keys(sp, runner, done, seeds))} points")
         # ------------------------------------------------------------------ refinement and outputs
         trials = study.get_trials(deepcopy=False)
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -818,7 +862,7 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
     neighbours are distinguishable or every such point has ``max_seeds``."""
     keys = sorted({t.user_attrs["point"] for t in complete if "point" in t.user_attrs})
     n = {k: len(sp.seeds) for k in keys}
-    step = max(1, len(sp.seeds))
+    step = sp.seed_step
     all_seeds = sp.seeds + sp.extra_seeds
     rnd = 0
     while True:
@@ -941,14 +985,14 @@ def _write_trials(sp: SearchPlan, out: Path, study) -> None:
 
     paths = [r.path for r in sp.spec.ranges]
     ms = list(dict.fromkeys([o.metric for o in sp.spec.objectives] + [c.metric for c in sp.spec.constraints]))
-    cols = ["trial", "state", "generation", "point"] + paths + ms + ["feasible", "reason"]
+    cols = ["trial", "batch", "state", "generation", "point"] + paths + ms + ["feasible", "reason"]
     rows = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         vals = t.user_attrs.get("values") or {r.path: r.applied(t.params[r.path]) for r in sp.spec.ranges
                                               if r.path in t.params}
         means = t.user_attrs.get("means") or {}
         viol = t.user_attrs.get("constraints")
-        row = {"trial": t.number, "state": t.state.name,
+        row = {"trial": t.number, "batch": t.user_attrs.get("batch"), "state": t.state.name,
                "generation": t.system_attrs.get("NSGAIISampler:generation"), "point": t.user_attrs.get("point"),
                "feasible": (all(v <= 1e-12 for v in viol) if viol is not None else None)
                if t.state.name == "COMPLETE" else None,
@@ -980,10 +1024,11 @@ def describe_search(sp: SearchPlan, out: Path) -> list[str]:
     if old is not None:
         check_study_compatible(old, sp.manifest(), out)
         trials = _read_trials(out) or []
-        done = sum(1 for t in trials if t.state.is_finished())
+        inv = sum(1 for t in trials if str(t.user_attrs.get("reason", "")).startswith("invalid"))
         running = sum(1 for t in trials if not t.state.is_finished())
+        done = len(trials) - running - inv
         lines.append(f"  folder: {done} trials finished, {running} to resume, "
-                     f"{max(0, s.trials - len(trials))} to ask")
+                     f"{max(0, s.trials - done - running)} to ask")
     else:
         lines.append("  folder: new")
     return lines
