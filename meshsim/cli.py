@@ -389,13 +389,16 @@ def _objectives(argv: list[str]) -> list[tuple[str, str]]:
 @click.option("--max-seeds", type=click.IntRange(1, 10_000), default=None,
               help="With --search: seeds a point near the front may get (default 2x the trials' seeds, "
                    "at least 4 more).")
+@click.option("--refine-runs", type=click.IntRange(0, 10_000_000), default=None,
+              help="With --search: runs the front's refinement may add (default a quarter of the trials' runs).")
 @click.option("--search-seed", type=SEED, default=0, show_default=True,
               help="With --search: the sampler's seed (same seed, same study).")
 def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: str | None, sets: tuple[str, ...],
           out: str | None, workers: int | None, executor: str, scheduler: str | None, output: str | None,
           smoke: bool, dry_run: bool, quiet: bool, search: str | None = None, ranges: tuple[str, ...] = (),
           minimize: tuple[str, ...] = (), maximize: tuple[str, ...] = (), constraints: tuple[str, ...] = (),
-          trials: int = 60, batch: int | None = None, max_seeds: int | None = None, search_seed: int = 0) -> int:
+          trials: int = 60, batch: int | None = None, max_seeds: int | None = None, refine_runs: int | None = None,
+          search_seed: int = 0) -> int:
     """Run SCENARIO over a grid of parameters and seeds (docs/sweeps.md).
 
     Writes OUT/manifest.json, one folder per run under OUT/runs/, and the tidy
@@ -407,9 +410,11 @@ def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: st
         raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
     if search:
         return _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler, output, smoke, dry_run,
-                       quiet, ranges, minimize, maximize, constraints, trials, batch, max_seeds, search_seed)
+                       quiet, ranges, minimize, maximize, constraints, trials, batch, max_seeds, refine_runs,
+                       search_seed)
     for opt, given in (("--range", ranges), ("--minimize", minimize), ("--maximize", maximize),
-                       ("--constraint", constraints), ("--batch", batch), ("--max-seeds", max_seeds)):
+                       ("--constraint", constraints), ("--batch", batch), ("--max-seeds", max_seeds),
+                       ("--refine-runs", refine_runs)):
         if given:
             raise InputError(f"{opt} goes with --search optuna", field=opt, value=given)
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
@@ -446,7 +451,7 @@ def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: st
 
 
 def _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler, output, smoke, dry_run, quiet,
-            ranges, minimize, maximize, constraints, trials, batch, max_seeds, search_seed) -> int:
+            ranges, minimize, maximize, constraints, trials, batch, max_seeds, refine_runs, search_seed) -> int:
     """``meshsim sweep --search optuna`` (docs/sweeps.md#search)."""
     from .sweep.search import describe_search, plan_search, run_search
 
@@ -455,7 +460,7 @@ def _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler
     objectives = _objectives(click.get_current_context().meta.get("argv", [])) or \
         [("minimize", m) for m in minimize] + [("maximize", m) for m in maximize]
     sp = plan_search(scenario, list(ranges), objectives, list(constraints), seeds, sets, output, smoke, trials,
-                     batch, search_seed, max_seeds)
+                     batch, search_seed, max_seeds, refine_runs=refine_runs)
     name = _safe(sp.plan.name)
     out_dir = Path(out) if out else Path("runs") / f"search-{name}"
     lines = describe_search(sp, out_dir)

@@ -70,6 +70,7 @@ def test_search_writes_trials_front_with_intervals_and_a_recommendation(study):
     for r in res:
         seeds_of.setdefault(r["point"], set()).add(int(r["seed"]))
     assert all({1, 2} <= s for s in seeds_of.values()) and all(s <= {1, 2, 3} for s in seeds_of.values())
+    assert sum(1 for r in res if int(r["seed"]) > 2) <= 3  # the refinement budget: a quarter of 6 x 2 runs
 
     front = _rows(out / "front.csv")
     assert front and [int(r["rank"]) for r in front] == list(range(1, len(front) + 1))

@@ -197,9 +197,10 @@ class SearchSpec:
     batch: Optional[int] = None
     seed: int = 0
     max_seeds: Optional[int] = None  # default: SearchPlan.max_seeds
+    refine_runs: Optional[int] = None  # default: SearchPlan.refine_runs
 
     def identity(self, seeds: list[int]) -> dict[str, Any]:
-        """What a rerun may not change (the budget, --trials and --max-seeds, may)."""
+        """What a rerun may not change (the budget, --trials, --max-seeds and --refine-runs, may)."""
         return {"sampler": "optuna.NSGAIISampler", "seed": self.seed, "batch": self.batch,
                 "ranges": [r.text() for r in self.ranges],
                 "objectives": [f"{o.direction} {o.metric}" for o in self.objectives],
@@ -232,6 +233,13 @@ class SearchPlan:
         return max(self.spec.max_seeds or max(2 * n, n + 4), n)
 
     @property
+    def refine_runs(self) -> int:
+        """``--refine-runs``: runs the refinement may add; default a quarter of the trials' runs."""
+        if self.spec.refine_runs is not None:
+            return self.spec.refine_runs
+        return -(-self.spec.trials * len(self.seeds) // 4)
+
+    @property
     def seed_step(self) -> int:
         """Seeds a refinement round adds: the trials' number of seeds, at least 2."""
         return max(2, len(self.seeds))
@@ -240,7 +248,8 @@ class SearchPlan:
         m = self.plan.manifest()
         m["axes"] = [r.path for r in self.spec.ranges]
         m["points"], m["runs"], m["skipped"] = {}, [], []
-        m["search"] = dict(self.spec.identity(self.seeds), trials=self.spec.trials, max_seeds=self.max_seeds)
+        m["search"] = dict(self.spec.identity(self.seeds), trials=self.spec.trials, max_seeds=self.max_seeds,
+                           refine_runs=self.refine_runs)
         return m
 
 
@@ -277,7 +286,8 @@ def _require_optuna():
 def plan_search(path: str | Path, ranges: list[str], objectives: list[tuple[str, str]], constraints: list[str],
                 seeds: Optional[str] = None, sets: tuple[str, ...] | list[str] = (), output: Optional[str] = None,
                 smoke: bool = False, trials: int = 60, batch: Optional[int] = None, seed: int = 0,
-                max_seeds: Optional[int] = None, probe: bool = True) -> SearchPlan:
+                max_seeds: Optional[int] = None, probe: bool = True,
+                refine_runs: Optional[int] = None) -> SearchPlan:
     """Parse and check a search: ranges, objectives, constraints, the scenario (as
     :func:`plan_sweep` reads it, seeds by the sweep's default) and the metric names."""
     from .core import plan_sweep
@@ -320,7 +330,9 @@ def plan_search(path: str | Path, ranges: list[str], objectives: list[tuple[str,
     if max_seeds is not None and max_seeds < len(plan.seeds):
         raise InputError(f"must be at least the trials' {len(plan.seeds)} seeds", field="--max-seeds",
                          value=max_seeds)
-    sp = SearchPlan(plan, SearchSpec(rs, objs, cons, trials, b, seed, max_seeds))
+    if refine_runs is not None and refine_runs < 0:
+        raise InputError("must be >= 0", field="--refine-runs", value=refine_runs)
+    sp = SearchPlan(plan, SearchSpec(rs, objs, cons, trials, b, seed, max_seeds, refine_runs))
     if probe:
         sp.metrics = _probe_metrics(sp)
         check_metrics(sp, sp.metrics)
@@ -644,8 +656,8 @@ def check_study_compatible(old: dict, new: dict, folder: Path) -> None:
     for k in ("sampler", "seed", "batch", "ranges", "objectives", "constraints", "seeds"):
         if a.get(k) != b.get(k):
             raise RunFolderError(f"the folder holds a different search: {k} is {json.dumps(a.get(k))} there and "
-                                 f"{json.dumps(b.get(k))} here (only --trials and --max-seeds may change; use "
-                                 "another --out)", file=where)
+                                 f"{json.dumps(b.get(k))} here (only --trials, --max-seeds and --refine-runs may "
+                                 "change; use another --out)", file=where)
 
 
 def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers: Optional[int] = None,
@@ -864,7 +876,8 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
     n = {k: len(sp.seeds) for k in keys}
     step = sp.seed_step
     all_seeds = sp.seeds + sp.extra_seeds
-    rnd = 0
+    budget = sp.refine_runs
+    spent = rnd = 0  # runs scheduled (finished or not: a resumed study decides as the uninterrupted one)
     while True:
         st = {k: _stats(sp, runner, k, n[k]) for k in keys}
         feas = [k for k in keys if _feasible(sp, st[k])]
@@ -875,22 +888,27 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
             if n[f] < sp.max_seeds and not all(_separated(sp, st[f], st[q]) for q in nb):
                 grow.append(f)
         rest = [k for k in feas if k not in front]
-        for c in _nondominated(sp, rest, st):  # the challengers: rank 2, not beaten distinguishably
+        for c in _order(sp, _nondominated(sp, rest, st), st):  # challengers: rank 2, not beaten distinguishably
             beaten = any(_dominates(sp, st[f], st[c]) and _separated(sp, st[f], st[c]) for f in front)
             if n[c] < sp.max_seeds and not beaten:
                 grow.append(c)
-        if not grow:
+        if not grow or spent >= budget:
             break
         rnd += 1
-        pairs = []
-        for k in sorted(grow):
-            new_n = min(sp.max_seeds, n[k] + step)
+        pairs, grown = [], []
+        for k in grow:  # front points along the front first, then the challengers, while the budget lasts
+            new_n = min(sp.max_seeds, n[k] + step, n[k] + budget - spent)
+            if new_n <= n[k]:
+                break
             pairs += [(runner.points[k], s) for s in all_seeds[n[k]:new_n]]
+            spent += new_n - n[k]
             n[k] = new_n
-        echo(f"search: refinement round {rnd}: {len(grow)} point{'s' if len(grow) != 1 else ''} near the front get seeds up to "
-             f"{max(n[k] for k in grow)} ({len(pairs)} runs)")
+            grown.append(k)
+        echo(f"search: refinement round {rnd}: {len(grown)} point{'s' if len(grown) != 1 else ''} near the front "
+             f"get seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; {spent}/{budget} of the refinement "
+             "budget)")
         runner.run(pairs, f"refinement {rnd}")
-        for k in grow:  # a failed run: refine that point no further (its statistics use the seeds that ran)
+        for k in grown:  # a failed run: refine that point no further (its statistics use the seeds that ran)
             if any(runner.values(k, s) is None for s in all_seeds[:n[k]]):
                 n[k] = sp.max_seeds
     st = {k: _stats(sp, runner, k, n[k]) for k in keys}
@@ -1016,7 +1034,7 @@ def describe_search(sp: SearchPlan, out: Path) -> list[str]:
     n = len(sp.seeds)
     lines = [f"{sp.plan.name}: search (Optuna NSGA-II, seed {s.seed}): {s.trials} trials in batches of {s.batch} "
              f"x {n} seed{'s' if n != 1 else ''} ({_seeds_text(sp.seeds)}) = up to {s.trials * n} runs; "
-             f"front points refined up to {sp.max_seeds} seeds -> {out}/",
+             f"front points refined up to {sp.max_seeds} seeds, at most {sp.refine_runs} more runs -> {out}/",
              "  ranges: " + ", ".join(f"{names[r.path]} {_num(r.low)}..{_num(r.high)} ({r.kind})" for r in s.ranges),
              "  " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives)
              + ("; subject to " + ", ".join(c.text() for c in s.constraints) if s.constraints else "")]
