@@ -339,3 +339,19 @@ def test_objectives_keep_their_command_line_order():
             "--minimize", "detection.false_isolation_rate"]
     assert _objectives(argv) == [("maximize", "accuracy.overall"), ("minimize", "detection.delay_mean"),
                                  ("minimize", "detection.false_isolation_rate")]
+
+
+def test_a_journal_line_cut_by_kill_9_and_a_stale_lock_do_not_block_the_rerun(tmp_path):
+    from meshsim.sweep.search import SearchPlan, _open_study
+
+    sp = SearchPlan(None, SearchSpec([parse_range("a=0:1")], [Objective("m", "minimize")], batch=2))
+    study = _open_study(sp, tmp_path)
+    t = study.ask({"a": sp.spec.ranges[0].distribution()})
+    study.tell(t.number, [0.5])
+    with open(tmp_path / "study.journal", "ab") as fh:
+        fh.write(b'{"op_code": 4, "worker_id": "x", "trial_id"')  # a write cut short
+    (tmp_path / "study.journal.lock").write_text("")  # the journal's lock, left by the killed process
+    again = _open_study(sp, tmp_path)
+    assert [x.values for x in again.get_trials()] == [[0.5]]
+    again.tell(again.ask({"a": sp.spec.ranges[0].distribution()}).number, [0.25])
+    assert [x.values for x in _open_study(sp, tmp_path).get_trials()] == [[0.5], [0.25]]

@@ -12,7 +12,8 @@ settings (detector thresholds) on the sweep's executors (docs/sweeps.md,
   what is asked never depends on which run finished first, so the study is
   the same on one worker, a process pool or Dask. The sampler is reseeded
   for every trial from (search seed, trial number), so a resumed study asks
-  what the uninterrupted one would have.
+  what the uninterrupted one would have. A draw the scenario rejects
+  (α ≥ β) is told FAIL at once and replaced in its batch.
 - **Common random numbers:** every trial runs the same seeds, so two trials
   differ by their parameters, not by their luck; a trial's objective values
   are means over those seeds.
@@ -27,8 +28,8 @@ settings (detector thresholds) on the sweep's executors (docs/sweeps.md,
   behind it that no front point beats distinguishably, get more seeds (the
   next seeds after the trials' ones, the same for every point) until each
   front point is distinguishable from its neighbours on some objective
-  (:func:`meshsim.sweep.stats.distinguishable`, paired on shared seeds) or
-  has ``max_seeds``.
+  (:func:`meshsim.sweep.stats.distinguishable`, paired on shared seeds), has
+  ``max_seeds``, or the refinement's run budget is spent.
 - **Recommendation:** among the feasible front points, keep those that are
   not distinguishably worse than the best on the second objective (then the
   third, …); of those, the one with the best 95 % bound on the first
@@ -47,7 +48,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import InputError, RunFolderError
 from ..records import write_atomic
-from .stats import Interval, distinguishable, interval, paired
+from .stats import Interval, distinguishable, interval
 
 __all__ = ["Range", "Objective", "Constraint", "SearchSpec", "SearchPlan", "SearchOutcome", "parse_range",
            "parse_constraint", "plan_search", "run_search", "describe_search", "JOURNAL", "FRONT", "TRIALS",
@@ -56,7 +57,6 @@ __all__ = ["Range", "Objective", "Constraint", "SearchSpec", "SearchPlan", "Sear
 JOURNAL, FRONT, TRIALS, RECOMMENDED = "study.journal", "front.csv", "trials.csv", "recommended.json"
 STUDY_NAME = "meshsim-search"
 KINDS = ("float", "int", "log")
-OPS = ("<=", ">=", "==")
 #: significant digits a float parameter is rounded to before it runs (the value reported and --set)
 DIGITS = 4
 
@@ -882,16 +882,20 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
         st = {k: _stats(sp, runner, k, n[k]) for k in keys}
         feas = [k for k in keys if _feasible(sp, st[k])]
         front = _order(sp, _nondominated(sp, feas, st), st)
-        grow = []
-        for i, f in enumerate(front):
+        need: set[str] = set()
+        for i, f in enumerate(front):  # front points not yet distinguishable from a neighbour (both grow)
             nb = [front[j] for j in (i - 1, i + 1) if 0 <= j < len(front)]
-            if n[f] < sp.max_seeds and not all(_separated(sp, st[f], st[q]) for q in nb):
-                grow.append(f)
+            if not all(_separated(sp, st[f], st[q]) for q in nb):
+                need.add(f)
         rest = [k for k in feas if k not in front]
-        for c in _order(sp, _nondominated(sp, rest, st), st):  # challengers: rank 2, not beaten distinguishably
-            beaten = any(_dominates(sp, st[f], st[c]) and _separated(sp, st[f], st[c]) for f in front)
-            if n[c] < sp.max_seeds and not beaten:
-                grow.append(c)
+        challengers = []
+        for c in _order(sp, _nondominated(sp, rest, st), st):  # rank 2, not beaten distinguishably
+            above = [f for f in front if _dominates(sp, st[f], st[c])]
+            if not any(_separated(sp, st[f], st[c]) for f in above):
+                challengers.append(c)
+                need.update(above)  # compared on shared seeds: the points it is compared with grow too
+        grow = [k for k in front if k in need and n[k] < sp.max_seeds] + \
+            [c for c in challengers if n[c] < sp.max_seeds]
         if not grow or spent >= budget:
             break
         rnd += 1
@@ -905,7 +909,7 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
             n[k] = new_n
             grown.append(k)
         echo(f"search: refinement round {rnd}: {len(grown)} point{'s' if len(grown) != 1 else ''} near the front "
-             f"get seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; {spent}/{budget} of the refinement "
+             f"get{'s' if len(grown) == 1 else ''} seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; {spent}/{budget} of the refinement "
              "budget)")
         runner.run(pairs, f"refinement {rnd}")
         for k in grown:  # a failed run: refine that point no further (its statistics use the seeds that ran)
