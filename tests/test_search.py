@@ -232,6 +232,8 @@ def _replace(args: list[str], old: str, new: list[str]) -> list[str]:
     (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpha=0:2:log"]), "LOW > 0"),
     (_replace(SEARCH, "protocol.params.window=4:12:int", ["--range", "protocol.params.window=4.5:12:int"]),
      "integer ends"),
+    (_replace(SEARCH, "protocol.params.window=4:12:int", ["--range", "protocol.params.window=4:12"]),
+     "an integer parameter"),
     (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "protocol.params.alpah=0.8:2.0"]),
      "--range: unknown path"),
     (_replace(SEARCH, "protocol.params.alpha=0.8:2.0", ["--range", "seeds=1:3"]), "--range"),

@@ -330,6 +330,10 @@ def plan_search(path: str | Path, ranges: list[str], objectives: list[tuple[str,
     if max_seeds is not None and max_seeds < len(plan.seeds):
         raise InputError(f"must be at least the trials' {len(plan.seeds)} seeds", field="--max-seeds",
                          value=max_seeds)
+    for r in rs:  # a float range over an integer field would draw mostly invalid settings
+        held = plan.points[0].values.get(r.path)
+        if r.kind != "int" and isinstance(held, int) and not isinstance(held, bool):
+            raise InputError("an integer parameter: give LOW:HIGH:int", field="--range", value=r.text())
     if refine_runs is not None and refine_runs < 0:
         raise InputError("must be >= 0", field="--refine-runs", value=refine_runs)
     sp = SearchPlan(plan, SearchSpec(rs, objs, cons, trials, b, seed, max_seeds, refine_runs))
