@@ -402,7 +402,9 @@ def sweep(scenario: str, grid: tuple[str, ...], zips: tuple[str, ...], seeds: st
     """Run SCENARIO over a grid of parameters and seeds (docs/sweeps.md).
 
     Writes OUT/manifest.json, one folder per run under OUT/runs/, and the tidy
-    OUT/results.csv and OUT/summary.csv. Exit 0 when every run finished;
+    OUT/results.csv and OUT/summary.csv. With --search optuna: a noise-aware
+    search over the --range parameters instead of a grid, which also writes
+    OUT/trials.csv, OUT/front.csv and OUT/recommended.json. Exit 0 when every run finished;
     100 + the number of failed runs (at most 199) otherwise; 2 for bad input."""
     from .sweep import plan_sweep, point_label, run_sweep, short_names
 
