@@ -357,3 +357,15 @@ def test_a_journal_line_cut_by_kill_9_and_a_stale_lock_do_not_block_the_rerun(tm
     assert [x.values for x in again.get_trials()] == [[0.5]]
     again.tell(again.ask({"a": sp.spec.ranges[0].distribution()}).number, [0.25])
     assert [x.values for x in _open_study(sp, tmp_path).get_trials()] == [[0.5], [0.25]]
+
+
+def test_no_feasible_setting_gives_no_recommendation(tmp_path):
+    out = tmp_path / "none"
+    res = CliRunner().invoke(main, ["sweep", STAGGERED, "--smoke", "--search", "optuna", "--range",
+                                    "protocol.params.beta=2.1:4", "--maximize", "accuracy.overall",
+                                    "--constraint", "detection.missed>=5", "--trials", "2", "--seeds", "1",
+                                    "--workers", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    assert "recommended: none (no trial satisfies the constraints)" in res.output
+    assert _rows(out / "front.csv") == [] and json.loads((out / "recommended.json").read_text()) is None
+    assert [r["feasible"] for r in _rows(out / "trials.csv")] == ["False", "False"]
