@@ -913,7 +913,8 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
             n[k] = new_n
             grown.append(k)
         echo(f"search: refinement round {rnd}: {len(grown)} point{'s' if len(grown) != 1 else ''} near the front "
-             f"get{'s' if len(grown) == 1 else ''} seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; {spent}/{budget} of the refinement "
+             f"get{'s' if len(grown) == 1 else ''} seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; "
+             f"{spent}/{budget} of the refinement "
              "budget)")
         runner.run(pairs, f"refinement {rnd}")
         for k in grown:  # a failed run: refine that point no further (its statistics use the seeds that ran)
