@@ -369,3 +369,34 @@ def test_no_feasible_setting_gives_no_recommendation(tmp_path):
     assert "recommended: none (no trial satisfies the constraints)" in res.output
     assert _rows(out / "front.csv") == [] and json.loads((out / "recommended.json").read_text()) is None
     assert [r["feasible"] for r in _rows(out / "trials.csv")] == ["False", "False"]
+
+
+@pytest.mark.parametrize("number", [0, 1, 3, 4])  # the random first generation and NSGA-II's children
+@pytest.mark.parametrize("held", [1, 2])
+def test_a_trial_cut_mid_ask_gets_the_parameters_the_uninterrupted_ask_drew(number, held):
+    import optuna
+
+    from meshsim.sweep.search import SearchPlan, _params, _sampler
+
+    sp = SearchPlan(None, SearchSpec([parse_range("a=0:1"), parse_range("b=1:100:log"), parse_range("c=2:9:int")],
+                                     [Objective("m", "minimize"), Objective("n", "minimize")], batch=3, seed=5))
+    dists = {r.path: r.distribution() for r in sp.spec.ranges}
+
+    def study_with(n):  # trials 0..n-1 asked and told as the search does
+        study = optuna.create_study(directions=["minimize", "minimize"])
+        for k in range(n):
+            study.sampler = _sampler(sp, k)
+            t = study.ask(fixed_distributions=dists)
+            study.tell(t.number, [t.params["a"] + t.params["c"], t.params["b"] - t.params["a"]])
+        return study
+
+    whole = study_with(number)
+    whole.sampler = _sampler(sp, number)
+    want = whole.ask(fixed_distributions=dists).params
+    cut = study_with(number)
+    tid = cut._storage.create_new_trial(cut._study_id)
+    for r in sp.spec.ranges[:held]:  # what reached the journal before the kill
+        cut._storage.set_trial_param(tid, r.path, dists[r.path].to_internal_repr(want[r.path]), dists[r.path])
+    cut.sampler = _sampler(sp, 0)  # a resumed process: whatever sampler the study was opened with
+    got = _params(sp, cut, cut.get_trials(deepcopy=False)[number])
+    assert got == want

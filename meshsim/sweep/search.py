@@ -456,13 +456,23 @@ def _suggest_all(sp: SearchPlan, trial) -> dict[str, Any]:
 
 
 def _params(sp: SearchPlan, study, t) -> dict[str, Any]:
-    """A trial's raw parameters; one cut mid-ask by kill -9 gets the missing ones sampled now."""
+    """A trial's raw parameters. One cut mid-ask by kill -9 (it holds the first
+    few) gets the rest now, as the uninterrupted ask drew them: the sampler is
+    reseeded for its number, its relative sample redone, and the independent
+    draws of the parameters it holds are replayed before the missing ones."""
     if all(r.path in t.params for r in sp.spec.ranges):
         return dict(t.params)
     import optuna
 
     study.sampler = _sampler(sp, t.number)
-    return _suggest_all(sp, optuna.trial.Trial(study, t._trial_id))
+    trial = optuna.trial.Trial(study, t._trial_id)
+    for r in sp.spec.ranges:  # ask() suggests in range order: the held ones are a prefix
+        if r.path not in t.params:
+            break
+        dist = r.distribution()
+        if not dist.single() and r.path not in trial.relative_params:
+            study.sampler.sample_independent(study, t, r.path, dist)
+    return _suggest_all(sp, trial)
 
 
 def _constraints(trial) -> list[float]:
