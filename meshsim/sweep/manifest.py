@@ -119,6 +119,9 @@ def _short(v: Any) -> str:
 def check_compatible(old: dict[str, Any], new: dict[str, Any], folder: Path) -> None:
     """Refuse (one line) a rerun that changes anything but the grid and the seeds."""
     where = str(Path(folder) / MANIFEST)
+    if "search" in old and "search" not in new:
+        raise RunFolderError("the folder holds a search (meshsim sweep --search optuna), not a grid; rerun the "
+                             "search or use another --out", file=where)
     if old.get("output") != new.get("output"):
         raise RunFolderError(f"the folder keeps output level '{old.get('output')}', this sweep asks for "
                              f"'{new.get('output')}'; use the same output level or another --out", file=where)
