@@ -83,6 +83,14 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
     return load_scenario(path, list(sets), smoke=smoke)
 
 
+def _notes(sc: Any) -> None:
+    """A valid scenario whose run can do nothing says so (issue 19: no silent degenerate run)."""
+    from .degenerate import degenerate_notes
+
+    for note in degenerate_notes(sc):
+        click.echo(f"note: {sc.source}: {note}", err=True)
+
+
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option("--seed", type=SEED, default=None,
@@ -129,6 +137,7 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
     else:
         result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
+    _notes(sc)  # after the run's own checks: an invalid scenario gets its one error line only
     if not quiet:
         _print_result(result, out_dir)
     if make_report:
@@ -281,6 +290,7 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
 
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
+    _notes(sc)
     n = len(info["seeds"])
     click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))

@@ -149,6 +149,10 @@ def _validate(data: Any, where: Optional[str]) -> OpenAIProfile:
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         loc = ".".join(str(x) for x in e["loc"])
+        if e["type"] == "extra_forbidden":
+            from ..types import closest_key
+
+            e["msg"] = "unknown key" + closest_key(OpenAIProfile, tuple(e["loc"]))
         raise InputError(e["msg"], file=where, field=loc or None) from None
     if not prof.models:
         raise InputError("profile needs at least one model (e.g. 'strong')", file=where, field="models")

@@ -28,6 +28,9 @@ __all__ = ["Axis", "SweepSpec", "OUTPUT_LEVELS", "parse_values", "parse_axis_arg
 OUTPUT_LEVELS = ("summary", "records", "full")
 #: values one range may expand to
 MAX_VALUES = 10_000
+#: points one grid may hold (the product of its axes' lengths), checked from the
+#: axes before any point is built: validate and --dry-run check every point
+MAX_POINTS = 10_000
 #: paths a grid cannot sweep (seeds are their own axis)
 RESERVED = ("seed", "seeds", "sweep", "smoke")
 SECTION_KEYS = ("grid", "zip", "seeds", "set", "output", "smoke")
@@ -187,6 +190,13 @@ def build_spec(grid: Iterable[tuple[str, list[Any]]], zips: Iterable[dict[str, l
         for path in group:
             claim(path)
         axes.append(_zip_axis(group, where_grid))
+    product = 1
+    for axis in axes:  # budget before work: the product, never the points (issue 19)
+        product *= len(axis.values)
+        if product > MAX_POINTS:
+            sizes = " x ".join(str(len(a.values)) for a in axes)
+            raise InputError(f"the grid holds {sizes} points, more than {MAX_POINTS:,} (sweep the axes in "
+                             "separate sweeps, or coarser)", **where_grid)
     level = output or "summary"
     if level not in OUTPUT_LEVELS:
         raise InputError(f"unknown output level; choose one of {', '.join(OUTPUT_LEVELS)}",
