@@ -126,7 +126,9 @@ class LatentSpec(_S):
 
 
 class WrongSpec(_S):
-    distractors: Annotated[int, Field(ge=1)] = 6  # numeric answers: distinct wrong answers per query
+    # numeric answers: distinct wrong answers per query; at most 100, since the near misses come from
+    # a few hundred integers around the truth (more would loop forever: issue 19)
+    distractors: Annotated[int, Field(ge=1, le=100)] = 6
     zipf: Pos = 1.0  # weight of the k-th distractor: 1 / k^zipf
 
 

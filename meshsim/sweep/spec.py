@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..fields import parse_seeds
 
 __all__ = ["Axis", "SweepSpec", "OUTPUT_LEVELS", "parse_values", "parse_axis_arg", "spec_from_section",
-           "read_sweep_file", "MAX_VALUES"]
+           "read_sweep_file", "MAX_VALUES", "MAX_POINTS", "MAX_RUNS"]
 
 #: what each run of a sweep keeps: ``summary`` (summary.json and
 #: scenario.resolved.yaml), ``records`` (also every per-record table but
@@ -31,6 +31,8 @@ MAX_VALUES = 10_000
 #: points one grid may hold (the product of its axes' lengths), checked from the
 #: axes before any point is built: validate and --dry-run check every point
 MAX_POINTS = 10_000
+#: runs one sweep may hold (points x seeds), checked before any point is built
+MAX_RUNS = 1_000_000
 #: paths a grid cannot sweep (seeds are their own axis)
 RESERVED = ("seed", "seeds", "sweep", "smoke")
 SECTION_KEYS = ("grid", "zip", "seeds", "set", "output", "smoke")
