@@ -214,7 +214,7 @@ def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
     raised while building: the line names the scenario too, then that file."""
     if not exc.file or exc.file == scenario.source:
         return exc.with_file(scenario.source)
-    if exc.field and not exc.field.startswith("line "):  # a scenario field (tasks.count): keep it
+    if exc.field and not exc.field.startswith(("line ", "examples[")):  # a scenario field (tasks.count): keep it
         return type(exc)(f"{exc.file}: {exc.message}", file=scenario.source, field=exc.field, value=exc.value)
     field = None
     t = scenario.tasks

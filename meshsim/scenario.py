@@ -256,7 +256,8 @@ def _from_validation(exc: ValidationError, source: str, prefix: tuple = (), mode
     from .types import closest_key
 
     errs = exc.errors(include_url=False)
-    first = errs[0]
+    # an unknown key first: a misspelt key also makes its field "missing", and the typo is the cause
+    first = next((e for e in errs if e["type"] == "extra_forbidden"), errs[0])
     loc = tuple(p for p in prefix + tuple(first["loc"])
                 if not (isinstance(p, str) and ("function-" in p or p in ("list[str]",))))
     msg = first["msg"]
