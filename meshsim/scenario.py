@@ -615,6 +615,8 @@ def profile_of(sc: Scenario):
     try:
         return load_profile(name)
     except InputError as exc:
+        if exc.file and exc.field:  # a field of the profile file: name it
+            raise
         raise ScenarioError(exc.message, file=exc.file or sc.source,
                             field="agents.profile" if sc.agents.profile else "tasks.dataset", value=name) from None
 

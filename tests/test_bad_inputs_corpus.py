@@ -66,8 +66,8 @@ class Case:
 
     def write(self, folder: Path) -> Path:
         data = copy.deepcopy(BASE[self.base])
-        for path, value in self.sets.items():
-            set_path(data, path, value)
+        for path, value in self.sets.items():  # "{in}": the folder of the inputs
+            set_path(data, path, value.replace("{in}", str(folder)) if isinstance(value, str) else value)
         for name, make in self.files.items():
             make(folder / name)
         sc = folder / "sc.yaml"
@@ -244,6 +244,12 @@ CASES: dict[str, Case] = {
                                          "fake.yaml: models.strong.skil: unknown key (did you mean 'skill'?)",
                                          files={"fake.yaml": _profile(lambda d: d["models"]["strong"].update(
                                              skil={"bbh": 0.5}))}),
+    "unknown-dataset-profile-key": Case("keys", "mh", {"agents.profile": "{in}/prof.yaml",
+                                                         "tasks.dataset": "{in}/prof.yaml"},
+                                        "prof.yaml: target: unknown key (did you mean 'targets'?)",
+                                        files={"prof.yaml": lambda p: p.write_text(
+                                            (Path(__file__).resolve().parents[1] / "meshsim" / "data" / "datasets" /
+                                             "bbh.yaml").read_text().replace("targets:", "target:"))}),
     "unknown-sweep-key": Case("keys", "mh", {"sweep": {"grids": {"protocol.params.alpha": [1.0]}}},
                               "sweep.grids: unknown key (choose from grid, zip, seeds, set, output, smoke)", sweep=True),
     # ---- files that are not files
@@ -344,3 +350,57 @@ def test_corpus_covers_every_class():
     for cls in ("secrets", "loud-failure", "check-never-writes"):
         assert cls in elsewhere, cls
     assert len(CASES) + len(ISSUE19_ELSEWHERE) >= 60
+
+
+def test_a_reply_with_a_lone_surrogate_fails_the_call_not_the_run(tmp_path, monkeypatch):
+    """An endpoint whose every reply holds ``"\\ud800"`` (valid JSON, text that can never
+    be written as UTF-8) used to crash the cassette write with exit 1: each call
+    now fails as malformed_json, the run says so and exits 3, every file it wrote
+    is UTF-8 and no input changed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from helpers import endpoint_scenario, send_json
+
+    class Surrogate(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # noqa: N802 - the preflight
+            send_json(self, 200, {"data": [{"id": "m"}]})
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"choices": [{"message": {"role": "assistant", "content": "Answer: \\ud800"}}]}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Surrogate)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv("MESHSIM_SURROGATE_KEY", "sk-surrogate-0123456789")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    try:
+        sc = endpoint_scenario(inputs, srv.server_address[1], "record", "surrogate", "MESHSIM_SURROGATE_KEY")
+        before = _digest(inputs)
+        res = invoke(["run", str(sc), "--out", str(tmp_path / "run")])
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert res.exit_code == 3, (res.exit_code, res.stderr)
+    line = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(line) == 1 and "malformed_json" in line[0], res.stderr
+    for p in (tmp_path / "run").rglob("*"):
+        if p.is_file() and not p.name.endswith(".gz"):
+            p.read_bytes().decode("utf-8")
+    cassette = inputs / "cas.jsonl"
+    assert cassette.is_file()
+    cassette.read_bytes().decode("utf-8")
+    after = _digest(inputs)
+    assert {k: v for k, v in after.items() if k != "cas.jsonl"} == before  # the cassette is what record writes

@@ -604,6 +604,12 @@ class OpenAIBackend(Backend):
             raise _Failure("malformed_json", f"reply is not JSON: {text[:120]!r}", True)
         if not isinstance(data, dict):
             raise _Failure("malformed_json", "reply is not a JSON object", True)
+        if "\\u" in text:  # a lone surrogate escape ("\ud800") decodes but can never be written (issue 19)
+            try:
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Failure("malformed_json", "reply holds a lone surrogate (a \\ud800-\\udfff escape) that "
+                               "cannot be written as UTF-8", False) from None
         return data
 
     async def _call(self, req: Request) -> tuple[Response, dict[str, Any]]:
