@@ -503,6 +503,9 @@ def _check_static(sc: Scenario) -> None:
         raise ScenarioError(_over("replicas", sc.agents.replicas, "agents", lim.agents), file=src,
                             field="agents.replicas", value=sc.agents.replicas)
     for i, ev in enumerate(sc.events):
+        if ev.at is not None and ev.at > lim.duration:  # a run without duration would never reach it
+            raise ScenarioError(_over("event time", ev.at, "duration", lim.duration), file=src,
+                                field=f"events[{i}].at", value=ev.at)
         if ev.at is not None and sc.duration is not None and ev.at > sc.duration:
             raise ScenarioError(f"event is after the end of the run (duration {sc.duration:g}s)", file=src,
                                 field=f"events[{i}].at", value=ev.at)
