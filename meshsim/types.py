@@ -165,3 +165,15 @@ def closest_key(model: Any, loc: tuple) -> str:
     if close:
         return f" (did you mean '{close[0]}'?)"
     return f" (choose from {', '.join(valid)})" if len(valid) <= 12 else ""
+
+
+def unknown_key(key: Any, valid: Any) -> str:
+    """``unknown key (did you mean 'x'?)`` -- or ``(choose from ...)`` -- for ``key``
+    outside the ``valid`` keys of a mapping checked by hand."""
+    import difflib
+
+    valid = sorted(str(v) for v in valid)
+    close = difflib.get_close_matches(str(key), valid, n=1)
+    if close:
+        return f"unknown key (did you mean '{close[0]}'?)"
+    return f"unknown key (choose from {', '.join(valid)})"

@@ -253,6 +253,16 @@ CASES: dict[str, Case] = {
                                         files={"prof.yaml": lambda p: p.write_text(
                                             (Path(__file__).resolve().parents[1] / "meshsim" / "data" / "datasets" /
                                              "bbh.yaml").read_text().replace("targets:", "target:"))}),
+    "unknown-backend-key-suggests": Case("keys", "mh", {"backend": {"kind": "fake", "profle": "fake-default"}},
+                                         "backend.profle: unknown key (did you mean 'profile'?)"),
+    "unknown-replay-key-suggests": Case("keys", "mh", {"backend": {"kind": "replay", "mode": "replay",
+                                                                  "casette": "c.jsonl",
+                                                                  "backend": {"kind": "fake", "profile": "fake-default"}}},
+                                        "backend.casette: unknown key (did you mean 'cassette'?)"),
+    "unknown-agents-key-suggests": Case("keys", "mh", {"agents.replica": 2},
+                                        "agents.replica: unknown key (did you mean 'replicas'?)"),
+    "unknown-phase-key-suggests": Case("keys", "mh", {"phases": [{"name": "a", "tasks": 42, "task": 1}]},
+                                       "phases[0].task: unknown key (did you mean 'tasks'?)"),
     "unknown-sweep-key": Case("keys", "mh", {"sweep": {"grids": {"protocol.params.alpha": [1.0]}}},
                               "sweep.grids: unknown key (choose from grid, zip, seeds, set, output, smoke)", sweep=True),
     # ---- files that are not files
