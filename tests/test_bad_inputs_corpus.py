@@ -419,3 +419,25 @@ def test_a_reply_with_a_lone_surrogate_fails_the_call_not_the_run(tmp_path, monk
     cassette.read_bytes().decode("utf-8")
     after = _digest(inputs)
     assert {k: v for k, v in after.items() if k != "cas.jsonl"} == before  # the cassette is what record writes
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["task-ended", "timed"])
+def test_a_run_past_its_event_budget_ends_with_one_line(timed, tmp_path):
+    """The estimate before the clock starts may be wrong (MeshHeal has none):
+    the run carries limits.events as a budget and ends with exit 2 and one line
+    naming it, with no summary (the run is not complete); validate cannot know."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    data = {**copy.deepcopy(MH), "limits": {"events": 200}, **({"duration": 1000} if timed else {})}
+    (inputs / "sc.yaml").write_text(yaml.safe_dump(data))
+    before = _digest(inputs)
+    assert invoke(["validate", str(inputs / "sc.yaml")]).exit_code == 0
+    res = invoke(["run", str(inputs / "sc.yaml"), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "limits.events: the run sent" in lines[0] and "above limits.events (200)" in lines[0]
+    assert not (tmp_path / "out" / "summary.json").exists()
+    assert _digest(inputs) == before
+    data["limits"]["events"] = 100_000  # the same run within its budget completes
+    (inputs / "sc.yaml").write_text(yaml.safe_dump(data))
+    assert invoke(["run", str(inputs / "sc.yaml"), "--out", str(tmp_path / "ok")]).exit_code == 0
