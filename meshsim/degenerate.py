@@ -4,8 +4,9 @@ Every number of such a scenario is within its range, so the run is allowed,
 but its outcome is foregone -- a link latency of a day in a ten-second run
 delivers no message; a task timeout below one link's latency answers no task.
 Issue 19: such a run must say so rather than finish silently. ``meshsim
-validate`` and ``meshsim run`` print each note as one ``note:`` line on stderr
-(before the clock starts); the notes never change what is simulated.
+validate`` and ``meshsim run`` print each note as one ``note:`` line on stderr,
+and the run's ``summary.json`` lists them under ``notes`` (absent for a normal
+run); the notes never change what is simulated.
 """
 from __future__ import annotations
 

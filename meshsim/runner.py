@@ -364,6 +364,11 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
         "messages": net.totals(),
         "unhandled_messages": net.unhandled_count,
     }
+    from .degenerate import degenerate_notes
+
+    notes = degenerate_notes(scenario)
+    if notes:  # a run whose outcome was foregone says so in its summary too (issue 19)
+        summary["notes"] = notes
     if protocol.routing_tables():
         summary["routing"] = convergence.summary()
     psum = protocol.summary()

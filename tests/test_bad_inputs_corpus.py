@@ -288,25 +288,29 @@ CASES: dict[str, Case] = {
     "loss-1e-320-is-a-normal-run": Case("degenerate", "rt", {"network.links.loss": 1e-320}, "", degenerate=True),
 }
 
-#: issue 19 cases held elsewhere (file::test[ids] -> class); they hash inputs too
+#: issue 19 cases held elsewhere: (file, test function or bad_scenarios file) -> class
 ISSUE19_ELSEWHERE = {
-    **{f"test_bad_inputs_edges.py::endpoint[{c}]": "keys" for c in (
+    **{("test_bad_inputs_edges.py", f"endpoint[{c}]"): "keys" for c in (
         "port-out-of-range", "port-zero", "url-control-character", "url-space", "url-no-host", "url-bad-ipv6",
         "header-non-ascii", "key-non-ascii", "key-control-character")},
-    **{f"test_bad_inputs_edges.py::boolean[{c}]": "numbers" for c in (
-        "loss", "bandwidth", "guess.bbh", "infer")},
-    "test_bad_inputs_edges.py::topology-links[edgelist]": "budget",
-    "test_bad_inputs_edges.py::topology-links[graphml]": "budget",
-    "test_bad_inputs_edges.py::200000-events": "budget",
-    "bad_scenarios/topology-unknown-key-complete.yaml": "keys",
-    "bad_scenarios/topology-unknown-key-ring.yaml": "keys",
-    "bad_scenarios/routing-refresh-far-below-duration.yaml": "budget",
-    "test_replay.py::one-line-json-not-a-cassette": "check-never-writes",
-    "test_replay.py::fifo-cassette": "files",
-    "test_backend_safety.py::secrets-in-url-header-env": "secrets",
-    "test_backend_safety.py::one-character-key": "secrets",
-    "test_backend_safety.py::reply-cap": "budget",
-    "test_backend_safety.py::every-call-fails": "loud-failure",
+    **{("test_bad_inputs_edges.py", f"boolean[{c}]"): "numbers" for c in ("loss", "bandwidth", "guess.bbh", "infer")},
+    ("test_bad_inputs_edges.py", "test_a_topology_file_above_the_link_limit_is_refused_while_read[edgelist]"): "budget",
+    ("test_bad_inputs_edges.py", "test_a_topology_file_above_the_link_limit_is_refused_while_read[graphml]"): "budget",
+    ("test_bad_inputs_edges.py", "test_a_scenario_with_hundreds_of_thousands_of_events_is_refused_within_seconds"):
+        "budget",
+    ("bad_scenarios", "topology-unknown-key-complete"): "keys",
+    ("bad_scenarios", "topology-unknown-key-ring"): "keys",
+    ("bad_scenarios", "routing-refresh-far-below-duration"): "budget",
+    ("test_replay.py", "test_a_file_that_is_not_a_cassette_is_refused_and_never_shortened"): "check-never-writes",
+    ("test_replay.py", "test_validate_and_run_on_a_one_line_json_file_as_cassette_change_nothing"):
+        "check-never-writes",
+    ("test_replay.py", "test_a_fifo_as_cassette_is_refused_at_once"): "files",
+    ("test_backend_safety.py", "test_secrets_in_url_header_and_environment_reach_no_file"): "secrets",
+    ("test_backend_safety.py", "test_a_one_character_key_corrupts_nothing"): "secrets",
+    ("test_backend_safety.py", "test_a_reply_above_the_byte_cap_is_a_failed_call_never_recorded"): "budget",
+    ("test_backend_safety.py", "test_an_endpoint_that_fails_every_call_is_a_nonzero_exit_with_the_failure_counts"):
+        "loud-failure",
+    ("test_backend_safety.py", "test_a_run_that_answered_nothing_says_so"): "loud-failure",
 }
 
 
@@ -352,8 +356,12 @@ def test_corpus_case(name, tmp_path, monkeypatch):
             assert case.expect in lines[0], (argv[0], lines[0])
             assert not out.exists(), f"{argv[0]} wrote {out}"
         assert _digest(inputs) == before, f"{argv[0]} changed an input"
-    if case.degenerate and case.expect:  # the run completed: its folder holds the summary
-        assert (out / "summary.json").is_file() or any(out.glob("seed-*/summary.json"))
+    if case.degenerate:  # the run completed: its summary carries the same notes
+        summary = json.loads((out / "summary.json").read_text())
+        if case.expect:
+            assert any(case.expect in n for n in summary["notes"]), summary.get("notes")
+        else:
+            assert "notes" not in summary
 
 
 def test_corpus_covers_every_class():
@@ -364,7 +372,15 @@ def test_corpus_covers_every_class():
         assert cls in here, cls
     for cls in ("secrets", "loud-failure", "check-never-writes"):
         assert cls in elsewhere, cls
-    assert len(CASES) + len(ISSUE19_ELSEWHERE) >= 60
+    assert len(CASES) >= 60 and len(CASES) + len(ISSUE19_ELSEWHERE) >= 80
+    here_dir = Path(__file__).parent
+    for (where, name) in ISSUE19_ELSEWHERE:  # every case listed still exists
+        if where == "bad_scenarios":
+            assert (here_dir / "data" / "bad_scenarios" / f"{name}.yaml").is_file(), name
+        elif "[" in name and not name.startswith("test_"):
+            continue  # a parametrized id of the endpoint / boolean tables (checked by the file's own test)
+        else:
+            assert f"def {name.split('[')[0]}(" in (here_dir / where).read_text(), (where, name)
 
 
 def test_a_reply_with_a_lone_surrogate_fails_the_call_not_the_run(tmp_path, monkeypatch):
