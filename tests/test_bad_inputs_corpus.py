@@ -105,6 +105,12 @@ def _bigbench(examples: str) -> Callable[[Path], None]:
     return _text('{"name": "logical_deduction", "examples": [' + examples + ']}')
 
 
+def _endpoint(path: Path, **change: Any) -> None:
+    prof = {"kind": "openai", "name": "ep", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "MESHSIM_CORPUS_KEY",
+            "models": {"strong": {"id": "s"}, "weak": {"id": "w"}}, **change}
+    path.write_text(yaml.safe_dump(prof))
+
+
 TASKS = {"tasks.file": "tasks.jsonl", "tasks.count": 7, "tasks.block": 7}
 BIG_AXIS = "0:0.999:0.001"  # 1000 values
 
@@ -182,6 +188,13 @@ CASES: dict[str, Case] = {
     "event-at-1e308-without-duration": Case("numbers", "mh", {"events": [{"at": 1e308, "type": "degrade",
                                                                           "agents": ["A3"]}]},
                                             "events[0].at: 1e+308s event time is above limits.duration"),
+    "endpoint-backoff-cap-1e308": Case("numbers", "mh", {"backend": {"kind": "openai", "profile": "ep.yaml"}},
+                                       "ep.yaml: retries.cap: Input should be less than or equal to 1000000",
+                                       files={"ep.yaml": lambda p: _endpoint(p, retries={"cap": 1e308})}),
+    "endpoint-rate-1e-320": Case("numbers", "mh", {"backend": {"kind": "openai", "profile": "ep.yaml"}},
+                                 "ep.yaml: models.strong.rate: Input should be greater than or equal to 0.001",
+                                 files={"ep.yaml": lambda p: _endpoint(p, models={"strong": {"id": "s", "rate": 1e-320},
+                                                                                  "weak": {"id": "w"}})}),
     "event-factor-boolean": Case("numbers", "mh", {"events": [{"at_task": 10, "type": "degrade", "agents": ["A3"],
                                                                "mode": "latency", "factor": True}]},
                                  "'factor' must be a number, not a boolean"),

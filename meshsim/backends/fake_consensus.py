@@ -94,7 +94,7 @@ STRATA = 50  # queries per difficulty stratum block
 CPWBFT_ANSWER = "cpwbft_answer"
 CPWBFT_AGGREGATE = "cpwbft_aggregate"
 P = Annotated[float, Field(ge=0.0, le=1.0)]
-Pos = Annotated[float, Field(ge=0.0)]
+Pos = Annotated[float, Field(ge=0.0, le=1e6)]  # weights and spreads: at most 1e6, nothing overflows (issue 19)
 MeanSd = tuple[P, Pos]
 
 

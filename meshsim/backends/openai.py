@@ -73,8 +73,10 @@ from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
 
-Pos = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
+# bounded (issue 19): a rate of 1e-320 tokens/s or a backoff cap of 1e308 s would make a
+# reply, or a retry's wait, take forever
+Pos = Annotated[float, Field(ge=1e-3, le=1e9)]
+NonNeg = Annotated[float, Field(ge=0, le=1e6)]
 
 
 class _S(BaseModel):
