@@ -32,8 +32,26 @@ def _interrupted(message: str = "interrupted") -> None:
     sys.exit(130)
 
 
+def _refuse_unwritable_args(argv: Any) -> None:
+    """An argument with a byte that is not UTF-8 (Python holds it as a lone
+    surrogate) could never be written into the outputs that record it: one
+    line, exit 2, before anything runs (issue 19)."""
+    argv = list(argv or ())
+    for i, arg in enumerate(argv):
+        if isinstance(arg, str) and not arg.isascii():
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                prev = argv[i - 1] if i and isinstance(argv[i - 1], str) and argv[i - 1].startswith("-") else None
+                shown = arg.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                click.echo(f"error: {prev or f'argument {i + 1}'}: text holds a lone surrogate or a byte that is not "
+                           f"UTF-8 ({shown}); it could not be written into the outputs", err=True)
+                sys.exit(2)
+
+
 class _Group(click.Group):
     def main(self, args=None, prog_name=None, **kwargs):  # type: ignore[override]
+        _refuse_unwritable_args(sys.argv[1:] if args is None else args)
         try:
             rv = super().main(args=args, prog_name=prog_name, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:

@@ -233,8 +233,9 @@ CASES: dict[str, Case] = {
                              raw=lambda d: yaml.safe_dump(d).replace("A4:", '"A4\\udc80":')),
     "surrogate-in-set": Case("text", "mh", {}, "--set: description: text holds a lone surrogate",
                              argv=["--set", 'description="\\udcff"']),
-    "surrogate-in-set-text": Case("text", "mh", {}, "--set: description: text holds a lone surrogate",
+    "surrogate-in-set-text": Case("text", "mh", {}, "--set: text holds a lone surrogate",
                                   argv=["--set", "description=a: b: \udcff"]),
+    "surrogate-in-out": Case("text", "rt", {}, "--out: text holds a lone surrogate", argv=["--out", "o\udcff"]),
     "surrogate-in-profile": Case("text", "mh", {"backend.profile": "fake.yaml"}, "fake.yaml: description: text holds",
                                  files={"fake.yaml": lambda p: _profile(lambda d: d.update(description="X"))(p)
                                         or p.write_text(p.read_text().replace("description: X",
