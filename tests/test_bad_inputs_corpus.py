@@ -278,7 +278,7 @@ CASES: dict[str, Case] = {
     "unknown-phase-key-suggests": Case("keys", "mh", {"phases": [{"name": "a", "tasks": 42, "task": 1}]},
                                        "phases[0].task: unknown key (did you mean 'tasks'?)"),
     "unknown-sweep-key": Case("keys", "mh", {"sweep": {"grids": {"protocol.params.alpha": [1.0]}}},
-                              "sweep.grids: unknown key (choose from grid, zip, seeds, set, output, smoke)", sweep=True),
+                              "sweep.grids: unknown key (did you mean 'grid'? choose from grid, zip, seeds", sweep=True),
     # ---- files that are not files
     "task-file-fifo": Case("files", "mh", TASKS, "tasks.jsonl", files={"tasks.jsonl": _fifo}),
     "topology-file-fifo": Case("files", "rt", {"network.topology": {"kind": "file", "path": "g.edgelist"},

@@ -8,6 +8,7 @@ or a single value. Everything wrong is an :class:`InputError` naming where.
 """
 from __future__ import annotations
 
+import difflib
 import itertools
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -234,8 +235,9 @@ def spec_from_section(section: Any, source: str, smoke: bool = False, prefix: st
                          value=section)
     for k in section:
         if k not in SECTION_KEYS:
-            raise InputError(f"unknown key (choose from {', '.join(SECTION_KEYS)})", file=source,
-                             field=f"{prefix}.{k}")
+            close = difflib.get_close_matches(str(k), SECTION_KEYS, n=1)
+            raise InputError(f"unknown key ({f'did you mean {close[0]!r}? ' if close else ''}choose from "
+                             f"{', '.join(SECTION_KEYS)})", file=source, field=f"{prefix}.{k}")
     section = dict(section)
     small = section.pop("smoke", None)
     if smoke and small:
