@@ -101,11 +101,18 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
     return load_scenario(path, list(sets), smoke=smoke)
 
 
-def _notes(sc: Any) -> None:
-    """A valid scenario whose run can do nothing says so (issue 19: no silent degenerate run)."""
+def _notes(sc: Any, links: Any = None, result: Any = None) -> None:
+    """A valid scenario whose run can do nothing says so (issue 19: no silent
+    degenerate run): the notes of a finished run's summaries, else the scenario's."""
     from .degenerate import degenerate_notes
 
-    for note in degenerate_notes(sc):
+    if result is not None:
+        notes: list = []
+        for r in getattr(result, "runs", None) or [result]:
+            notes += [n for n in (r.summary or {}).get("notes", []) if n not in notes]
+    else:
+        notes = degenerate_notes(sc, links)
+    for note in notes:
         click.echo(f"note: {sc.source}: {note}", err=True)
 
 
@@ -155,7 +162,7 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
     else:
         result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
-    _notes(sc)  # after the run's own checks: an invalid scenario gets its one error line only
+    _notes(sc, result=result)  # after the run's own checks: an invalid scenario gets its one error line only
     if not quiet:
         _print_result(result, out_dir)
     if make_report:
@@ -308,7 +315,7 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
 
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
-    _notes(sc)
+    _notes(sc, info.get("links"))
     n = len(info["seeds"])
     click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))

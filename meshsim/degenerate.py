@@ -28,9 +28,12 @@ def _s(x: float) -> str:
     return f"{x:g} s"
 
 
-def degenerate_notes(sc: Any) -> list[str]:
-    """One sentence per foregone outcome of scenario ``sc`` (empty for a normal one)."""
+def degenerate_notes(sc: Any, links: Optional[int] = None) -> list[str]:
+    """One sentence per foregone outcome of scenario ``sc`` (empty for a normal one);
+    ``links``: the links of its graph, when built."""
     notes: list[str] = []
+    if links == 0:
+        notes.append("the graph has no links: no agent can send a message to another")
     links = sc.network.links
     lats = [links.latency] + [o.latency for o in sc.network.overrides if o.latency is not None]
     fastest = min(_fastest(lat) for lat in lats)

@@ -366,7 +366,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
     }
     from .degenerate import degenerate_notes
 
-    notes = degenerate_notes(scenario)
+    notes = degenerate_notes(scenario, len(net.links))
     if notes:  # a run whose outcome was foregone says so in its summary too (issue 19)
         summary["notes"] = notes
     if protocol.routing_tables():
