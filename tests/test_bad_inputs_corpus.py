@@ -283,6 +283,14 @@ CASES: dict[str, Case] = {
     "task-file-fifo": Case("files", "mh", TASKS, "tasks.jsonl", files={"tasks.jsonl": _fifo}),
     "topology-file-fifo": Case("files", "rt", {"network.topology": {"kind": "file", "path": "g.edgelist"},
                                                "agents.abilities": {}}, "g.edgelist", files={"g.edgelist": _fifo}),
+    "task-file-symlink-to-fifo": Case("files", "mh", TASKS, "tasks.jsonl",
+                                      files={"real.fifo": _fifo,
+                                             "tasks.jsonl": lambda p: p.symlink_to(p.parent / "real.fifo")}),
+    "task-file-directory": Case("files", "mh", TASKS, "tasks.jsonl", files={"tasks.jsonl": lambda p: p.mkdir()}),
+    "cassette-fifo-in-record-mode": Case("files", "mh", {"backend": {"kind": "replay", "mode": "record-missing",
+                                                                     "cassette": "cas.jsonl", "backend": {
+                                                                         "kind": "fake", "profile": "fake-default"}}},
+                                         "cas.jsonl", files={"cas.jsonl": _fifo}),
     "profile-fifo": Case("files", "mh", {"backend.profile": "fake.yaml"}, "fake.yaml", files={"fake.yaml": _fifo}),
     # ---- valid but degenerate: the run completes and says what was degenerate
     "latency-beyond-duration": Case("degenerate", "rt", {"network.links.latency": 1e9},
