@@ -482,3 +482,30 @@ def test_a_run_past_its_event_budget_ends_with_one_line(timed, tmp_path):
     data["limits"]["events"] = 100_000  # the same run within its budget completes
     (inputs / "sc.yaml").write_text(yaml.safe_dump(data))
     assert invoke(["run", str(inputs / "sc.yaml"), "--out", str(tmp_path / "ok")]).exit_code == 0
+
+
+def test_text_is_refused_exactly_when_it_cannot_be_written():
+    """Property: check_numbers refuses a value or key iff it holds a lone surrogate
+    (any text that encodes as UTF-8 passes, whatever its script), and names its path."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from meshsim.errors import InputError
+    from meshsim.files import check_numbers
+
+    surrogate = st.integers(0xD800, 0xDFFF).map(chr)
+
+    @given(st.text(max_size=20), st.one_of(st.none(), surrogate), st.integers(0, 20), st.booleans())
+    def check(text, bad, at, as_key):
+        if bad is not None:
+            text = text[:at] + bad + text[at:]
+        data = {"agents": {"abilities": {text: ["x"]}}} if as_key else {"agents": {"description": [1, text]}}
+        try:
+            check_numbers(data, "s.yaml")
+        except InputError as exc:
+            assert bad is not None and "lone surrogate" in exc.message
+            assert exc.field == ("agents.abilities" if as_key else "agents.description[1]")
+        else:
+            assert bad is None
+
+    check()
