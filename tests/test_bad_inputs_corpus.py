@@ -163,6 +163,11 @@ CASES: dict[str, Case] = {
     "routing-refresh-1e-320": Case("numbers", "rt", {"protocol.params.refresh": 1e-320}, "protocol.params.refresh"),
     "bandwidth-1e-320": Case("numbers", "mh", {"network.links.bandwidth": 1e-320}, "network.links.bandwidth"),
     "bandwidth-1e308": Case("numbers", "mh", {"network.links.bandwidth": 1e308}, "network.links.bandwidth"),
+    "topology-file-bandwidth-1e-320": Case("numbers", "rt", {"network.topology": {"kind": "file",
+                                                                                 "path": "g.edgelist"}},
+                                           "edge 1-2: bandwidth must be within 1 .. 1e15 bytes/s",
+                                           files={"g.edgelist": _text("1 2 {'bandwidth': 1e-320}\n2 3\n3 4\n4 5\n"
+                                                                      "5 6\n6 1\n")}),
     "poisson-rate-1e-320": Case("numbers", "mh", {"tasks.arrival": "poisson(1e-320)"},
                                 "tasks.arrival: poisson RATE must be within"),
     "poisson-rate-1e300": Case("numbers", "mh", {"tasks.arrival": "poisson(1e300)"},
