@@ -514,3 +514,31 @@ def test_text_is_refused_exactly_when_it_cannot_be_written():
             assert bad is None
 
     check()
+
+
+BAD_DIR = Path(__file__).parent / "data" / "bad_scenarios"
+PERSISTENT = Path(__file__).resolve().parents[1] / "scenarios" / "meshheal" / "persistent-bbh.yaml"
+
+
+@pytest.mark.parametrize("source, sets", [
+    *[(BAD_DIR / f"{stem}.yaml", []) for stem, _ in
+      [(k[1], v) for k, v in ISSUE19_ELSEWHERE.items() if k[0] == "bad_scenarios"]],
+    *[(PERSISTENT, ["--smoke", "--set", s]) for s in (
+        "network.links.loss=true", "network.links.bandwidth=yes", "backend.overrides.guess.bbh=true",
+        "backend.overrides.models.strong.infer=false")],
+], ids=lambda x: x.stem if isinstance(x, Path) else "-".join(x[2:]).replace("/", "_") or "file")
+def test_the_cases_held_elsewhere_change_no_input_either(source, sets, tmp_path, monkeypatch):
+    """The issue-19 cases of tests/data/bad_scenarios and the boolean table of
+    tests/test_bad_inputs_edges.py, run here on a copy whose bytes are hashed
+    before and after validate and run (those files assert the error lines)."""
+    monkeypatch.chdir(tmp_path)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / source.name).write_bytes(source.read_bytes())
+    before = _digest(inputs)
+    for argv in (["validate", str(inputs / source.name), *sets],
+                 ["run", str(inputs / source.name), *sets, "--out", str(tmp_path / "out")]):
+        res = invoke(argv)
+        assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, (argv[0], res.stderr)
+        assert _digest(inputs) == before
+    assert not (tmp_path / "out").exists()
