@@ -32,8 +32,26 @@ def _interrupted(message: str = "interrupted") -> None:
     sys.exit(130)
 
 
+def _refuse_unwritable_args(argv: Any) -> None:
+    """An argument with a byte that is not UTF-8 (Python holds it as a lone
+    surrogate) could never be written into the outputs that record it: one
+    line, exit 2, before anything runs (issue 19)."""
+    argv = list(argv or ())
+    for i, arg in enumerate(argv):
+        if isinstance(arg, str) and not arg.isascii():
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                prev = argv[i - 1] if i and isinstance(argv[i - 1], str) and argv[i - 1].startswith("-") else None
+                shown = arg.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                click.echo(f"error: {prev or f'argument {i + 1}'}: text holds a lone surrogate or a byte that is not "
+                           f"UTF-8 ({shown}); it could not be written into the outputs", err=True)
+                sys.exit(2)
+
+
 class _Group(click.Group):
     def main(self, args=None, prog_name=None, **kwargs):  # type: ignore[override]
+        _refuse_unwritable_args(sys.argv[1:] if args is None else args)
         try:
             rv = super().main(args=args, prog_name=prog_name, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
@@ -83,6 +101,21 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
     return load_scenario(path, list(sets), smoke=smoke)
 
 
+def _notes(sc: Any, links: Any = None, result: Any = None) -> None:
+    """A valid scenario whose run can do nothing says so (issue 19: no silent
+    degenerate run): the notes of a finished run's summaries, else the scenario's."""
+    from .degenerate import degenerate_notes
+
+    if result is not None:
+        notes: list = []
+        for r in getattr(result, "runs", None) or [result]:
+            notes += [n for n in (r.summary or {}).get("notes", []) if n not in notes]
+    else:
+        notes = degenerate_notes(sc, links)
+    for note in notes:
+        click.echo(f"note: {sc.source}: {note}", err=True)
+
+
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option("--seed", type=SEED, default=None,
@@ -129,6 +162,7 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
     else:
         result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
+    _notes(sc, result=result)  # after the run's own checks: an invalid scenario gets its one error line only
     if not quiet:
         _print_result(result, out_dir)
     if make_report:
@@ -281,6 +315,7 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
 
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
+    _notes(sc, info.get("links"))
     n = len(info["seeds"])
     click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))

@@ -114,7 +114,7 @@ class SetLink(EventSpec):
     link: AgentPair | str
     latency: Optional[Latency] = None
     loss: Optional[Probability] = None
-    bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
+    bandwidth: Optional[Annotated[float, Field(ge=1.0, le=1e15)]] = None
 
     def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         if isinstance(self.link, str):
@@ -137,7 +137,7 @@ class AddLink(EventSpec):
     link: AgentPair
     latency: Optional[Latency] = None
     loss: Optional[Probability] = None
-    bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
+    bandwidth: Optional[Annotated[float, Field(ge=1.0, le=1e15)]] = None
 
     def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
         for a in self.link:
@@ -286,7 +286,7 @@ class Degrade(_HealthEvent):
     temperature: Annotated[float, Field(ge=0, le=2)] = 1.5
     keep: Probability = 0.3
     rate: Probability = 0.3
-    factor: Annotated[float, Field(gt=0)] = 4.0
+    factor: Annotated[float, Field(gt=0, le=1e6)] = 4.0
 
     def apply(self, world: World) -> None:
         fault = {"mode": self.mode, "temperature": self.temperature, "keep": self.keep, "rate": self.rate,

@@ -163,6 +163,11 @@ class EventSpec(BaseModel):
     at: Optional[Duration] = None
     at_task: Optional[Annotated[int, Field(ge=1)]] = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, v: Any) -> Any:
+        return refuse_bool_numbers(cls, v)
+
     @model_validator(mode="after")
     def _when(self) -> "EventSpec":
         if (self.at is None) == (self.at_task is None):

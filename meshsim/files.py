@@ -256,6 +256,7 @@ def parse_yaml(text: str, source: str, field: Optional[str] = None, syntax_error
         raise InputError(exc.message, file=source, field=_join(field, where)) from None
     except yaml.YAMLError as exc:
         if syntax_error_as_text:
+            _check_text(text, source, field)
             return text
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
@@ -277,8 +278,20 @@ def load_yaml(path: str | Path, kind: str, field: Optional[str] = None) -> Any:
                       max_values=YAML_VALUES.get(kind, MAX_NODES))
 
 
+def _check_text(text: str, source: Optional[str], path: Optional[str]) -> None:
+    # a lone surrogate ("\ud800" in a YAML or JSON escape) decodes but can never be
+    # written as UTF-8: every output would fail later (issue 19)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"text holds a lone surrogate ({text[exc.start]!a} at character {exc.start}) that "
+                             "cannot be written as UTF-8", file=source, field=path or None) from None
+
+
 def check_numbers(data: Any, source: Optional[str], prefix: Optional[str] = None) -> None:
-    """Every float finite and every integer within 64 bits, anywhere in ``data``.
+    """Every float finite and every integer within 64 bits, anywhere in ``data``;
+    every text (values and keys) encodable as UTF-8 (no lone surrogates).
 
     Raises :class:`InputError` naming the dotted path (``network.links.latency``).
     Iterative, so no input can exhaust the stack.
@@ -286,7 +299,10 @@ def check_numbers(data: Any, source: Optional[str], prefix: Optional[str] = None
     stack: list[tuple[Any, str]] = [(data, prefix or "")]
     while stack:
         value, path = stack.pop()
-        if isinstance(value, bool) or value is None or isinstance(value, str):
+        if isinstance(value, str):
+            _check_text(value, source, path)
+            continue
+        if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, float):
             if not math.isfinite(value):
@@ -298,6 +314,8 @@ def check_numbers(data: Any, source: Optional[str], prefix: Optional[str] = None
                                  field=path or None, value=value)
         elif isinstance(value, dict):
             for k, v in value.items():
+                if isinstance(k, str):
+                    _check_text(k, source, path or None)
                 stack.append((v, f"{path}.{k}" if path else str(k)))
         elif isinstance(value, (list, tuple)):
             for i, v in enumerate(value):

@@ -29,7 +29,7 @@ from typing import Any, Callable, Generator, Optional
 import networkx as nx
 import yaml
 
-from .errors import InputError, MeshsimError, RunFolderError, SimulationError
+from .errors import InputError, MeshsimError, RunFolderError, ScenarioError, SimulationError
 from .files import os_reason
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
@@ -214,7 +214,7 @@ def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
     raised while building: the line names the scenario too, then that file."""
     if not exc.file or exc.file == scenario.source:
         return exc.with_file(scenario.source)
-    if exc.field and not exc.field.startswith("line "):  # a scenario field (tasks.count): keep it
+    if exc.field and not exc.field.startswith(("line ", "examples[")):  # a scenario field (tasks.count): keep it
         return type(exc)(f"{exc.file}: {exc.message}", file=scenario.source, field=exc.field, value=exc.value)
     field = None
     t = scenario.tasks
@@ -311,7 +311,21 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
             raise InputError(exc.message, file=scenario.source, field=f"events[{i}]" +
                              (f".{exc.field}" if exc.field else ""), value=exc.value) from None
 
+    budget = scenario.limits.events
+
+    def over_budget() -> None:
+        """The run's event budget (issue 19): the estimate before the clock started
+        may be wrong; a run that has sent more than limits.events messages ends
+        with one line instead of running on for hours. Checked per task and per
+        hundredth of a timed run, never per message."""
+        sent = sum(st.sent for st in net.stats.values())
+        if sent > budget:
+            raise ScenarioError(f"the run sent {sent:,} messages by t={env.now:g}s, above limits.events "
+                                f"({budget:,}); it was ended (raise limits.events if you mean it)",
+                                file=scenario.source, field="limits.events")
+
     def task_starting(index: int) -> None:
+        over_budget()
         for i, ev in task_events.get(index, ()):
             _fire(i, ev)
 
@@ -335,6 +349,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
         step = end / 100.0
         while not stopped[0] and env.now < end:
             env.run(until=min(end, env.now + step))
+            over_budget()
             if progress is not None and done_ev is None:
                 progress("time", env.now, end)
     else:
@@ -349,6 +364,11 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
         "messages": net.totals(),
         "unhandled_messages": net.unhandled_count,
     }
+    from .degenerate import degenerate_notes
+
+    notes = degenerate_notes(scenario, len(net.links))
+    if notes:  # a run whose outcome was foregone says so in its summary too (issue 19)
+        summary["notes"] = notes
     if protocol.routing_tables():
         summary["routing"] = convergence.summary()
     psum = protocol.summary()

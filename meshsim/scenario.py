@@ -30,14 +30,14 @@ __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "se
 class LinkDefaults(Strict):
     latency: Latency = Latency(dist="constant", value=0.01)
     loss: Probability = 0.0
-    bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
+    bandwidth: Optional[Annotated[float, Field(ge=1.0, le=1e15)]] = None  # bytes/s
 
 
 class LinkOverride(Strict):
     link: AgentPair
     latency: Optional[Latency] = None
     loss: Optional[Probability] = None
-    bandwidth: Optional[Annotated[float, Field(gt=0)]] = None
+    bandwidth: Optional[Annotated[float, Field(ge=1.0, le=1e15)]] = None  # bytes/s
 
 
 class Topology(BaseModel):
@@ -101,6 +101,8 @@ class TasksSpec(Strict):
         m = re.fullmatch(r"poisson\(\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*\)", v.strip())
         if not m or not 0 < float(m.group(1)) < math.inf:
             raise ValueError("expected 'sequential' or 'poisson(RATE)' with RATE > 0 tasks per simulated second")
+        if not 1e-9 <= float(m.group(1)) <= 1e6:  # beyond: arrivals overflow the clock or all coincide
+            raise ValueError("poisson RATE must be within 1e-9 .. 1e6 tasks per simulated second")
         return v.strip()
 
     def poisson_rate(self) -> Optional[float]:
@@ -250,14 +252,18 @@ def _fmt_loc(loc: tuple) -> str:
     return out
 
 
-def _from_validation(exc: ValidationError, source: str, prefix: tuple = ()) -> ScenarioError:
+def _from_validation(exc: ValidationError, source: str, prefix: tuple = (), model: Any = None) -> ScenarioError:
+    from .types import closest_key
+
     errs = exc.errors(include_url=False)
-    first = errs[0]
+    # an unknown key first: a misspelt key also makes its field "missing", and the typo is the cause
+    first = next((e for e in errs if e["type"] == "extra_forbidden"), errs[0])
     loc = tuple(p for p in prefix + tuple(first["loc"])
                 if not (isinstance(p, str) and ("function-" in p or p in ("list[str]",))))
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        own = tuple(p for p in first["loc"] if not (isinstance(p, str) and "function-" in p))
+        msg = "unknown key" + closest_key(model or Scenario, own)
     elif first["type"] == "missing":
         msg = "missing required field"
     if msg.startswith("Value error, "):
@@ -371,7 +377,7 @@ def _resolve_events(raw_events: Any, source: str) -> Any:
         try:
             out.append(cls.model_validate(ev))
         except ValidationError as exc:
-            raise _from_validation(exc, source, ("events", i)) from None
+            raise _from_validation(exc, source, ("events", i), cls) from None
     return out
 
 
@@ -396,7 +402,7 @@ def _resolve_protocol(raw: Any, source: str) -> Any:
     try:
         raw["params"] = cls.Params.model_validate(params)
     except ValidationError as exc:
-        raise _from_validation(exc, source, ("protocol", "params")) from None
+        raise _from_validation(exc, source, ("protocol", "params"), cls.Params) from None
     return raw
 
 
@@ -497,6 +503,9 @@ def _check_static(sc: Scenario) -> None:
         raise ScenarioError(_over("replicas", sc.agents.replicas, "agents", lim.agents), file=src,
                             field="agents.replicas", value=sc.agents.replicas)
     for i, ev in enumerate(sc.events):
+        if ev.at is not None and ev.at > lim.duration:  # a run without duration would never reach it
+            raise ScenarioError(_over("event time", ev.at, "duration", lim.duration), file=src,
+                                field=f"events[{i}].at", value=ev.at)
         if ev.at is not None and sc.duration is not None and ev.at > sc.duration:
             raise ScenarioError(f"event is after the end of the run (duration {sc.duration:g}s)", file=src,
                                 field=f"events[{i}].at", value=ev.at)
@@ -609,6 +618,8 @@ def profile_of(sc: Scenario):
     try:
         return load_profile(name)
     except InputError as exc:
+        if exc.file and exc.field:  # a field of the profile file: name it
+            raise
         raise ScenarioError(exc.message, file=exc.file or sc.source,
                             field="agents.profile" if sc.agents.profile else "tasks.dataset", value=name) from None
 

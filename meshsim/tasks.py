@@ -80,6 +80,10 @@ def builtin_profiles() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
+#: the keys of a dataset profile file
+_PROFILE_KEYS = ("name", "description", "abilities", "agents", "types", "targets")
+
+
 def load_profile(name: str) -> DatasetProfile:
     """A built-in profile (``bbh``, ``math``, ``mmlu_pro``) or a profile YAML path."""
     path = _profile_path(name)
@@ -87,6 +91,15 @@ def load_profile(name: str) -> DatasetProfile:
         raise InputError(f"unknown dataset profile; choose one of {builtin_profiles()} or a .yaml path",
                          field="tasks.dataset", value=name)
     data = load_yaml(path, "profile")
+    if isinstance(data, dict):
+        for key in data:
+            if key not in _PROFILE_KEYS:  # an unknown key is an error everywhere (issue 19)
+                import difflib
+
+                close = difflib.get_close_matches(str(key), _PROFILE_KEYS, n=1)
+                raise InputError("unknown key" + (f" (did you mean '{close[0]}'?)" if close else
+                                                  f" (choose from {', '.join(_PROFILE_KEYS)})"),
+                                 file=str(path), field=str(key))
     try:
         prof = DatasetProfile(
             name=str(data["name"]),

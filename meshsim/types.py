@@ -120,3 +120,60 @@ def refuse_bool_numbers(model: Any, data: Any) -> Any:
                 if isinstance(v, bool) and not _takes_bool(item):
                     raise ValueError(f"'{name}.{k}' must be a number, not a boolean ({str(v).lower()})")
     return data
+
+
+def _models_in(annotation: Any) -> tuple[list[Any], bool]:
+    """(pydantic model classes inside ``annotation``, whether a mapping wraps them)."""
+    import typing
+
+    if hasattr(annotation, "model_fields"):
+        return [annotation], False
+    origin = typing.get_origin(annotation)
+    found: list[Any] = []
+    keyed = origin is dict
+    for a in typing.get_args(annotation):
+        sub, k = _models_in(a)
+        found += sub
+        keyed = keyed or k
+    return found, keyed
+
+
+def closest_key(model: Any, loc: tuple) -> str:
+    """`` (did you mean 'window'?)`` for an unknown key at ``loc`` (a pydantic error
+    location) under ``model``, else ``(choose from ...)`` for a short list, else ''.
+    Issue 19: an unknown key is an error everywhere, with the closest valid key."""
+    import difflib
+
+    models, keyed = [model], False
+    for part in loc[:-1]:
+        if isinstance(part, int) or keyed:
+            keyed = False
+            continue
+        nxt: list[Any] = []
+        for m in models:
+            f = getattr(m, "model_fields", {}).get(part)
+            if f is not None:
+                sub, keyed = _models_in(f.annotation)
+                nxt += sub
+        models = nxt
+        if not models:
+            return ""
+    valid = sorted({k for m in models for k in getattr(m, "model_fields", {})})
+    if not valid or not loc or not isinstance(loc[-1], str):
+        return ""
+    close = difflib.get_close_matches(loc[-1], valid, n=1)
+    if close:
+        return f" (did you mean '{close[0]}'?)"
+    return f" (choose from {', '.join(valid)})" if len(valid) <= 12 else ""
+
+
+def unknown_key(key: Any, valid: Any) -> str:
+    """``unknown key (did you mean 'x'?)`` -- or ``(choose from ...)`` -- for ``key``
+    outside the ``valid`` keys of a mapping checked by hand."""
+    import difflib
+
+    valid = sorted(str(v) for v in valid)
+    close = difflib.get_close_matches(str(key), valid, n=1)
+    if close:
+        return f"unknown key (did you mean '{close[0]}'?)"
+    return f"unknown key (choose from {', '.join(valid)})"

@@ -38,7 +38,9 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
 def _fields(spec: dict[str, Any], allowed: set[str]) -> None:
     for k in spec:
         if k not in allowed:
-            raise InputError("unknown key", field=k)
+            from ..types import unknown_key
+
+            raise InputError(unknown_key(k, allowed), field=k)
 
 
 def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> None:

@@ -104,7 +104,8 @@ __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "Toke
 
 _N = NormalDist()
 P = Annotated[float, Field(ge=0.0, le=1.0)]
-NonNeg = Annotated[float, Field(ge=0.0)]
+#: a non-negative scale (seconds, score spreads): at most 1e6, so no draw or sum overflows (issue 19)
+NonNeg = Annotated[float, Field(ge=0.0, le=1e6)]
 INCOHERENT = frozenset({"incoherent"})
 #: App. D.1 score anchors: "1.00 half is sound / 0.50 cannot verify or weak /
 #: 0.25 concrete error / 0.00 unusable garbage"
@@ -125,7 +126,7 @@ class ModelSpec(_S):
 
     id: str
     ttft: NonNeg = 0.5
-    rate: Annotated[float, Field(gt=0)] = 60.0
+    rate: Annotated[float, Field(ge=1e-3, le=1e9)] = 60.0  # tokens/s: a slower one never finishes a reply
 
 
 class MeshModel(ModelSpec):

@@ -94,7 +94,7 @@ STRATA = 50  # queries per difficulty stratum block
 CPWBFT_ANSWER = "cpwbft_answer"
 CPWBFT_AGGREGATE = "cpwbft_aggregate"
 P = Annotated[float, Field(ge=0.0, le=1.0)]
-Pos = Annotated[float, Field(ge=0.0)]
+Pos = Annotated[float, Field(ge=0.0, le=1e6)]  # weights and spreads: at most 1e6, nothing overflows (issue 19)
 MeanSd = tuple[P, Pos]
 
 
@@ -126,7 +126,9 @@ class LatentSpec(_S):
 
 
 class WrongSpec(_S):
-    distractors: Annotated[int, Field(ge=1)] = 6  # numeric answers: distinct wrong answers per query
+    # numeric answers: distinct wrong answers per query; at most 100, since the near misses come from
+    # a few hundred integers around the truth (more would loop forever: issue 19)
+    distractors: Annotated[int, Field(ge=1, le=100)] = 6
     zipf: Pos = 1.0  # weight of the k-th distractor: 1 / k^zipf
 
 

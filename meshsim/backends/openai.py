@@ -73,8 +73,10 @@ from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
 
-Pos = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
+# bounded (issue 19): a rate of 1e-320 tokens/s or a backoff cap of 1e308 s would make a
+# reply, or a retry's wait, take forever
+Pos = Annotated[float, Field(ge=1e-3, le=1e9)]
+NonNeg = Annotated[float, Field(ge=0, le=1e6)]
 
 
 class _S(BaseModel):
@@ -149,6 +151,10 @@ def _validate(data: Any, where: Optional[str]) -> OpenAIProfile:
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         loc = ".".join(str(x) for x in e["loc"])
+        if e["type"] == "extra_forbidden":
+            from ..types import closest_key
+
+            e["msg"] = "unknown key" + closest_key(OpenAIProfile, tuple(e["loc"]))
         raise InputError(e["msg"], file=where, field=loc or None) from None
     if not prof.models:
         raise InputError("profile needs at least one model (e.g. 'strong')", file=where, field="models")
@@ -600,6 +606,12 @@ class OpenAIBackend(Backend):
             raise _Failure("malformed_json", f"reply is not JSON: {text[:120]!r}", True)
         if not isinstance(data, dict):
             raise _Failure("malformed_json", "reply is not a JSON object", True)
+        if "\\u" in text:  # a lone surrogate escape ("\ud800") decodes but can never be written (issue 19)
+            try:
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Failure("malformed_json", "reply holds a lone surrogate (a \\ud800-\\udfff escape) that "
+                               "cannot be written as UTF-8", False) from None
         return data
 
     async def _call(self, req: Request) -> tuple[Response, dict[str, Any]]:

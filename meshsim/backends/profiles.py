@@ -33,6 +33,10 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
         e = exc.errors(include_url=False)[0]
         loc = ".".join(str(x) for x in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            from ..types import closest_key
+
+            msg = "unknown key" + closest_key(model, tuple(e["loc"]))
         hit = next((str(k) for k in (overrides or {}) if loc == str(k) or loc.startswith(f"{k}.")
                     or str(k).startswith(f"{loc}.") or (not loc and str(k) in msg)), None)
         if hit is not None:  # the override is at fault, not the file: the caller names its scenario

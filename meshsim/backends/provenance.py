@@ -151,7 +151,10 @@ def _range_spec(key: str, spec: Any, src: str) -> tuple[Optional[tuple[float, fl
                          value=why)
     unknown = set(spec) - {"low", "high", "scale", "why"}
     if unknown:
-        raise InputError("unknown key", file=src, field=f"ranges.{key}.{sorted(unknown)[0]}")
+        from ..types import unknown_key
+
+        raise InputError(unknown_key(sorted(unknown)[0], ("low", "high", "scale", "why")), file=src,
+                         field=f"ranges.{key}.{sorted(unknown)[0]}")
     if "scale" in spec:
         sc = spec["scale"]
         if not (isinstance(sc, list) and len(sc) == 2 and all(num(x) for x in sc) and 0 <= sc[0] <= sc[1]):

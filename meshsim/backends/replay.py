@@ -389,7 +389,9 @@ def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
     allowed = {"kind", "mode", "cassette", "backend", "fsync"}
     for k in spec:
         if k not in allowed:
-            raise InputError("unknown key", field=k)
+            from ..types import unknown_key
+
+            raise InputError(unknown_key(k, allowed), field=k)
     mode = spec.get("mode", "record-missing")
     if mode not in MODES:
         raise InputError(f"unknown replay mode; choose one of {list(MODES)}", field="mode", value=mode)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..errors import InputError
-from ..files import json_loads, read_text
+from ..files import check_numbers, json_loads, read_text
 from .graders import LETTERS, GRADERS, grade_answer, grader_kind
 
 __all__ = ["Item", "load_jsonl", "write_jsonl", "load_bigbench", "load_items", "grade", "grade_task", "to_taskref",
@@ -62,7 +62,19 @@ def _item(d: Any, where: str, line: int) -> Item:
             raise InputError(f"missing '{k}'", file=where, field=f"line {line}")
     unknown = set(d) - _KNOWN
     if unknown:
-        raise InputError("unknown key", file=where, field=f"line {line}.{sorted(unknown)[0]}")
+        import difflib
+
+        key = sorted(unknown)[0]
+        close = difflib.get_close_matches(key, sorted(_KNOWN), n=1)
+        raise InputError("unknown key" + (f" (did you mean '{close[0]}'?)" if close else
+                                          f" (choose from {', '.join(sorted(_KNOWN))})"),
+                         file=where, field=f"line {line}.{key}")
+    # checked like a scenario file: finite numbers, 64-bit integers, encodable text (issue 19)
+    check_numbers(d, where, f"line {line}")
+    tol = d.get("tolerance")
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol <= 1):
+        raise InputError("a relative tolerance is a number in [0, 1]", file=where, field=f"line {line}.tolerance",
+                         value=tol)
     g = d.get("grader") or ""
     if g and g not in GRADERS:
         raise InputError(f"unknown grader; choose one of {sorted(GRADERS)}", file=where, field=f"line {line}.grader",
@@ -121,6 +133,7 @@ def load_bigbench(path: str | Path, task_type: Optional[str] = None, dataset: st
         raise InputError(f"invalid JSON ({getattr(exc, 'msg', exc)})", file=str(path)) from None
     if not isinstance(data, dict) or not isinstance(data.get("examples"), list):
         raise InputError("not a BIG-bench task (no 'examples' list)", file=str(path))
+    check_numbers(data, str(path))
     name = task_type or str(data.get("name") or path.parent.name).replace(" ", "_")
     prefix = str(data.get("task_prefix") or "")
     items = []
@@ -130,6 +143,10 @@ def load_bigbench(path: str | Path, task_type: Optional[str] = None, dataset: st
         q = prefix + str(ex["input"])
         if isinstance(ex.get("target_scores"), dict) and ex["target_scores"]:
             opts = list(ex["target_scores"].items())
+            for o, v in opts:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise InputError("a target score must be a number", file=str(path),
+                                     field=f"examples[{k}].target_scores.{o}", value=v)
             choices = tuple(str(o) for o, _ in opts)
             best = max(range(len(opts)), key=lambda i: float(opts[i][1]))
             items.append(Item(id=f"{name}-{k}", question=q, answer=LETTERS[best], type=name, choices=choices,

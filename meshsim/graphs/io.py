@@ -87,8 +87,8 @@ def from_file(path: Path | str, fmt: str | None = None, max_agents: int | None =
         if "latency" in d and d["latency"] > MAX_LATENCY:
             raise TopologyError(f"edge {u}-{v}: latency must be <= {MAX_LATENCY:g} seconds", file=str(path),
                                 value=d["latency"])
-        if "bandwidth" in d and not d["bandwidth"] > 0:
-            raise TopologyError(f"edge {u}-{v}: bandwidth must be > 0 (bytes/s)", file=str(path),
+        if "bandwidth" in d and not 1.0 <= d["bandwidth"] <= 1e15:  # as network.links.bandwidth (issue 19)
+            raise TopologyError(f"edge {u}-{v}: bandwidth must be within 1 .. 1e15 bytes/s", file=str(path),
                                 value=d["bandwidth"])
     if G.number_of_nodes() == 0:
         raise TopologyError("topology file has no nodes", file=str(path))

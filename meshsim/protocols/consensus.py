@@ -71,7 +71,9 @@ CPWBFT_ANSWER = "cpwbft_answer"
 #: the Byzantine material each replaying role fetches once per query (``sac_answer`` context)
 _ATTACK = {"adversarial": "cached", "ood": "ood", "persuasive": "persuasive"}
 
-_Dur = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+#: a protocol time: a microsecond .. about 32 years (MAX_PARAM_SECONDS): a smaller one is below any
+#: meaningful timescale, a larger one overflows timer arithmetic or never fires (issue 19)
+_Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 _Prob = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -259,16 +261,16 @@ class ConsensusParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     F: Annotated[int, Field(ge=0)] = 3  # adversary bound: SAC drops at most F neighbours per round
-    rounds: Annotated[int, Field(ge=1)] = 6  # T
+    rounds: Annotated[int, Field(ge=1, le=1000)] = 6  # T
     round_deadline: _Dur = 180.0  # round t closes at query start + (t+1) x this (or when all answers are in)
-    queries: Optional[Annotated[int, Field(ge=1)]] = None  # default: tasks.count
+    queries: Optional[Annotated[int, Field(ge=1, le=10 ** 9)]] = None  # default: tasks.count
     dataset: str = "math500"
     query_timeout: _Dur = 7200.0  # the harness moves on to the next query after this
-    equivocation_answers: Annotated[int, Field(ge=2)] = 3  # distinct lies an equivocator spreads
+    equivocation_answers: Annotated[int, Field(ge=2, le=1000)] = 3  # distinct lies an equivocator spreads
     adversary_confidence: _Prob = 1.0  # what Byzantine agents report to confidence-based protocols
     parse_default: _Prob = 0.5  # score used when a phi_i reply has no number (App. B.1)
     #: seconds the r-robustness MILP may take for graph.r_robustness (graphs over 16 agents)
-    robustness_time_limit: Annotated[float, Field(gt=0)] = 10.0
+    robustness_time_limit: Annotated[float, Field(gt=0, le=86400)] = 10.0
 
     @field_validator("dataset")
     @classmethod
@@ -289,6 +291,17 @@ class ConsensusParams(BaseModel):
         if self.queries is not None and sc.tasks is not None and sc.tasks.count != self.queries:
             raise InputError(f"differs from tasks.count ({sc.tasks.count})", field="protocol.params.queries",
                              value=self.queries)
+        count = self.query_count(sc.tasks)
+        limits = getattr(sc, "limits", None)
+        if limits is not None and self.queries is not None and self.queries > limits.tasks:
+            raise InputError(f"{self.queries} queries is above limits.tasks ({limits.tasks}); raise it (--set "
+                             "limits.tasks=N) if you mean it", field="protocol.params.queries", value=self.queries)
+        # budget before work: every round, each agent messages each neighbour (issue 19)
+        msgs = 2 * G.number_of_edges() * self.rounds * count
+        if limits is not None and msgs > limits.events:
+            raise InputError(f"about {msgs:.3g} messages (2 x links x rounds x queries), above limits.events "
+                             f"({limits.events}); lower rounds or queries, or raise limits.events if you mean it",
+                             field="protocol.params.rounds", value=self.rounds)
         roles = dict(getattr(sc.agents, "roles", {}) or {})
         for a in roles:
             if a not in G:

@@ -15,7 +15,9 @@ from .base import Protocol
 
 from pydantic import BeforeValidator
 
-_Dur = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+#: a protocol time: a microsecond .. about 32 years (MAX_PARAM_SECONDS): a smaller one is below any
+#: meaningful timescale, a larger one overflows timer arithmetic or never fires (issue 19)
+_Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 
 
 class RoutingParams(BaseModel):

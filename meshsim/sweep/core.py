@@ -27,7 +27,7 @@ from .executors import make_executor
 from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
 from .progress import SweepProgress
 from .results import TIMING, write_results
-from .spec import OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
+from .spec import MAX_RUNS, OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
 
 __all__ = ["Point", "Plan", "plan_sweep", "run_sweep", "SweepOutcome", "short_names", "point_label", "resume_args",
            "sweep_status", "SweepStatus", "MIN_SEEDS"]
@@ -176,6 +176,15 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
     else:
         seed_list = list(spec.seeds)
 
+    npoints = 1
+    for axis in spec.axes:
+        npoints *= len(axis.values)
+    if npoints * len(seed_list) > MAX_RUNS:  # budget before work (issue 19): not after a million plans
+        raise InputError(f"{npoints:,} points x {len(seed_list):,} seeds = {npoints * len(seed_list):,} runs, more "
+                         f"than {MAX_RUNS:,}; fewer seeds or points",
+                         **({"field": "--seeds", "value": seeds} if seeds is not None else
+                            {"file": section_source, "field": "sweep.seeds"} if spec.seeds is not None else
+                            {"file": source, "field": "seeds"}))
     graphs: dict[str, Any] = {}
     memo: dict[str, Any] = {}
 

@@ -8,6 +8,7 @@ or a single value. Everything wrong is an :class:`InputError` naming where.
 """
 from __future__ import annotations
 
+import difflib
 import itertools
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -20,7 +21,7 @@ from ..errors import InputError
 from ..fields import parse_seeds
 
 __all__ = ["Axis", "SweepSpec", "OUTPUT_LEVELS", "parse_values", "parse_axis_arg", "spec_from_section",
-           "read_sweep_file", "MAX_VALUES"]
+           "read_sweep_file", "MAX_VALUES", "MAX_POINTS", "MAX_RUNS"]
 
 #: what each run of a sweep keeps: ``summary`` (summary.json and
 #: scenario.resolved.yaml), ``records`` (also every per-record table but
@@ -28,6 +29,11 @@ __all__ = ["Axis", "SweepSpec", "OUTPUT_LEVELS", "parse_values", "parse_axis_arg
 OUTPUT_LEVELS = ("summary", "records", "full")
 #: values one range may expand to
 MAX_VALUES = 10_000
+#: points one grid may hold (the product of its axes' lengths), checked from the
+#: axes before any point is built: validate and --dry-run check every point
+MAX_POINTS = 10_000
+#: runs one sweep may hold (points x seeds), checked before any point is built
+MAX_RUNS = 1_000_000
 #: paths a grid cannot sweep (seeds are their own axis)
 RESERVED = ("seed", "seeds", "sweep", "smoke")
 SECTION_KEYS = ("grid", "zip", "seeds", "set", "output", "smoke")
@@ -187,6 +193,13 @@ def build_spec(grid: Iterable[tuple[str, list[Any]]], zips: Iterable[dict[str, l
         for path in group:
             claim(path)
         axes.append(_zip_axis(group, where_grid))
+    product = 1
+    for axis in axes:  # budget before work: the product, never the points (issue 19)
+        product *= len(axis.values)
+        if product > MAX_POINTS:
+            sizes = " x ".join(str(len(a.values)) for a in axes)
+            raise InputError(f"the grid holds {sizes} points, more than {MAX_POINTS:,} (sweep the axes in "
+                             "separate sweeps, or coarser)", **where_grid)
     level = output or "summary"
     if level not in OUTPUT_LEVELS:
         raise InputError(f"unknown output level; choose one of {', '.join(OUTPUT_LEVELS)}",
@@ -222,8 +235,9 @@ def spec_from_section(section: Any, source: str, smoke: bool = False, prefix: st
                          value=section)
     for k in section:
         if k not in SECTION_KEYS:
-            raise InputError(f"unknown key (choose from {', '.join(SECTION_KEYS)})", file=source,
-                             field=f"{prefix}.{k}")
+            close = difflib.get_close_matches(str(k), SECTION_KEYS, n=1)
+            raise InputError(f"unknown key ({f'did you mean {close[0]!r}? ' if close else ''}choose from "
+                             f"{', '.join(SECTION_KEYS)})", file=source, field=f"{prefix}.{k}")
     section = dict(section)
     small = section.pop("smoke", None)
     if smoke and small:

@@ -32,8 +32,9 @@ puts it on every path, not because it reads global state.
 """
 from __future__ import annotations
 
-from typing import Any, Generator, Literal, Optional
+from typing import Annotated, Any, Generator, Literal, Optional
 
+from pydantic import Field
 from simpy.events import Event
 
 from ...backends.base import CallKind
@@ -48,7 +49,7 @@ __all__ = ["AutoGen", "AutoGenParams", "AutoGenAgent"]
 class AutoGenParams(BaselineParams):
     manager: str = "A3"  # MeshHeal Sec. 6: "A3 is the mandatory manager"
     summary: Literal["reflection", "last_msg"] = "reflection"
-    max_turns: int = 6  # GroupChat max_round: speaker turns before the manager gives up
+    max_turns: Annotated[int, Field(ge=1, le=1000)] = 6  # GroupChat max_round: speaker turns before the manager gives up
 
     def check(self, sc: Any, G: Any) -> None:
         super().check(sc, G)

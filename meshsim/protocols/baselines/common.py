@@ -37,7 +37,9 @@ from ..execution import ExecutionLayer, Output, TaskState, generate, infer_pair
 
 __all__ = ["BaselineParams", "Baseline", "ChainAgent", "judge", "score_of", "plurality"]
 
-_Dur = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+#: a protocol time: a microsecond .. about 32 years (MAX_PARAM_SECONDS): a smaller one is below any
+#: meaningful timescale, a larger one overflows timer arithmetic or never fires (issue 19)
+_Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 _Prob = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -45,12 +47,12 @@ class BaselineParams(BaseModel):
     """Parameters every baseline shares (MeshHeal's values: App. B.7, Tab. B11)."""
 
     model_config = ConfigDict(extra="forbid")
-    route_limit: Annotated[int, Field(ge=1)] = 4  # App. B.7: hops per leg before the task is unanswered
+    route_limit: Annotated[int, Field(ge=1, le=255)] = 4  # App. B.7: hops per leg before the task is unanswered
     #: a judged output counts as a success when its rubric score is above this (App. D.1 / B.5:
     #: a score <= 0.40 must name a concrete error; MeshHeal's tau_TO)
     judge_threshold: _Prob = 0.40
     ack_timeout: _Dur = 1.0
-    retries: Annotated[int, Field(ge=0)] = 4
+    retries: Annotated[int, Field(ge=0, le=100)] = 4
     task_timeout: _Dur = 7200.0
     round_timeout: _Dur = 900.0  # waiting for parallel plans / teams / a worker's reply
 

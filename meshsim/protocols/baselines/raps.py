@@ -47,7 +47,7 @@ __all__ = ["RAPS", "RAPSParams", "RAPSAgent"]
 
 class RAPSParams(BaselineParams):
     #: Beta prior (alpha0, beta0) of every peer's reputation (assumption: uniform)
-    prior: tuple[Annotated[float, Field(gt=0)], Annotated[float, Field(gt=0)]] = (1.0, 1.0)
+    prior: tuple[Annotated[float, Field(gt=0, le=1e6)], Annotated[float, Field(gt=0, le=1e6)]] = (1.0, 1.0)
     #: blacklist a peer whose posterior mean reputation falls below this (assumption: the prior's mean)
     isolate_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
 

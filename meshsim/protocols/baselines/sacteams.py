@@ -54,7 +54,7 @@ __all__ = ["SACTeams", "SACTeamsParams", "SACTeamsAgent"]
 class SACTeamsParams(BaselineParams):
     teams: Annotated[int, Field(ge=2, le=9)] = 3  # MeshHeal Sec. 6: three teams
     rounds: Annotated[int, Field(ge=0, le=10)] = 2  # MeshHeal Sec. 6: two rounds of filter-and-refine
-    F: Annotated[int, Field(ge=0)] = 1  # SAC Eq. 3; must be < a representative's degree (teams - 1)
+    F: Annotated[int, Field(ge=0, le=8)] = 1  # SAC Eq. 3; must be < a representative's degree (teams - 1)
 
 
 class SACTeamsAgent(PlanAgent):

@@ -53,7 +53,7 @@ __all__ = ["Symphony", "SymphonyParams", "SymphonyAgent", "LinUCB"]
 
 class SymphonyParams(BaselineParams):
     plans: Annotated[int, Field(ge=1, le=9)] = 3  # parallel plans (assumption: an odd count >= 3 for a majority)
-    alpha: Annotated[float, Field(ge=0.0)] = 1.0  # LinUCB exploration (assumption: Li et al. 2010's common choice)
+    alpha: Annotated[float, Field(ge=0.0, le=1e6)] = 1.0  # LinUCB exploration (assumption: Li et al. 2010's common choice)
     #: our reading of "parallel plans by different agent chains": False (default) - the plans take
     #: distinct agents for each step while any are left; True - the plans are distinct *chains*
     #: ranked by their summed UCB, so the best-ranked agents may serve several plans (sensitivity)

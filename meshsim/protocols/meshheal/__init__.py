@@ -21,7 +21,9 @@ from .detector import DetectorParams, make_detector
 
 __all__ = ["MeshHeal", "MeshHealParams"]
 
-_Dur = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+#: a protocol time: a microsecond .. about 32 years (MAX_PARAM_SECONDS): a smaller one is below any
+#: meaningful timescale, a larger one overflows timer arithmetic or never fires (issue 19)
+_Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 _Prob = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -33,37 +35,38 @@ class MeshHealParams(BaseModel):
     review: bool = True  # False: no review at all (with detector none: the no-healing control)
     review_calls: Annotated[int, Field(ge=1, le=9)] = 3
     tau_to: _Prob = 0.40
-    sigma_com: Annotated[float, Field(ge=0.0)] = 0.55
+    sigma_com: Annotated[float, Field(ge=0.0, le=1e6)] = 0.55
     committee: bool = True  # False: single-reviewer ablation
     takeover: bool = True  # False: no-Takeover ablation
     # slow timescale (Sec. 4.2.2)
     detector: Literal["relative", "absolute", "cusum", "none"] = "relative"
-    window: Annotated[int, Field(ge=1)] = 8
-    min_obs: Annotated[int, Field(ge=1)] = 3
-    alpha: float = 1.2
-    beta: float = 2.0
-    consecutive: Annotated[int, Field(ge=1)] = 2
+    window: Annotated[int, Field(ge=1, le=100_000)] = 8
+    min_obs: Annotated[int, Field(ge=1, le=100_000)] = 3
+    # thresholds on a shortfall z-score: |z| beyond 1e6 never happens (bounded numbers, issue 19)
+    alpha: Annotated[float, Field(ge=-1e6, le=1e6)] = 1.2
+    beta: Annotated[float, Field(ge=-1e6, le=1e6)] = 2.0
+    consecutive: Annotated[int, Field(ge=1, le=100_000)] = 2
     # Our reading of Sec. 4.2.2 (see docs/meshheal.md): x̄ over the agent's latest
     # `window` matched shortfalls and its consecutive-crossing count, both across
     # its (T, s) detectors; "key" keeps them per (T, s).
     count_scope: Literal["key", "agent"] = "agent"
     shortfall_scope: Literal["key", "agent"] = "agent"
-    spread_floor: Annotated[float, Field(gt=0)] = 0.10
-    probe_every: Annotated[int, Field(ge=1)] = 10
+    spread_floor: Annotated[float, Field(gt=0, le=1e6)] = 0.10
+    probe_every: Annotated[int, Field(ge=1, le=10 ** 9)] = 10
     probe_clock: Literal["stream", "local"] = "stream"
     abs_watch: _Prob = 0.6
     abs_isolate: _Prob = 0.5
-    cusum_k: float = 0.1
-    cusum_h: float = 1.0
+    cusum_k: Annotated[float, Field(ge=-1e6, le=1e6)] = 0.1
+    cusum_h: Annotated[float, Field(ge=-1e6, le=1e6)] = 1.0
     cusum_target: _Prob = 0.85
     # routing (Sec. 4.1, App. B.7)
-    route_limit: Annotated[int, Field(ge=1)] = 4
+    route_limit: Annotated[int, Field(ge=1, le=255)] = 4
     infinity: Annotated[int, Field(ge=2, le=255)] = 16
     refresh: Optional[_Dur] = None  # periodic distance-vector refresh; None = triggered only
     route_timeout: Optional[_Dur] = None
     # transport
     ack_timeout: _Dur = 1.0
-    retries: Annotated[int, Field(ge=0)] = 4
+    retries: Annotated[int, Field(ge=0, le=100)] = 4
     review_timeout: _Dur = 900.0
     task_timeout: _Dur = 7200.0
 
