@@ -144,6 +144,7 @@ def _tells(journal: Path) -> dict[int, int]:
     return counts
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_kill_9_mid_study_then_rerun_repeats_no_finished_trial_and_gives_the_same_study(study, tmp_path):
     """Same seed twice gives byte-identical tables, here across a kill -9 and a worker count changed on rerun."""
     out, _ = study

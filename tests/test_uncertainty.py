@@ -233,6 +233,7 @@ def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_not
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/seed-*/summary.json")} == stamps
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_tables(study, args, tmp_path):
     out, _ = study
     dest = tmp_path / "killed"
@@ -374,6 +375,7 @@ def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):
     assert folder is None and "runs/uncertainty-meshheal-persistent-math" in why and "meshsim uncertainty" in why
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_a_sac_study_varies_a_consensus_profile_with_integer_factors(data, tmp_path):
     out = tmp_path / "sac"
     res = CliRunner().invoke(main, ["uncertainty", str(data / "sac-small.yaml"), "--budget", "25", "--seeds", "1",

@@ -161,4 +161,8 @@ def _read_edgelist(data: bytes, path: Path, max_agents: int | None = None,
                                     file=str(path))
             continue
         G.add_edge(u, v, **attrs)
+    if max_links is not None and G.number_of_edges() > max_links:
+        raise _too_many("links", G.number_of_edges(), max_links, path)
+    if max_agents is not None and G.number_of_nodes() > max_agents:
+        raise _too_many("agents", G.number_of_nodes(), max_agents, path)
     return G
