@@ -25,7 +25,7 @@ from ..records import write_atomic
 
 __all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
            "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns", "resolve_reference", "CONF"]
-__all__ += ["comparable_results", "TIMING", "TIMING_COLUMNS"]
+__all__ += ["comparable_results", "TIMING", "TIMING_COLUMNS", "csv_text"]
 
 RESULTS, SUMMARY = "results.csv", "summary.csv"
 #: per-agent summary fields (``agents.<A>.*``) become columns for at most this many degraded agents;
@@ -245,7 +245,8 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _csv(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+def csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+    """The tables' CSV form: one row per dict, None empty, floats by repr (exact), lists and dicts as JSON."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
@@ -290,7 +291,7 @@ def write_results(folder: Path | str, manifest: Optional[dict] = None, reference
     pcols, prows = point_rows(cols, rows, list(manifest["axes"]), resolve_reference(manifest, rows, reference))
     written = []
     for name, c, r in ((RESULTS, cols, rows), (SUMMARY, pcols, prows)):
-        write_atomic(folder / name, _csv(c, r))
+        write_atomic(folder / name, csv_text(c, r))
         written.append(folder / name)
         pq = (folder / name).with_suffix(".parquet")
         if _parquet(pq, c, r):

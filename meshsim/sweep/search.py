@@ -992,7 +992,7 @@ def _iv_dict(iv: Interval) -> dict[str, Any]:
 
 
 def _write_front(sp: SearchPlan, runner: _Runner, out: Path, rows: list[dict], rec: Optional[dict]) -> Path:
-    from .results import _csv
+    from .results import csv_text
 
     paths = [r.path for r in sp.spec.ranges]
     cols = ["rank", "point", "trial"] + paths + ["seeds"]
@@ -1013,12 +1013,12 @@ def _write_front(sp: SearchPlan, runner: _Runner, out: Path, rows: list[dict], r
         d.update(distinct_prev=r["distinct_prev"], distinct_next=r["distinct_next"],
                  recommended=rec is not None and rec["point"] == r["point"])
         table.append(d)
-    write_atomic(out / FRONT, _csv(cols, table))
+    write_atomic(out / FRONT, csv_text(cols, table))
     return out / FRONT
 
 
 def _write_trials(sp: SearchPlan, out: Path, study) -> None:
-    from .results import _csv
+    from .results import csv_text
 
     paths = [r.path for r in sp.spec.ranges]
     ms = list(dict.fromkeys([o.metric for o in sp.spec.objectives] + [c.metric for c in sp.spec.constraints]))
@@ -1037,7 +1037,7 @@ def _write_trials(sp: SearchPlan, out: Path, study) -> None:
         row.update({p: vals.get(p) for p in paths})
         row.update({m: means.get(m) for m in ms})
         rows.append(row)
-    write_atomic(out / TRIALS, _csv(cols, rows))
+    write_atomic(out / TRIALS, csv_text(cols, rows))
 
 
 # ------------------------------------------------------------------------------------ dry run

@@ -19,8 +19,6 @@ no finished run and writes byte-identical tables.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import json
 import math
 import statistics
@@ -31,6 +29,7 @@ from typing import Any, Callable, Optional
 from ..backends.provenance import Factor, assumption_factors, factor_overrides, load_profile_data
 from ..errors import InputError, RunFolderError
 from ..records import write_atomic
+from ..sweep.results import csv_text
 from .design import Allocation, allocate, end_design, lhs_design, morris_analyze, morris_design
 from .tables import BANDS, FORMAT, RANKING, SAMPLES, STATE, TORNADO, read_csv, read_state
 
@@ -535,23 +534,6 @@ BAND_COLUMNS = ["metric", "base_mean", "seed_sd", "seed_se", "n_seeds", "band_p5
                 "band_max", "band_sd", "n_samples", "paper", "class"]
 
 
-def _cell(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
-
-
-def _csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow([_cell(r.get(c)) for c in columns])
-    return buf.getvalue()
-
-
 def write_outputs(study: Study, out: Path, ranking: list[dict[str, Any]], bands: list[dict[str, Any]],
                   samples: list[Sample], top: list[int]) -> list[Path]:
     from .report import write_report
@@ -560,7 +542,7 @@ def write_outputs(study: Study, out: Path, ranking: list[dict[str, Any]], bands:
     write_atomic(out / STATE, json.dumps(study.state(top), indent=1) + "\n")
     for name, cols, rows in ((RANKING, RANKING_COLUMNS, ranking), (BANDS, BAND_COLUMNS, bands),
                              (SAMPLES, *sample_rows(study, out, samples))):
-        write_atomic(out / name, _csv(cols, rows))
+        write_atomic(out / name, csv_text(cols, rows))
         written.append(out / name)
     written += write_report(out)
     return written
