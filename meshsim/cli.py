@@ -1005,14 +1005,15 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
 @click.option("--no-sensitivity", is_flag=True, help="Skip the assumption sensitivity curves.")
 @click.option("--docs", "docs_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Also rewrite the <!-- reproduce:WHICH --> section of this markdown file (docs/validation.md).")
-@click.option("--bands", "bands_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--bands", "bands_dir", type=click.Path(file_okay=False), multiple=True,
               help="A meshsim uncertainty folder whose Latin-hypercube samples give each prediction row its "
-                   "assumption band (default: runs/uncertainty-<reference scenario> when it exists).")
+                   "assumption band (repeatable: the studies' top factors move together; default: "
+                   "runs/uncertainty-<reference scenario> of each reference scenario that has one).")
 @click.option("--band-samples", type=click.IntRange(1, 10000), default=None,
               help="Band samples per row (default 20; 8 with --quick).")
 @click.option("--no-bands", is_flag=True, help="No assumption bands.")
 def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int | None, only: str | None,
-              no_sensitivity: bool, docs_file: str | None, bands_dir: str | None = None,
+              no_sensitivity: bool, docs_file: str | None, bands_dir: tuple[str, ...] = (),
               band_samples: int | None = None, no_bands: bool = False) -> None:
     """Run the papers' experiments: every table cell as paper value beside
     simulated mean ± sd, marked calibration target or prediction."""
@@ -1023,7 +1024,7 @@ def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int
                            only=[x.strip() for x in only.split(",")] if only else None,
                            sensitivity=not no_sensitivity,
                            progress=lambda m: click.echo(f"  {m}", err=True),
-                           bands=Path(bands_dir) if bands_dir else None, band_samples=band_samples,
+                           bands=[Path(d) for d in bands_dir] or None, band_samples=band_samples,
                            use_bands=not no_bands)
     click.echo((out_dir / "report.md").read_text())
     click.echo(f"wrote {out_dir / 'report.md'} and report.json ({report['wall']:.0f} s)")

@@ -350,7 +350,6 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
                 Cell("T", "false isolations", None, values=_vals(by["a"], "detection.false_isolations"))]
 
     exp = Experiment("x", "test experiment", {"a": _seeds(scen, 2)}, cells)
-    monkeypatch.setitem(rb.BAND_EXPERIMENTS, "t", ("x",))
     results = run_experiments([exp], tmp_path / "rep")
     info = rb.add_bands("t", [exp], results, tmp_path / "rep", 1, out, 3)
     assert info["experiments"] == ["x"] and info["samples"] == 3 and info["available"] == 10
@@ -365,6 +364,51 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     md = render_markdown("t", results, [], bands={**info, "how": "--bands", "quick": True})
     assert "| table | quantity | paper | simulated | kind | assumption band | class |" in md
     assert "3 of the 10 Latin-hypercube samples" in md and "fewer samples with --quick" in md
+
+
+def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tmp_path):
+    """Position j moves each study's top factors to that study's j-th sample; a factor both rank takes
+    the first study's value; a study of another profile is refused."""
+    import shutil
+
+    from meshsim.reproduce import bands as rb
+    from meshsim.uncertainty import read_state
+
+    def write_state(folder, st):
+        (folder / "uncertainty.json").write_text(json.dumps(st))
+
+    out, _ = study
+    other = tmp_path / "other"
+    shutil.copytree(out, other, ignore=shutil.ignore_patterns("runs"))
+    state = read_state(other)
+    names = [f["name"] for f in state["factors"]]
+    state["top"] = [n for n in names if n not in state["top"]][:1] + state["top"][:1]
+    write_state(other, state)
+    states, pos, avail = rb.joint_positions([out, other], 4)
+    first, _, _ = rb.study_samples(out, 4)
+    mine = rb.study_samples(out, 4)[1]
+    theirs = rb.study_samples(other, 4)[1]
+    assert len(pos) == 4 and avail == 10
+    for j, p in enumerate(pos):
+        assert set(p) == set(first["top"]) | set(state["top"])
+        assert all(p[k] == mine[j][k] for k in first["top"])  # the shared factor: the first study's value
+        extra = state["top"][0]
+        assert p[extra] == theirs[j][extra]
+    state["profile"] = "backends/fake-pair-b.yaml"
+    write_state(other, state)
+    with pytest.raises(Exception, match="is not"):
+        rb.joint_positions([out, other], 4)
+
+
+@pytest.mark.parametrize("paper, band, cls", [
+    ("0.803-0.818", (0.70, 0.78), "robust disagreement"), ("0.803-0.818", (0.805, 0.815), "robust agreement"),
+    ("0.803-0.818", (0.79, 0.81), "assumption-bound"), ("|d| <= 0.010", (-0.004, 0.006), "robust agreement"),
+    ("|d| <= 0.010", (0.02, 0.05), "robust disagreement"), (None, (0.1, 0.2), "no paper value"),
+    ("n/r", (0.1, 0.2), "no paper value"), (0.5, (0.1, 0.2), "robust disagreement")])
+def test_rows_with_a_paper_range_or_bound_are_classified(paper, band, cls):
+    from meshsim.reproduce.bands import classify_row
+
+    assert classify_row(paper, *band, 0.01) == cls
 
 
 def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):

@@ -55,11 +55,11 @@ def sensitivities(which: str) -> list[Sensitivity]:
 
 def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, workers: Optional[int] = None,
               only: Optional[list[str]] = None, sensitivity: bool = True, sens_seeds: int = 3,
-              progress: Optional[Callable[[str], None]] = None, bands: Optional[Path] = None,
+              progress: Optional[Callable[[str], None]] = None, bands: Optional[list[Path]] = None,
               band_samples: Optional[int] = None, use_bands: bool = True) -> dict[str, Any]:
     """Run the experiments (cached under ``out``); with ``use_bands``, add assumption bands from a stored
-    uncertainty study (``bands``, else the default folder: :mod:`.bands`), over ``band_samples`` of its
-    Latin-hypercube samples (default 20, 8 with ``quick``)."""
+    uncertainty studies (``bands``, else the default folders: :mod:`.bands`), over ``band_samples`` of
+    their joined Latin-hypercube samples (default 20, 8 with ``quick``)."""
     workers = workers or min(2, os.cpu_count() or 1)
     exps = experiments(which, seeds, quick)
     if only:
@@ -72,14 +72,14 @@ def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, worker
     results = run_experiments(exps, out, workers, progress)
     band_info: Optional[dict[str, Any]] = None
     if use_bands:
-        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_study
+        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_studies
 
-        folder, how = find_study(which, bands)
-        if folder is None:
+        folders, how = find_studies(which, bands or ())
+        if not folders:
             band_info = {"missing": how}
         else:
             n = band_samples or (QUICK_SAMPLES if quick else SAMPLES)
-            band_info = add_bands(which, exps, results, out, workers, folder, n, progress)
+            band_info = add_bands(which, exps, results, out, workers, folders, n, progress)
             band_info.update(how=how, quick=quick and not band_samples)
     sens = run_sensitivities(sensitivities(which), out, sens_seeds, workers, progress) if sensitivity else []
     figs = plot_sensitivities(sens, out) if sens else []

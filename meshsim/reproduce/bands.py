@@ -1,56 +1,129 @@
 """Assumption bands for ``meshsim reproduce`` (issue 17, item 4; docs/uncertainty.md).
 
 A prediction row shows its seed sd (the ``± sd`` of the simulated mean) and,
-when a stored ``meshsim uncertainty`` study of the same backend profile is
-found, its **assumption band**: the row recomputed at each of the first ``N``
-Latin-hypercube samples of that study (its top factors moved, the others at
-the profile's values; the runs patched with the same ``factor_overrides``),
-the band being the 5-95 % quantiles of the row's seed mean over the samples.
-Rows are then classified against the paper (robust agreement, robust
-disagreement, assumption-bound; :func:`meshsim.uncertainty.classify`).
+when stored ``meshsim uncertainty`` studies of the same backend profile are
+found, its **assumption band**: the row recomputed at each of ``N``
+Latin-hypercube positions over the studies' top factors (the others at the
+profile's values; the runs patched with ``factor_overrides``), the band being
+the 5-95 % quantiles of the row's seed mean over the positions. Rows are then
+classified against the paper (robust agreement, robust disagreement,
+assumption-bound; :func:`meshsim.uncertainty.classify`).
 
-Where the study comes from: ``--bands DIR``, else ``runs/uncertainty-<name>``
-for the paper's reference scenario (:data:`STUDIES`). Which experiments get
-bands: those of :data:`BAND_EXPERIMENTS` whose runs all use the study's
-profile unpatched (the others keep their seed sd only).
+Several studies (one per headline of a paper: MeshHeal's six-agent and
+96-agent networks, SAC's CP-WBFT and MATH level-4 settings) rank different
+factors first; position ``j`` joins the ``j``-th Latin-hypercube sample of each
+study (a factor two studies share takes the first study's value). Each
+study's samples are a Latin hypercube over its own top factors, drawn
+independently, so the joined positions are one over the union. With one study
+the positions are that study's own samples, so a row the study itself measured
+gets the study's band (tests/test_uncertainty.py).
+
+Where the studies come from: ``--bands DIR`` (repeatable), else
+``runs/uncertainty-<name>`` for the paper's reference scenarios
+(:data:`STUDIES`). Which experiments get bands: every experiment whose runs all
+use the studies' profile (an experiment's own profile patch is kept and wins
+over a factor on the same number), except :data:`BAND_SKIP` (their runs cost
+too much to repeat N times; docs/validation.md says how their rows are
+classified). A band sample runs the first :data:`BAND_SEEDS` seeds of each row:
+the band is over assumption positions at common seeds, the row's seed sd comes
+from all its seeds.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from .core import PREDICTION, ROOT, Experiment, run_specs
 
-__all__ = ["STUDIES", "BAND_EXPERIMENTS", "QUICK_SAMPLES", "SAMPLES", "find_study", "add_bands"]
+__all__ = ["STUDIES", "BAND_SKIP", "BAND_SEEDS", "QUICK_SAMPLES", "SAMPLES", "find_studies", "add_bands",
+           "classify_row"]
 
-#: the scenario whose stored study provides the factors, per paper
-STUDIES = {"meshheal": "scenarios/meshheal/persistent-math.yaml", "sac": "scenarios/sac/ablation-b2w1-cpwbft.yaml"}
-#: experiments recomputed at every band sample (the affordable ones: a band costs N times their runs)
-BAND_EXPERIMENTS = {"meshheal": ("persistent",), "sac": ("tab1-math", "tab7")}
+#: the stored studies that give a paper's factors: (reference scenario, folder suffix); the default folder is
+#: runs/uncertainty-<scenario name>[-<suffix>] (the suffix names a study run with --set overrides)
+STUDIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "meshheal": (("scenarios/meshheal/persistent-math.yaml", ""), ("scenarios/meshheal/scale-96-sparse.yaml", "")),
+    "sac": (("scenarios/sac/ablation-b2w1-cpwbft.yaml", ""), ("scenarios/sac/sac-merg-7.yaml", "math-l4")),
+}
+#: experiments not recomputed at band samples: hundreds of agents (Tab. 2b), or five benchmarks x 300 queries
+BAND_SKIP = {"meshheal": ("scaling",), "sac": ("tab3-cs",)}
+#: seeds per row at each band sample
+BAND_SEEDS = 3
 SAMPLES, QUICK_SAMPLES = 20, 8
 
 
-def find_study(which: str, explicit: Optional[Path] = None) -> tuple[Optional[Path], str]:
-    """(folder, how it was found) of the stored study, or (None, why there is none)."""
+def _default_folder(scenario: str, suffix: str) -> Path:
+    from ..scenario import load_scenario
+
+    name = load_scenario(ROOT / scenario).name
+    return Path("runs") / (f"uncertainty-{name}" + (f"-{suffix}" if suffix else ""))
+
+
+def find_studies(which: str, explicit: Sequence[Path] = ()) -> tuple[list[Path], str]:
+    """(the stored studies' folders, how they were found and which are missing); no folder when none is."""
     from ..errors import InputError
     from ..uncertainty import is_uncertainty_folder
 
-    if explicit is not None:
-        if not is_uncertainty_folder(explicit):
-            raise InputError("not an uncertainty folder (no uncertainty.json); make one with meshsim uncertainty",
-                             field="--bands", value=str(explicit))
-        return explicit, f"--bands {explicit}"
-    from ..scenario import load_scenario
+    if explicit:
+        for d in explicit:
+            if not is_uncertainty_folder(d) or not (d / "samples.csv").is_file():
+                raise InputError("not a finished uncertainty folder (no uncertainty.json or samples.csv); make one "
+                                 "with meshsim uncertainty", field="--bands", value=str(d))
+        return list(explicit), "--bands " + ", ".join(str(d) for d in explicit)
+    found, missing = [], []
+    for scenario, suffix in STUDIES.get(which, ()):
+        cand = _default_folder(scenario, suffix)
+        if is_uncertainty_folder(cand) and (cand / "samples.csv").is_file():
+            found.append(cand)
+        else:
+            missing.append((scenario, cand))
+    if not found:
+        first = missing[0][1] if missing else Path("runs")
+        return [], (f"no stored uncertainty study at {first}: run `meshsim uncertainty "
+                    f"{missing[0][0] if missing else 'SCENARIO'}` first (or name one with --bands DIR); rows show the "
+                    "seed sd only")
+    how = "found " + ", ".join(str(d) for d in found)
+    if missing:
+        how += " (not found: " + ", ".join(str(c) for _, c in missing) + ")"
+    return found, how
 
-    name = load_scenario(ROOT / STUDIES[which]).name
-    cand = Path("runs") / f"uncertainty-{name}"
-    if is_uncertainty_folder(cand) and (cand / "samples.csv").is_file():
-        return cand, f"found at {cand}"
-    return None, (f"no stored uncertainty study at {cand}: run `meshsim uncertainty {STUDIES[which]}` first (or "
-                  "name one with --bands DIR); rows show the seed sd only")
+
+def find_study(which: str, explicit: Optional[Path] = None) -> tuple[Optional[Path], str]:
+    """The first stored study (kept for callers that want one): (folder, how) or (None, why there is none)."""
+    found, how = find_studies(which, [explicit] if explicit is not None else ())
+    return (found[0] if found else None), how
+
+
+_RANGE = re.compile(r"^\s*(-?[0-9.]+)\s*-\s*(-?[0-9.]+)\s*$")
+_ABS = re.compile(r"^\s*\|d\|\s*<=\s*([0-9.]+)\s*$")
+
+
+def classify_row(paper: Any, p5: float, p95: float, seed_sd: Optional[float]) -> str:
+    """:func:`meshsim.uncertainty.classify` for a number; for the paper's ranges (``"0.803-0.818"``, the
+    span of its reported values) and bounds (``"|d| <= 0.010"``): robust disagreement when the band misses
+    the interval, robust agreement when the band lies inside it, assumption-bound otherwise; ``"no paper
+    value"`` when the paper reports none."""
+    from ..uncertainty import classify
+
+    if isinstance(paper, (int, float)) and not isinstance(paper, bool):
+        return classify(float(paper), p5, p95, seed_sd)
+    lo = hi = None
+    if isinstance(paper, str):
+        m, a = _RANGE.match(paper), _ABS.match(paper)
+        if m:
+            lo, hi = sorted((float(m.group(1)), float(m.group(2))))
+        elif a:
+            lo, hi = -float(a.group(1)), float(a.group(1))
+    if lo is None or hi is None:
+        return "no paper value"
+    if p95 < lo or p5 > hi:
+        return "robust disagreement"
+    if lo <= p5 and p95 <= hi:
+        return "robust agreement"
+    return "assumption-bound"
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -67,7 +140,7 @@ def _eligible(exp: Experiment, profile: Path) -> bool:
 
     for runs in exp.runs.values():
         for s in runs:
-            if s.patch or s.profile:
+            if s.profile:
                 return False
             data = yaml.safe_load((ROOT / s.scenario).read_text()) or {}
             b = data.get("backend") or {}
@@ -94,45 +167,86 @@ def study_samples(folder: Path, n: int) -> tuple[dict[str, Any], list[dict[str, 
     return state, pos[:n], len(pos)
 
 
-def add_bands(which: str, exps: list[Experiment], results: list[dict[str, Any]], out: Path, workers: int,
-              folder: Path, n: int, progress: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
-    """Recompute the band experiments at the study's first ``n`` LHS samples and add ``band`` (p5, p95),
-    ``band_n`` and ``class`` to their prediction cells in ``results`` (in place)."""
-    from ..backends.provenance import assumption_factors, factor_overrides, load_profile_data
-    from ..metrics import quantile
-    from ..uncertainty import classify
-
-    state, positions, available = study_samples(folder, n)
+def _profile_of(state: dict[str, Any]) -> Path:
     profile = Path(state["profile"])
     if not profile.is_absolute() and not profile.is_file():
         profile = ROOT / profile
+    return profile
+
+
+def joint_positions(folders: Sequence[Path], n: int) -> tuple[list[dict[str, Any]], list[dict[str, float]], int]:
+    """(each study's state, the ``n`` joined positions, how many every study holds); position ``j`` moves
+    each study's top factors to that study's ``j``-th sample (first study first)."""
+    from ..errors import InputError
+
+    states, per = [], []
+    available = None
+    for d in folders:
+        state, pos, avail = study_samples(d, n)
+        if states and not _same_file(_profile_of(state), _profile_of(states[0])):
+            raise InputError(f"its profile {state['profile']} is not {states[0]['profile']} of {folders[0]}",
+                             field="--bands", value=str(d))
+        top = set(state.get("top") or [])
+        states.append(state)
+        per.append([{k: v for k, v in p.items() if k in top} for p in pos])
+        available = avail if available is None else min(available, avail)
+    positions = []
+    for j in range(min(len(p) for p in per) if per else 0):
+        joined: dict[str, float] = {}
+        for p in per:
+            for k, v in p[j].items():
+                joined.setdefault(k, v)
+        positions.append(joined)
+    return states, positions, available or 0
+
+
+def add_bands(which: str, exps: list[Experiment], results: list[dict[str, Any]], out: Path, workers: int,
+              folder: "Path | Sequence[Path]", n: int, progress: Optional[Callable[[str], None]] = None
+              ) -> dict[str, Any]:
+    """Recompute the band experiments at ``n`` joined Latin-hypercube positions of the stored studies and add
+    ``band`` (p5, p95), ``band_n``, ``band_median`` and ``class`` to their prediction cells in ``results``
+    (in place)."""
+    from ..backends.provenance import assumption_factors, factor_overrides, load_profile_data
+    from ..metrics import quantile
+
+    folders = [folder] if isinstance(folder, Path) else list(folder)
+    states, positions, available = joint_positions(folders, n)
+    profile = _profile_of(states[0])
     factors = assumption_factors(load_profile_data(profile), str(profile))
-    chosen = [e for e in exps if e.key in BAND_EXPERIMENTS.get(which, ()) and _eligible(e, profile)]
-    info = {"study": str(folder), "profile": str(state["profile"]), "top": state.get("top") or [],
-            "samples": len(positions), "available": available, "experiments": [e.key for e in chosen]}
+    top: list[str] = []
+    for st in states:
+        top += [t for t in (st.get("top") or []) if t not in top]
+    chosen = [e for e in exps if e.key not in BAND_SKIP.get(which, ()) and _eligible(e, profile)]
+    info = {"study": ", ".join(str(d) for d in folders), "profile": str(states[0]["profile"]), "top": top,
+            "samples": len(positions), "available": available, "experiments": [e.key for e in chosen],
+            "skipped": [e.key for e in exps if e.key in BAND_SKIP.get(which, ())], "seeds": BAND_SEEDS}
     by_key = {r["key"]: r for r in results}
-    for exp in chosen:
+    for i, exp in enumerate(chosen):
+        res = by_key.get(exp.key)
+        if res is None or not any(c["kind"] == PREDICTION for c in res["cells"]):
+            continue
+        per_pos = []
+        for pos in positions:
+            over = factor_overrides(factors, pos)
+            runs = {}
+            for label, specs in exp.runs.items():
+                runs[label] = [dataclasses.replace(s, patch=tuple(sorted({**over, **dict(s.patch)}.items())))
+                               for s in specs[:BAND_SEEDS]]
+            per_pos.append(runs)
+        got = run_specs([s for runs in per_pos for specs in runs.values() for s in specs], out, workers)
+        if progress is not None:
+            progress(f"bands {i + 1}/{len(chosen)}: {exp.key} at {len(positions)} samples")
         means: dict[tuple[str, str], list[float]] = {}
-        for j, pos in enumerate(positions):
-            patch = tuple(sorted(factor_overrides(factors, pos).items()))
-            runs = {label: [dataclasses.replace(s, patch=patch) for s in specs] for label, specs in exp.runs.items()}
-            got = run_specs([s for specs in runs.values() for s in specs], out, workers)
-            if progress is not None:
-                progress(f"{exp.key}: band sample {j + 1}/{len(positions)}")
+        for runs in per_pos:
             for c in exp.cells({label: [got[s] for s in specs] for label, specs in runs.items()}):
                 m, _sd = c.stats()
                 if m is not None and math.isfinite(m):
                     means.setdefault((c.table, c.row), []).append(m)
-        res = by_key.get(exp.key)
-        if res is None:
-            continue
         for cell in res["cells"]:
             xs = means.get((cell["table"], cell["row"]))
             if cell["kind"] != PREDICTION or not xs:
                 continue
             p5, p95 = quantile(xs, 0.05), quantile(xs, 0.95)
-            paper = cell["paper"] if isinstance(cell["paper"], (int, float)) and not isinstance(cell["paper"], bool) \
-                else None
             cell.update(band=[p5, p95], band_n=len(xs), band_median=statistics.median(xs),
-                        **{"class": classify(paper, p5, p95, cell["sd"] if cell["n"] > 1 else None)})
+                        **{"class": classify_row(cell["paper"], p5, p95, cell["sd"] if cell["n"] > 1 else None)})
     return info

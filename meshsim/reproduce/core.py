@@ -315,13 +315,16 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
         return []
     if bands.get("missing"):
         return [f"Assumption bands: {bands['missing']}.", ""]
-    return [f"Assumption band: the row's seed mean at each of {bands['samples']} of the "
-            f"{bands['available']} Latin-hypercube samples of a stored uncertainty study ({bands['how']}; profile "
-            f"`{bands['profile']}`; factors moved: {', '.join(bands['top']) or '-'})"
+    skipped = bands.get("skipped") or []
+    return [f"Assumption band: the row's seed mean (first {bands.get('seeds', 3)} seeds) at each of "
+            f"{bands['samples']} of the {bands['available']} Latin-hypercube samples of the stored uncertainty "
+            f"studies ({bands['how']}; profile `{bands['profile']}`; factors moved: {', '.join(bands['top']) or '-'})"
             + (", fewer samples with --quick" if bands.get("quick") else "")
-            + "; 5–95 %. Class: robust agreement (the paper inside a band no wider than 2 seed sd), robust "
-              "disagreement (outside the band), assumption-bound (inside a wider band). Experiments with bands: "
-            + (", ".join(bands["experiments"]) or "none (their runs do not use the study's profile)") + ".", ""]
+            + "; 5–95 %. Class: robust agreement (the paper inside a band no wider than 2 seed sd, or the band "
+              "inside the paper's range), robust disagreement (the paper outside the band), assumption-bound "
+              "(otherwise). Experiments with bands: "
+            + (", ".join(bands["experiments"]) or "none (their runs do not use the studies' profile)")
+            + (f"; without (too costly to repeat per sample): {', '.join(skipped)}" if skipped else "") + ".", ""]
 
 
 def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[str, Any]],
