@@ -340,7 +340,8 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     """A prediction row recomputed at the study's Latin-hypercube samples (its runs patched with the same
     factor overrides) has the study's own band: same runs, same numbers."""
     from meshsim.reproduce import bands as rb
-    from meshsim.reproduce.core import Cell, Experiment, _seeds, _vals, render_markdown, run_experiments
+    from meshsim.reproduce.core import (Cell, Experiment, _seeds, _vals, render_classes, render_markdown,
+                                       run_experiments)
 
     out, _ = study
     scen = small  # absolute: RunSpec takes it as is
@@ -364,6 +365,8 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     md = render_markdown("t", results, [], bands={**info, "how": "--bands", "quick": True})
     assert "| table | quantity | paper | simulated | kind | assumption band | class |" in md
     assert "3 of the 10 Latin-hypercube samples" in md and "fewer samples with --quick" in md
+    classes = render_classes(results, {**info, "how": "--bands"})
+    assert f"**{acc['class']}** (1 rows)" in classes and "**no paper value** (1 rows)" in classes
 
 
 def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tmp_path):

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import InputError
-from .core import Experiment, Sensitivity, plot_sensitivities, render_markdown, run_experiments, run_sensitivities
+from .core import (Experiment, Sensitivity, plot_sensitivities, render_classes, render_markdown, run_experiments,
+                   run_sensitivities)
 
 __all__ = ["experiments", "sensitivities", "reproduce", "fill_docs"]
 
@@ -89,6 +90,8 @@ def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, worker
              "sac": "SAC and CP-WBFT (arXiv 2605.09076): paper vs simulated"}[which]
     (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
     (out / "report.md").write_text(render_markdown(title, results, sens, bands=band_info))
+    if band_info and not band_info.get("missing"):
+        (out / "classes.md").write_text(render_classes(results, band_info))
     return report
 
 

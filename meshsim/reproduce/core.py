@@ -327,6 +327,33 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
             + (f"; without (too costly to repeat per sample): {', '.join(skipped)}" if skipped else "") + ".", ""]
 
 
+def render_classes(results: list[dict[str, Any]], bands: Optional[dict[str, Any]]) -> str:
+    """Every prediction row with its band and class, grouped by class (``classes.md`` of a reproduce folder;
+    docs/validation.md "Classification of every row")."""
+    order = ("robust disagreement", "assumption-bound", "robust agreement", "no paper value", "no band")
+    rows: dict[str, list[str]] = {k: [] for k in order}
+    for r in results:
+        for c in r["cells"]:
+            if c["kind"] != PREDICTION:
+                continue
+            fmt = c.get("fmt") or "{:.3f}"
+            sim = c.get("empty", "—") if c["mean"] is None else \
+                f"{_fmt(fmt, c['mean'])} ± {_fmt(fmt, c['sd']).lstrip('+')}"
+            b = c.get("band")
+            cls = (c.get("class") or "no paper value") if b else "no band"
+            band = f"{_fmt(fmt, b[0])} – {_fmt(fmt, b[1])}" if b else "—"
+            rows.setdefault(cls, []).append(f"| {r['key']} | {c['table']} | {c['row']} | {_fmt(fmt, c['paper'])} | "
+                                            f"{sim} | {band} |")
+    lines = [" · ".join(f"{k}: {len(v)}" for k, v in rows.items() if v), ""]
+    lines += _bands_note(bands)
+    for k, v in rows.items():
+        if not v:
+            continue
+        lines += [f"**{k}** ({len(v)} rows)", "", "| experiment | table | quantity | paper | simulated | band 5–95 % |",
+                  "| --- | --- | --- | --- | --- | --- |", *v, ""]
+    return "\n".join(lines)
+
+
 def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[str, Any]],
                     fmt_of: Optional[dict[str, str]] = None, bands: Optional[dict[str, Any]] = None) -> str:
     lines = [f"# {title}", "",
