@@ -182,6 +182,13 @@ def windows(times: np.ndarray, lookahead: float) -> np.ndarray:
 # the measured run
 
 
+def _cell(c):
+    try:
+        return c.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
 def _owner_of(names: dict[str, int]):
     """A function event -> list of owning agent indices (see the module doc)."""
     from meshsim.net.links import Link
@@ -213,7 +220,7 @@ def _owner_of(names: dict[str, int]):
             obj = gen.gi_frame.f_locals.get("self")
         elif obj is None:
             cells = getattr(cb, "__closure__", None) or ()
-            obj = next((c.cell_contents for c in cells if hasattr(c.cell_contents, "name")), None)
+            obj = next((v for v in map(_cell, cells) if hasattr(v, "name")), None)
         name = getattr(obj, "name", None)
         if isinstance(name, str) and name in names:
             return [names[name]], []
