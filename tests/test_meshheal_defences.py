@@ -210,7 +210,7 @@ def test_defences_run_and_report_in_the_summary(tmp_path):
     assert d["trim"]["updates"] > 0
     # complete K6 is 3-robust: (2F+1)-robust for F = 1; two holders per ability: every μ list is short
     assert d["trim"]["graph"]["meets"] is True and d["trim"]["graph"]["r_robustness"] == 3
-    assert d["trim"]["short_updates"] == d["trim"]["updates"]
+    assert d["trim"]["short_mu"] == d["trim"]["updates"] and d["trim"]["short_pool"] < d["trim"]["updates"]
     assert d["blocked_crossings"] >= 0 and d["credibility"] == "weight"
     resolved = (tmp_path / "scenario.resolved.yaml").read_text()
     assert "trim_f: 1" in resolved and "credibility_min" not in resolved  # defaults stay out

@@ -17,6 +17,7 @@ from ...errors import InputError
 from ...types import parse_duration
 from ..execution import ExecutionLayer
 from .agent import MeshHealAgent
+from .defences import credibility
 from .detector import DetectorParams, make_detector
 
 __all__ = ["MeshHeal", "MeshHealParams"]
@@ -138,7 +139,7 @@ class MeshHeal(ExecutionLayer):
         self.review_rows: list[dict] = []
         self.unreviewed = 0
         # issue 20 defences: what each one did (summary.defences, only when one is on)
-        self.defence_counts = {"updates": 0, "trim_short": 0, "blocked_crossings": 0,
+        self.defence_counts = {"updates": 0, "short_mu": 0, "short_pool": 0, "blocked_crossings": 0,
                                "low_credibility_scores": 0, "dropped_evidence": 0}
         self.graph_info: dict[str, Any] = {}
 
@@ -200,7 +201,8 @@ class MeshHeal(ExecutionLayer):
             what = kw["what"]
             if what == "trim":
                 c["updates"] += 1
-                c["trim_short"] += int(not kw["full"])
+                c["short_mu"] += int(not kw["full_mu"])
+                c["short_pool"] += int(not kw["full_pool"])
             elif what == "blocked":
                 c["blocked_crossings"] += 1
             elif what == "low_credibility":
@@ -228,7 +230,9 @@ class MeshHeal(ExecutionLayer):
         out: dict[str, Any] = {"trim_f": p.trim_f, "trim_short": p.trim_short, "min_reviewers": p.min_reviewers,
                                "credibility": p.credibility}
         if p.trim_f:
-            out["trim"] = {"updates": c["updates"], "short_updates": c["trim_short"], "graph": self._trim_graph()}
+            # updates whose μ list (holders of s) / x̄ pool had fewer than 2F+1 neighbours: no W-MSR guarantee
+            out["trim"] = {"updates": c["updates"], "short_mu": c["short_mu"], "short_pool": c["short_pool"],
+                           "graph": self._trim_graph()}
         if p.min_reviewers > 1:
             out["blocked_crossings"] = c["blocked_crossings"]
         if p.credibility != "off":
@@ -236,6 +240,12 @@ class MeshHeal(ExecutionLayer):
             out["credibility_prior"] = list(p.credibility_prior)
             out["low_credibility_scores"] = c["low_credibility_scores"]
             out["dropped_evidence"] = c["dropped_evidence"]
+            # each agent's view of each reviewer at the end: (agent, reviewer) pairs, lowest credibility
+            creds = [credibility(*n, prior=p.credibility_prior) for name in sorted(self.agents)
+                     for _j, n in sorted(self.agents[name].agreement.items())]
+            out["credibility_pairs"] = len(creds)
+            out["credibility_pairs_below_min"] = sum(1 for x in creds if x < p.credibility_min)
+            out["credibility_lowest"] = min(creds) if creds else None
         return out
 
     def _trim_graph(self) -> dict[str, Any]:

@@ -295,7 +295,7 @@ class MeshHealAgent:
                                          if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
                 pool, full_pool = msr_trim([(j, x) for (j, _s), x in self._xbar_index.get(task.type, {}).items()
                                             if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
-                self.sink("defence", what="trim", full=full_mu and full_pool)
+                self.sink("defence", what="trim", full_mu=full_mu, full_pool=full_pool)
             else:
                 mus = [mu for j, mu in self._mu_index.get(key, {}).items()
                        if state.get(j) is NORMAL and j in links]
