@@ -289,18 +289,12 @@ class MeshHealAgent:
         for s in sorted(H):
             key = (task.type, s)
             # P_{i,T,s} and C_{i,T}: only neighbours currently normal (and still linked)
-            if p.trim_f:
-                # W-MSR (issue 20): drop the F highest and F lowest neighbours' summaries
-                mus, full_mu = msr_trim([(j, mu) for j, mu in self._mu_index.get(key, {}).items()
-                                         if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
-                pool, full_pool = msr_trim([(j, x) for (j, _s), x in self._xbar_index.get(task.type, {}).items()
-                                            if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
-                self.sink("defence", what="trim", full_mu=full_mu, full_pool=full_pool)
-            else:
-                mus = [mu for j, mu in self._mu_index.get(key, {}).items()
-                       if state.get(j) is NORMAL and j in links]
-                pool = [x for (j, _s), x in self._xbar_index.get(task.type, {}).items()
-                        if state.get(j) is NORMAL and j in links]
+            mus = [mu for j, mu in self._mu_index.get(key, {}).items()
+                   if state.get(j) is NORMAL and j in links]
+            pool = [x for (j, _s), x in self._xbar_index.get(task.type, {}).items()
+                    if state.get(j) is NORMAL and j in links]
+            if p.trim_f:  # W-MSR (issue 20): drop the F highest and F lowest neighbours' summaries
+                mus, pool = self._trimmed(key)
             old = self.state
             if defended:
                 self.detector.note_evidence(witnesses, weight)
@@ -314,6 +308,18 @@ class MeshHealAgent:
                                             "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
             if u.changed:
                 self._apply_state(old, task.index)
+
+    def _trimmed(self, key: tuple[str, str]) -> tuple[list[float], list[float]]:
+        """P_{i,T,s}'s μ and C_{i,T}'s x̄ after W-MSR trimming by neighbour (defences.msr_trim)."""
+        p = self.params
+        links = self.node.links
+        state = self.peer_state
+        mus, full_mu = msr_trim([(j, mu) for j, mu in self._mu_index.get(key, {}).items()
+                                 if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
+        pool, full_pool = msr_trim([(j, x) for (j, _s), x in self._xbar_index.get(key[0], {}).items()
+                                    if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
+        self.sink("defence", what="trim", full_mu=full_mu, full_pool=full_pool)
+        return mus, pool
 
     def _evidence(self, q: float, a: Assessment, task_index: int) -> Optional[tuple[float, float, frozenset]]:
         """Issue 20 defences at the producer: the score's reviewers (for
