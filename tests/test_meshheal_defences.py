@@ -156,6 +156,9 @@ def test_committee_agreement_and_credibility():
     obs = committee_agreement("F", 0.05, ["G", "H"], [0.9, 0.8], 0.85, 0.40)
     assert obs == [("F", False), ("G", True), ("H", True)]
     assert committee_agreement("F", 0.05, [], [], 0.05, 0.40) == []  # no committee: no observation
+    # F alone in two contexts confirms nobody, itself least; G beside F's lone committee is observed
+    assert committee_agreement("F", 0.05, ["F", "F"], [0.02, 0.02], 0.02, 0.40) == []
+    assert committee_agreement("G", 0.9, ["F", "F"], [0.02, 0.02], 0.02, 0.40) == [("G", False)]
     assert credibility(0, 0) == 0.8 and credibility(0, 5) == pytest.approx(4 / 10)
     cred = {"F": 0.3, "G": 0.9}
     assert evidence_score([("F", 0.0), ("G", 0.8)], cred, "exclude", 0.5) == (0.8, 1.0, frozenset({"G"}))

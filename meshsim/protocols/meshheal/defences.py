@@ -135,17 +135,21 @@ def committee_agreement(initial_reviewer: Optional[str], q0: Optional[float], me
     The outcome is the committee's verdict, fail iff q <= tau (Takeover). The
     initial reviewer's verdict is q0 <= tau; each member's is its *round-1*
     score <= tau (given before it saw the other's, so an honest member is not
-    credited for echoing). A member sitting twice (one eligible reviewer)
-    counts twice. No completed committee (``round1`` empty): no observation.
+    credited for echoing). A reviewer is observed only when the committee had
+    a member other than itself: a committee of one reviewer in two contexts
+    (Sec. 4.2.1, one eligible reviewer) is no independent check of that
+    reviewer, so a lone framer cannot confirm itself. No completed committee
+    (``round1`` empty): no observation.
     """
     if q is None or not round1 or len(members) != len(round1):
         return []
     fail = q <= tau
     out = []
-    if initial_reviewer is not None and q0 is not None:
+    if initial_reviewer is not None and q0 is not None and set(members) - {initial_reviewer}:
         out.append((initial_reviewer, (q0 <= tau) == fail))
     for j, v in zip(members, round1):
-        out.append((j, (v <= tau) == fail))
+        if set(members) - {j}:
+            out.append((j, (v <= tau) == fail))
     return out
 
 
