@@ -248,3 +248,17 @@ def test_pure_rules_import_no_simpy_and_no_messages():
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [x for x in names if "simpy" in x or "net" in x.split(".") or "messages" in x], (mod, names)
+
+
+def test_credibility_weight_enters_the_detector_window_and_the_advertised_xbar():
+    det = RelativeDetector(DetectorParams(window=4))
+    for q, w in ((0.8, 1.0), (0.8, 1.0), (0.0, 0.25), (0.8, 1.0)):
+        det.note_evidence(frozenset({"R"}), w)
+        u = det.update_lists(T, "s", q, [0.8], [0.0, 0.1])
+    # shortfalls 0, 0, 0.8, 0 with weights 1, 1, 0.25, 1: x̄ = 0.2 / 3.25 (unweighted: 0.2)
+    assert u.xbar == pytest.approx(0.2 / 3.25)
+    assert det.xbar((T, "s")) == pytest.approx(0.2 / 3.25)
+    plain = RelativeDetector(DetectorParams(window=4))
+    for q in (0.8, 0.8, 0.0, 0.8):
+        v = plain.update_lists(T, "s", q, [0.8], [0.0, 0.1])
+    assert v.xbar == pytest.approx(0.2)
