@@ -192,7 +192,8 @@ def test_meshheal_same_seed_identical_folders(tmp_path):
 # -- locality -------------------------------------------------------------------
 
 _CONTROLLER_MODULES = ("meshsim.protocols.meshheal.agent", "meshsim.protocols.meshheal.review",
-                       "meshsim.protocols.meshheal.detector", "meshsim.net.routing", "meshsim.net.reliable")
+                       "meshsim.protocols.meshheal.detector", "meshsim.protocols.meshheal.defences", "meshsim.net.routing",
+                       "meshsim.net.reliable")
 
 
 class _Tripwire:
@@ -209,8 +210,11 @@ class _Tripwire:
         return getattr(object.__getattribute__(self, "_net"), name)
 
 
-def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp_path):
-    """Controllers see their own node (own links, inbox) and messages, nothing global."""
+@pytest.mark.parametrize("sets", [[], ["protocol.params.credibility=weight", "protocol.params.trim_f=1",
+                                         "protocol.params.min_reviewers=2"]], ids=["default", "defences"])
+def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp_path, sets):
+    """Controllers see their own node (own links, inbox) and messages, nothing global
+    (with the issue-20 defences on too: credibility counts are the agent's own)."""
     from meshsim.net.network import Network
     from meshsim.protocols.meshheal import MeshHeal
     from meshsim.protocols.meshheal.agent import MeshHealAgent
@@ -231,7 +235,7 @@ def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp
         seen["proto"] = self
 
     monkeypatch.setattr(MeshHeal, "setup", setup)
-    sc = meshsim.load_scenario(STAGGERED, smoke=True)
+    sc = meshsim.load_scenario(STAGGERED, sets, smoke=True)
     meshsim.run(sc, seed=4, out=tmp_path)  # the tripwire raises inside the run if violated
     proto = seen["proto"]
     agents = list(proto.agents.values())
@@ -250,6 +254,10 @@ def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp
         assert set(ag.peer_state) <= set(ag.node.links)
         for key, mus in ag._mu_index.items():
             assert set(mus) <= set(ag.node.links)
+        # credibility: counted only for neighbours that reviewed this agent's own outputs
+        assert set(ag.agreement) <= set(ag.node.links)
+    if sets:
+        assert any(ag.agreement for ag in agents)
 
 
 def test_tasks_from_a_file_carry_questions_and_gold_answers(tmp_path):

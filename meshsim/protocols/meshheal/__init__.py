@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
 
 from ...errors import InputError
 from ...types import parse_duration
 from ..execution import ExecutionLayer
 from .agent import MeshHealAgent
+from .defences import credibility
 from .detector import DetectorParams, make_detector
 
 __all__ = ["MeshHeal", "MeshHealParams"]
@@ -69,21 +70,57 @@ class MeshHealParams(BaseModel):
     retries: Annotated[int, Field(ge=0, le=100)] = 4
     review_timeout: _Dur = 900.0
     task_timeout: _Dur = 7200.0
+    # defences against lying neighbours (issue 20; docs/adversarial.md#defences), all off by default
+    trim_f: Annotated[int, Field(ge=0, le=1000)] = 0  # W-MSR: drop the F highest / lowest neighbour summaries
+    trim_short: Literal["shrink", "skip"] = "shrink"  # fewer than 2F+1 neighbours: trim less / no update
+    min_reviewers: Annotated[int, Field(ge=1, le=4)] = 1  # distinct reviewers behind an isolation's crossings
+    credibility: Literal["off", "weight", "exclude"] = "off"  # reviewer credibility from committee agreement
+    credibility_min: _Prob = 0.5
+    credibility_prior: tuple[Annotated[float, Field(ge=0, le=1e6)], Annotated[float, Field(ge=0, le=1e6)]] = (4.0, 1.0)
+    robustness_time_limit: Annotated[float, Field(gt=0, le=86400)] = 10.0  # trim_f > 0: the graph check's budget
 
     def detector_params(self) -> DetectorParams:
         return DetectorParams(window=self.window, min_obs=self.min_obs, alpha=self.alpha, beta=self.beta,
                               consecutive=self.consecutive, count_scope=self.count_scope,
                               shortfall_scope=self.shortfall_scope, spread_floor=self.spread_floor,
                               abs_watch=self.abs_watch, abs_isolate=self.abs_isolate, cusum_k=self.cusum_k,
-                              cusum_h=self.cusum_h, cusum_target=self.cusum_target)
+                              cusum_h=self.cusum_h, cusum_target=self.cusum_target,
+                              min_reviewers=self.min_reviewers)
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults_of_defences(self, handler):
+        # The issue-20 defences appear in a resolved scenario only when set, so
+        # that runs without them resolve (and digest) exactly as before.
+        data = handler(self)
+        for name in _DEFENCE_FIELDS:
+            if getattr(self, name) == type(self).model_fields[name].default:
+                data.pop(name, None)
+        return data
+
+    @property
+    def defended(self) -> bool:
+        """Is any issue-20 defence on?"""
+        return bool(self.trim_f) or self.min_reviewers > 1 or self.credibility != "off"
 
     def check(self, sc: Any, G: Any) -> None:
         if self.alpha >= self.beta:
             raise InputError("alpha must be < beta", field="protocol.params.alpha", value=self.alpha)
+        if sum(self.credibility_prior) <= 0:
+            raise InputError("credibility_prior needs a positive count ([agree, disagree])",
+                             field="protocol.params.credibility_prior", value=list(self.credibility_prior))
+        for name, on in (("trim_f", self.trim_f > 0), ("min_reviewers", self.min_reviewers > 1),
+                         ("credibility", self.credibility == "weight")):
+            if on and (self.detector != "relative" or not self.review):
+                raise InputError(f"{name} acts on the relative detector's window: needs detector: relative and review: true",
+                                 field=f"protocol.params.{name}", value=getattr(self, name))
         if sc.tasks is None:
             raise InputError("meshheal needs a 'tasks' stream", field="tasks")
         if sc.backend is None:
             raise InputError("meshheal needs a 'backend'", field="backend")
+
+
+_DEFENCE_FIELDS = ("trim_f", "trim_short", "min_reviewers", "credibility", "credibility_min", "credibility_prior",
+                   "robustness_time_limit")
 
 
 class MeshHeal(ExecutionLayer):
@@ -101,6 +138,10 @@ class MeshHeal(ExecutionLayer):
         self.detector_kind = params.detector if params.review else "none"
         self.review_rows: list[dict] = []
         self.unreviewed = 0
+        # issue 20 defences: what each one did (summary.defences, only when one is on)
+        self.defence_counts = {"updates": 0, "short_mu": 0, "short_pool": 0, "blocked_crossings": 0,
+                               "low_credibility_scores": 0, "dropped_evidence": 0}
+        self.graph_info: dict[str, Any] = {}
 
     # -- setup ------------------------------------------------------------------
     def attach(self, node, abilities):
@@ -150,10 +191,23 @@ class MeshHeal(ExecutionLayer):
                 if rec["task"] == kw["task"].index and rec["agent"] == kw["agent"]:
                     rec.setdefault("detector", []).append(
                         {"ability": kw["ability"], "matched": u.matched, "shortfall": u.shortfall, "xbar": u.xbar,
-                         "m": u.m, "p25": u.p25, "z": u.z, "state": u.state.value})
+                         "m": u.m, "p25": u.p25, "z": u.z, "state": u.state.value,
+                         **({"blocked": True} if u.blocked else {})})
                     break
         elif kind == "unreviewed":
             self.unreviewed += 1
+        elif kind == "defence":
+            c = self.defence_counts
+            what = kw["what"]
+            if what == "trim":
+                c["updates"] += 1
+                c["short_mu"] += int(not kw["full_mu"])
+                c["short_pool"] += int(not kw["full_pool"])
+            elif what == "blocked":
+                c["blocked_crossings"] += 1
+            elif what == "low_credibility":
+                c["low_credibility_scores"] += kw["scores"]
+                c["dropped_evidence"] += int(kw["dropped"])
 
     # -- outputs -------------------------------------------------------------------
     def output_tables(self) -> dict[str, list[dict]]:
@@ -163,4 +217,52 @@ class MeshHeal(ExecutionLayer):
     def summary(self) -> dict[str, Any]:
         from ...metrics import meshheal_summary  # metrics sit above protocols
 
-        return meshheal_summary(self)
+        out = meshheal_summary(self)
+        if self.params.defended:
+            out["defences"] = self.defence_summary()
+        return out
+
+    def defence_summary(self) -> dict[str, Any]:
+        """Issue 20: which defences ran and what they did; with ``trim_f`` the
+        graph's robustness against what W-MSR's guarantee needs."""
+        p = self.params
+        c = self.defence_counts
+        out: dict[str, Any] = {"trim_f": p.trim_f, "trim_short": p.trim_short, "min_reviewers": p.min_reviewers,
+                               "credibility": p.credibility}
+        if p.trim_f:
+            # updates whose μ list (holders of s) / x̄ pool had fewer than 2F+1 neighbours: no W-MSR guarantee
+            out["trim"] = {"updates": c["updates"], "short_mu": c["short_mu"], "short_pool": c["short_pool"],
+                           "graph": self._trim_graph()}
+        if p.min_reviewers > 1:
+            out["blocked_crossings"] = c["blocked_crossings"]
+        if p.credibility != "off":
+            out["credibility_min"] = p.credibility_min
+            out["credibility_prior"] = list(p.credibility_prior)
+            out["low_credibility_scores"] = c["low_credibility_scores"]
+            out["dropped_evidence"] = c["dropped_evidence"]
+            # each agent's view of each reviewer at the end: (agent, reviewer) pairs, lowest credibility
+            creds = [credibility(*n, prior=p.credibility_prior) for name in sorted(self.agents)
+                     for _j, n in sorted(self.agents[name].agreement.items())]
+            out["credibility_pairs"] = len(creds)
+            out["credibility_pairs_below_min"] = sum(1 for x in creds if x < p.credibility_min)
+            out["credibility_lowest"] = min(creds) if creds else None
+        return out
+
+    def _trim_graph(self) -> dict[str, Any]:
+        """W-MSR's guarantee under the F-local model needs a (2F+1)-robust graph
+        (LeBlanc et al. 2013; under F-total, (F+1, F+1)-robust, which needs at
+        least (F+1)-robust). Checked on the graph at the end of the run with
+        :func:`meshsim.graphs.robustness.robustness_report`; what its budget
+        does not settle is reported as 'undecided within N s'."""
+        import networkx as nx
+
+        from ...graphs.robustness import robustness_report
+
+        F = self.params.trim_f
+        G = nx.Graph()
+        G.add_nodes_from(self.ctx.net.nodes)
+        G.add_edges_from(self.ctx.net.links)
+        rep = robustness_report(G, 2 * F, time_limit=self.params.robustness_time_limit)
+        return {"needs": f"{2 * F + 1}-robust (W-MSR, F-local)", "meets": rep["f_plus_1_robust"],
+                "r_robustness": rep["r_robustness"], "r_bounds": rep["r_bounds"],
+                "min_degree": rep["min_degree"], "r_method": rep["r_method"]}

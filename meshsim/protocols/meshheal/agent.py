@@ -20,6 +20,7 @@ from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
 from ...types import RoutingState
 from ..execution import generate, infer_pair
+from .defences import committee_agreement, credibility, evidence_score, msr_trim
 from .detector import Update
 from .review import Assessment, assess, serve_review
 from .state import Output, TaskState
@@ -61,6 +62,8 @@ class MeshHealAgent:
         # costs O(holders of s), not O(neighbours x keys): μ by (T, s), x̄ by T
         self._mu_index: dict[tuple[str, str], dict[str, float]] = {}
         self._xbar_index: dict[str, dict[tuple[str, str], float]] = {}
+        # issue 20 credibility: per reviewer, [agreed, disagreed] with committees this agent ran
+        self.agreement: dict[str, list[int]] = {}
         self.reliable = Reliable(node, timeout=params.ack_timeout, retries=params.retries)
         self.dv = DistanceVector(node, sorted(self.K_orig | {ANY}), infinity=params.infinity,
                                  refresh=params.refresh, timeout=params.route_timeout,
@@ -227,7 +230,7 @@ class MeshHealAgent:
         self.sink("review", agent=self.name, task=X.task, action=action, abilities=sorted(H), assessment=a,
                   probe=probe, output=y)
         if a.q is not None:
-            self._update_evidence(X.task, H, a.q, probe)
+            self._update_evidence(X.task, H, a.q, probe, a)
         if action == "contribute":
             X.Y.append(y_hat)
             X.C |= H
@@ -271,10 +274,18 @@ class MeshHealAgent:
         return bool(ok)
 
     # --------------------------------------------------------------- evidence
-    def _update_evidence(self, task: TaskInfo, H: frozenset, q: float, probe: bool) -> None:
+    def _update_evidence(self, task: TaskInfo, H: frozenset, q: float, probe: bool,
+                         a: Optional[Assessment] = None) -> None:
         """UpdateEvidence + RelativeUpdate (App. B.1): one detector update per s in H."""
         links = self.node.links
         state = self.peer_state
+        p = self.params
+        defended = a is not None and p.defended
+        if defended:
+            ev = self._evidence(q, a, task.index)
+            if ev is None:
+                return  # no credible reviewer behind this score: no evidence
+            q, weight, witnesses = ev
         for s in sorted(H):
             key = (task.type, s)
             # P_{i,T,s} and C_{i,T}: only neighbours currently normal (and still linked)
@@ -282,8 +293,14 @@ class MeshHealAgent:
                    if state.get(j) is NORMAL and j in links]
             pool = [x for (j, _s), x in self._xbar_index.get(task.type, {}).items()
                     if state.get(j) is NORMAL and j in links]
+            if p.trim_f:  # W-MSR (issue 20): drop the F highest and F lowest neighbours' summaries
+                mus, pool = self._trimmed(key)
             old = self.state
+            if defended:
+                self.detector.note_evidence(witnesses, weight)
             u: Update = self.detector.update_lists(task.type, s, q, mus, pool)
+            if u.blocked:
+                self.sink("defence", what="blocked", agent=self.name, task=task.index)
             self.sink("evidence", agent=self.name, task=task, ability=s, q=q, update=u, probe=probe)
             key = (task.type, s)
             summ = self.detector.summary(key)
@@ -291,6 +308,45 @@ class MeshHealAgent:
                                             "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
             if u.changed:
                 self._apply_state(old, task.index)
+
+    def _trimmed(self, key: tuple[str, str]) -> tuple[list[float], list[float]]:
+        """P_{i,T,s}'s μ and C_{i,T}'s x̄ after W-MSR trimming by neighbour (defences.msr_trim)."""
+        p = self.params
+        links = self.node.links
+        state = self.peer_state
+        mus, full_mu = msr_trim([(j, mu) for j, mu in self._mu_index.get(key, {}).items()
+                                 if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
+        pool, full_pool = msr_trim([(j, x) for (j, _s), x in self._xbar_index.get(key[0], {}).items()
+                                    if state.get(j) is NORMAL and j in links], p.trim_f, p.trim_short)
+        self.sink("defence", what="trim", full_mu=full_mu, full_pool=full_pool)
+        return mus, pool
+
+    def _evidence(self, q: float, a: Assessment, task_index: int) -> Optional[tuple[float, float, frozenset]]:
+        """Issue 20 defences at the producer: the score's reviewers (for
+        ``min_reviewers``) and its credibility-adjusted value and weight. Only
+        this agent's own committees and the scores its reviewers sent it."""
+        p = self.params
+        done = bool(a.committee and a.round2)  # a committee that ran to the end decided q
+        members = a.reviewers[1:] if done else []
+        if done:
+            entries = list(zip(members, a.round2))
+        else:
+            entries = [(a.reviewers[0], q)] if a.reviewers else []
+        if p.credibility == "off" or not entries:
+            return q, 1.0, frozenset(j for j, _s in entries)
+        for j, agreed in committee_agreement(a.reviewers[0] if a.reviewers else None, a.q0, members,
+                                             a.round1, a.q, p.tau_to):
+            c = self.agreement.get(j)
+            if c is None:
+                c = self.agreement[j] = [0, 0]
+            c[0 if agreed else 1] += 1
+        cred = {j: credibility(*self.agreement.get(j, (0, 0)), prior=p.credibility_prior) for j, _s in entries}
+        ev = evidence_score(entries, cred, p.credibility, p.credibility_min)
+        low = sum(1 for j, _s in entries if cred[j] < p.credibility_min)
+        if low:
+            self.sink("defence", what="low_credibility", scores=low, dropped=ev is None, agent=self.name,
+                      task=task_index)
+        return ev
 
     # ------------------------------------------------------ review service
     def ask(self, reviewer: str, req: dict, y: Output, H: frozenset, X: TaskState) -> Generator[Any, Any, Optional[dict]]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from ...types import RoutingState
+from .defences import k_witnessed, weighted_mean
 
 NORMAL, WATCHED, ISOLATED = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
 
@@ -50,6 +51,9 @@ class DetectorParams:
     cusum_k: float = 0.1  # allowance
     cusum_h: float = 1.0  # decision threshold
     cusum_target: float = 0.85  # expected healthy score
+    # issue 20 defence (off at 1): a beta crossing counts only if its low scores
+    # come from >= min_reviewers distinct reviewers (defences.k_witnessed)
+    min_reviewers: int = 1
 
 
 class PeerSummary(NamedTuple):
@@ -72,6 +76,7 @@ class Update:
     z: Optional[float]
     state: RoutingState
     changed: bool
+    blocked: bool = False  # a z >= beta crossing not counted: too few distinct reviewers (min_reviewers)
 
 
 def median(values: list[float]) -> float:
@@ -98,6 +103,12 @@ class _Base:
         self.matched: dict[tuple[str, str], int] = {}
         self.over_beta = 0
         self.over_beta_key: dict[tuple[str, str], int] = {}
+        # issue 20 defences, parallel to ``shortfalls``: who reviewed each score,
+        # and its weight (kept only once a weight other than 1 was given)
+        self.witnesses: dict[tuple[str, str], deque] = {}
+        self.weights: dict[tuple[str, str], deque] = {}
+        self._next_witnesses: frozenset = frozenset()
+        self._next_weight = 1.0
 
     # what this agent advertises to neighbours about (T, s)
     def mu(self, key: tuple[str, str]) -> Optional[float]:
@@ -114,7 +125,8 @@ class _Base:
         n = self.matched.get(key, 0) if self.p.shortfall_scope == "key" else sum(self.matched.values())
         if not d or n < self.p.min_obs:
             return None
-        return sum(d) / len(d)
+        wd = self.weights.get(self._skey(key))
+        return sum(d) / len(d) if wd is None else weighted_mean(d, wd)
 
     def summary(self, key: tuple[str, str]) -> PeerSummary:
         return PeerSummary(self.mu(key), self.xbar(key), self.matched.get(key, 0))
@@ -149,6 +161,12 @@ class _Base:
         """``mus``: μ_{j,T,s} of P_{i,T,s}; ``pool``: x̄_{j,T,s'} of C_{i,T}."""
         raise NotImplementedError
 
+    def note_evidence(self, witnesses: frozenset = frozenset(), weight: float = 1.0) -> None:
+        """Who reviewed the score of the next :meth:`update_lists` call, and its
+        weight in the window (issue 20 defences; only the relative detector uses them)."""
+        self._next_witnesses = witnesses
+        self._next_weight = weight
+
 
 class RelativeDetector(_Base):
     """Peer-relative detector (Sec. 4.2.2, App. B.5)."""
@@ -160,6 +178,7 @@ class RelativeDetector(_Base):
         # Reference from normal neighbours with recent matched outputs (P_{i,T,s}).
         self._record_score(key, q)
         if not mus:
+            self._next_witnesses, self._next_weight = frozenset(), 1.0
             return Update(False, None, None, None, None, None, self.state, False)
         x = sum(mus) / len(mus) - q
         skey = self._skey(key)
@@ -168,25 +187,52 @@ class RelativeDetector(_Base):
             d = self.shortfalls[skey] = deque(maxlen=p.window)
         d.append(x)
         self.matched[key] = self.matched.get(key, 0) + 1
-        xbar = sum(d) / len(d)
+        wd = self._track_evidence(skey)
+        xbar = sum(d) / len(d) if wd is None else weighted_mean(d, wd)
         # Normal range: pooled x̄_{j,T,s'} of normal neighbours over all abilities of T (C_{i,T}).
         if self.matched[key] < p.min_obs or not pool:
             return Update(True, x, xbar, None, None, None, self.state, False)
         m = median(pool)
         p25 = percentile(pool, 25.0)
-        z = (xbar - m) / max(m - p25, p.spread_floor)
-        changed = self._transition(z, key)
-        return Update(True, x, xbar, m, p25, z, self.state, changed)
+        spread = max(m - p25, p.spread_floor)
+        z = (xbar - m) / spread
+        blocked = False
+        if p.min_reviewers > 1 and z >= p.beta:
+            blocked = not k_witnessed(d, self.witnesses[skey], p.min_reviewers, m, spread, p.beta,
+                                      self.weights.get(skey))
+        changed = self._transition(z, key, crossing=not blocked)
+        return Update(True, x, xbar, m, p25, z, self.state, changed, blocked)
 
-    def _transition(self, z: float, key: tuple[str, str]) -> bool:
+    def _track_evidence(self, skey: tuple[str, str]) -> Optional[deque]:
+        """Record the pending :meth:`note_evidence` beside the shortfall just appended;
+        return the weights window, or None while every weight has been 1 (plain mean)."""
+        p = self.p
+        w = self._next_weight
+        if p.min_reviewers > 1:
+            wit = self.witnesses.get(skey)
+            if wit is None:
+                wit = self.witnesses[skey] = deque(maxlen=p.window)
+            wit.append(self._next_witnesses)
+        wd = self.weights.get(skey)
+        if wd is None and w != 1.0:
+            # first weight other than 1: the earlier entries of the window had weight 1
+            wd = self.weights[skey] = deque([1.0] * (len(self.shortfalls[skey]) - 1), maxlen=p.window)
+        if wd is not None:
+            wd.append(w)
+        self._next_witnesses, self._next_weight = frozenset(), 1.0
+        return wd
+
+    def _transition(self, z: float, key: tuple[str, str], crossing: bool = True) -> bool:
         p = self.p
         s = self.state
         # Consecutive crossings of beta: per (T, s) detector by default (each
-        # (T, s) keeps "a separate detector", App. B.5), or per agent.
+        # (T, s) keeps "a separate detector", App. B.5), or per agent. A crossing
+        # without enough distinct reviewers (min_reviewers) does not count.
+        over = z >= p.beta and crossing
         if p.count_scope == "key":
-            count = self.over_beta_key[key] = self.over_beta_key.get(key, 0) + 1 if z >= p.beta else 0
+            count = self.over_beta_key[key] = self.over_beta_key.get(key, 0) + 1 if over else 0
         else:
-            count = self.over_beta = self.over_beta + 1 if z >= p.beta else 0
+            count = self.over_beta = self.over_beta + 1 if over else 0
         if s is ISOLATED:
             if z < p.beta:
                 return self._set(WATCHED)  # recovery probe passed
