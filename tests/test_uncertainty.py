@@ -361,7 +361,7 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     for cell, m in ((acc, "accuracy.by_phase.degraded"), (fi, "detection.false_isolations")):
         means = [float(s[m]) for s in lhs]  # the study's seed means at the same samples
         assert cell["band"] == [quantile(means, 0.05), quantile(means, 0.95)] and cell["band_n"] == 3
-    assert acc["class"] == classify(0.9, *acc["band"], acc["sd"]) and fi["class"] == ""
+    assert acc["class"] == classify(0.9, *acc["band"], acc["sd"]) and fi["class"] == "no paper value"
     md = render_markdown("t", results, [], bands={**info, "how": "--bands", "quick": True})
     assert "| table | quantity | paper | simulated | kind | assumption band | class |" in md
     assert "3 of the 10 Latin-hypercube samples" in md and "fewer samples with --quick" in md
@@ -385,8 +385,19 @@ def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tm
     shutil.copytree(out, other, ignore=shutil.ignore_patterns("runs"))
     state = read_state(other)
     names = [f["name"] for f in state["factors"]]
-    state["top"] = [n for n in names if n not in state["top"]][:1] + state["top"][:1]
+    extra = [n for n in names if n not in state["top"]][0]
+    state["top"] = [extra] + state["top"][:1]
     write_state(other, state)
+    # the other study's Latin hypercube moved `extra` (give its samples values for it)
+    with open(other / "samples.csv", newline="") as fh:
+        rd = csv.DictReader(fh)
+        fields, rows = rd.fieldnames, list(rd)
+    for j, r in enumerate(x for x in rows if x["stage"] == "lhs"):
+        r[extra] = repr(0.05 + 0.01 * j)
+    with open(other / "samples.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
     states, pos, avail = rb.joint_positions([out, other], 4)
     first, _, _ = rb.study_samples(out, 4)
     mine = rb.study_samples(out, 4)[1]
@@ -395,8 +406,7 @@ def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tm
     for j, p in enumerate(pos):
         assert set(p) == set(first["top"]) | set(state["top"])
         assert all(p[k] == mine[j][k] for k in first["top"])  # the shared factor: the first study's value
-        extra = state["top"][0]
-        assert p[extra] == theirs[j][extra]
+        assert p[extra] == theirs[j][extra] == 0.05 + 0.01 * j
     state["profile"] = "backends/fake-pair-b.yaml"
     write_state(other, state)
     with pytest.raises(Exception, match="is not"):
