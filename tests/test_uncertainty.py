@@ -474,3 +474,21 @@ def test_a_sac_study_screens_only_the_factors_of_models_its_dataset_calls():
     for f in study.factors:  # no factor left whose numbers all belong to an unused model
         assert any(p.split(".")[1] in used or p.split(".")[0] not in ("score", "refine", "confidence", "aggregate")
                    for p, *_ in f.leaves), f.name
+
+
+def test_band_factors_follow_each_runs_profile_by_name():
+    """Positions are by factor name: a run on model pair A's profile moves the same assumptions over pair A's
+    own ranges; a run whose profile lacks a top factor (SAC's profile for a MeshHeal factor) gets no band."""
+    from meshsim.reproduce import bands as rb
+    from meshsim.reproduce.core import Experiment, RunSpec
+
+    top = ["review.noise", "models.strong.garbage"]
+    mh = RunSpec("scenarios/meshheal/persistent-math.yaml")
+    pair = RunSpec("scenarios/meshheal/persistent-math.yaml", profile="fake-pair-a")
+    both = rb._factors_for(Experiment("p", "t", {"a": [mh], "b": [pair]}, lambda by: []), top)
+    assert both is not None and len(both) == 2
+    ranges = {p.name: next(f for f in fs if f.name == "review.noise") for p, fs in both.items()}
+    assert set(ranges) == {"fake-default.yaml", "fake-pair-a.yaml"}
+    sac = RunSpec("scenarios/sac/sac-merg-7.yaml")
+    assert rb._factors_for(Experiment("s", "t", {"a": [mh], "b": [sac]}, lambda by: []), top) is None
+    assert rb._factors_for(Experiment("s", "t", {"a": [sac]}, lambda by: []), ["refine.*.sway"]) is not None

@@ -20,9 +20,11 @@ gets the study's band (tests/test_uncertainty.py).
 
 Where the studies come from: ``--bands DIR`` (repeatable), else
 ``runs/uncertainty-<name>`` for the paper's reference scenarios
-(:data:`STUDIES`). Which experiments get bands: every experiment whose runs all
-use the studies' profile (an experiment's own profile patch is kept and wins
-over a factor on the same number), except :data:`BAND_SKIP` (their runs cost
+(:data:`STUDIES`). Which experiments get bands: every experiment whose runs' profiles
+all declare every top factor (positions are by factor name, each profile
+moving a factor over its own range: model pairs A and B are banded too; an
+experiment's own profile patch is kept and wins over a factor on the same
+number), except :data:`BAND_SKIP` (their runs cost
 too much to repeat N times; docs/validation.md says how their rows are
 classified). A band sample runs the first :data:`BAND_SEEDS` seeds of each row:
 the band is over assumption positions at common seeds, the row's seed sd comes
@@ -133,26 +135,55 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _eligible(exp: Experiment, profile: Path) -> bool:
+def _spec_profile(s: Any) -> Optional[Path]:
+    """The profile file a run uses (its own ``profile`` or its scenario's), or None when the scenario patches
+    its profile in place (``backend.overrides``) or names none."""
+    key = (s.scenario, s.profile)
+    if key not in _PROFILE_OF:
+        _PROFILE_OF[key] = _find_spec_profile(s)
+    return _PROFILE_OF[key]
+
+
+_PROFILE_OF: dict[tuple[str, Optional[str]], Optional[Path]] = {}
+
+
+def _find_spec_profile(s: Any) -> Optional[Path]:
     import yaml
 
     from ..backends import find_profile
 
+    data = yaml.safe_load((ROOT / s.scenario).read_text()) or {}
+    b = data.get("backend") or {}
+    name = s.profile or b.get("profile")
+    if not name or b.get("overrides"):
+        return None
+    try:
+        return find_profile(str(name), (ROOT / s.scenario).parent)
+    except Exception:
+        return None
+
+
+def _factors_for(exp: Experiment, top: Sequence[str]) -> Optional[dict[Path, list]]:
+    """{profile file: its factors} for every run of ``exp`` when each of those profiles declares every
+    factor in ``top`` (positions are by factor name; each profile moves a factor over its own range), else
+    None: a band that cannot move a top factor would be falsely narrow."""
+    from ..backends.provenance import assumption_factors, load_profile_data
+
+    out: dict[Path, list] = {}
     for runs in exp.runs.values():
         for s in runs:
-            if s.profile:
-                return False
-            data = yaml.safe_load((ROOT / s.scenario).read_text()) or {}
-            b = data.get("backend") or {}
-            if not b.get("profile") or b.get("overrides"):
-                return False
-            try:
-                p = find_profile(str(b["profile"]), (ROOT / s.scenario).parent)
-            except Exception:
-                return False
-            if not _same_file(p, profile):
-                return False
-    return True
+            p = _spec_profile(s)
+            if p is None:
+                return None
+            p = p.resolve()
+            if p not in out:
+                try:
+                    out[p] = assumption_factors(load_profile_data(p), str(p))
+                except Exception:
+                    return None
+                if not set(top) <= {f.name for f in out[p]}:
+                    return None
+    return out
 
 
 def study_samples(folder: Path, n: int) -> tuple[dict[str, Any], list[dict[str, float]], int]:
@@ -206,17 +237,22 @@ def add_bands(which: str, exps: list[Experiment], results: list[dict[str, Any]],
     """Recompute the band experiments at ``n`` joined Latin-hypercube positions of the stored studies and add
     ``band`` (p5, p95), ``band_n``, ``band_median`` and ``class`` to their prediction cells in ``results``
     (in place)."""
-    from ..backends.provenance import assumption_factors, factor_overrides, load_profile_data
+    from ..backends.provenance import factor_overrides
     from ..metrics import quantile
 
     folders = [folder] if isinstance(folder, Path) else list(folder)
     states, positions, available = joint_positions(folders, n)
-    profile = _profile_of(states[0])
-    factors = assumption_factors(load_profile_data(profile), str(profile))
     top: list[str] = []
     for st in states:
         top += [t for t in (st.get("top") or []) if t not in top]
-    chosen = [e for e in exps if e.key not in BAND_SKIP.get(which, ()) and _eligible(e, profile)]
+    chosen, factors_of = [], {}
+    for e in exps:
+        if e.key in BAND_SKIP.get(which, ()):
+            continue
+        f = _factors_for(e, top)
+        if f is not None:
+            chosen.append(e)
+            factors_of[e.key] = f
     info = {"study": ", ".join(str(d) for d in folders), "profile": str(states[0]["profile"]), "top": top,
             "samples": len(positions), "available": available, "experiments": [e.key for e in chosen],
             "skipped": [e.key for e in exps if e.key in BAND_SKIP.get(which, ())], "seeds": BAND_SEEDS}
@@ -227,11 +263,11 @@ def add_bands(which: str, exps: list[Experiment], results: list[dict[str, Any]],
             continue
         per_pos = []
         for pos in positions:
-            over = factor_overrides(factors, pos)
+            over = {p: factor_overrides(f, pos) for p, f in factors_of[exp.key].items()}
             runs = {}
             for label, specs in exp.runs.items():
-                runs[label] = [dataclasses.replace(s, patch=tuple(sorted({**over, **dict(s.patch)}.items())))
-                               for s in specs[:BAND_SEEDS]]
+                runs[label] = [dataclasses.replace(s, patch=tuple(sorted(
+                    {**over[_spec_profile(s).resolve()], **dict(s.patch)}.items()))) for s in specs[:BAND_SEEDS]]
             per_pos.append(runs)
         got = run_specs([s for runs in per_pos for specs in runs.values() for s in specs], out, workers)
         if progress is not None:
