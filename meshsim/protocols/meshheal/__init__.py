@@ -17,6 +17,7 @@ from ...errors import InputError
 from ...types import parse_duration
 from ..execution import ExecutionLayer
 from .agent import MeshHealAgent
+from .byzantine import apply_behaviour
 from .detector import DetectorParams, make_detector
 
 __all__ = ["MeshHeal", "MeshHealParams"]
@@ -101,6 +102,11 @@ class MeshHeal(ExecutionLayer):
         self.detector_kind = params.detector if params.review else "none"
         self.review_rows: list[dict] = []
         self.unreviewed = 0
+        # Byzantine behaviours (issue 20): what each liar was told to do, and the
+        # observer's log of it and of the tasks routing lies caught (metrics only)
+        self.lies: dict[str, Any] = {}
+        self.byz_log: list[dict] = []
+        self.byz_route_rows: list[dict] = []
 
     # -- setup ------------------------------------------------------------------
     def attach(self, node, abilities):
@@ -112,6 +118,16 @@ class MeshHeal(ExecutionLayer):
 
     def routing_tables(self):
         return {}  # MeshHeal's tables carry the ANY pseudo-ability; see summary instead
+
+    def set_behaviour(self, agent: str, kind: str, spec: dict) -> None:
+        """A scenario event turns ``agent`` Byzantine (``frame``, ``shield``,
+        ``poison``, ``route_lie``) or honest again (``honest``)."""
+        if agent not in self.agents:
+            raise InputError("unknown agent", field="agents", value=agent)
+        self.lies[agent] = apply_behaviour(self.lies.get(agent), kind, spec)
+        self.agents[agent].set_lies(self.lies[agent])
+        self.byz_log.append({"agent": agent, "behaviour": kind, "task": self._task_index, "t": self.ctx.env.now,
+                             **{k: v for k, v in spec.items()}})
 
     # -- sinks (controllers write, never read) ---------------------------------------
     def _sink(self, kind: str, **kw: Any) -> None:
@@ -154,6 +170,9 @@ class MeshHeal(ExecutionLayer):
                     break
         elif kind == "unreviewed":
             self.unreviewed += 1
+        elif kind == "byz_route":
+            self.byz_route_rows.append({"agent": kw["agent"], "task": kw["task"], "t": env.now,
+                                        "outcome": kw["outcome"]})
 
     # -- outputs -------------------------------------------------------------------
     def output_tables(self) -> dict[str, list[dict]]:
