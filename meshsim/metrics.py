@@ -594,6 +594,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
         k = sum(1 for r in rows.values() if r["isolated_at"] is None)
         out["shielding"] = {"from_task": s0, "targets": len(targets), "degraded_targets": len(rows),
                             "shielded_not_isolated": k, "shielded_share": _frac(k, len(rows)),
+                            "any_shielded": float(k > 0) if rows else None,
                             "all_shielded": float(k == len(rows)) if rows else None, "agents": rows}
     r0 = _start_of("route_lie")
     if r0 is not None:
