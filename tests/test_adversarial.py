@@ -239,3 +239,21 @@ def test_liars_read_only_their_node_and_messages(monkeypatch, tmp_path, name):
             cells = [c.cell_contents for c in (ag.dv.lie.__closure__ or ())]
             assert all(not isinstance(c, (Network, MeshHeal, MeshHealAgent)) for c in cells)
     assert sys.modules["meshsim.protocols.meshheal.byzantine"].__dict__.get("simpy") is None
+
+
+# -- figure -----------------------------------------------------------------------------
+
+def test_coalition_curves_count_successes_per_size_with_wilson_intervals():
+    from meshsim.plots.adversarial import coalition_figure, success_by_size, wilson
+
+    rows = [{"events.0.count": "1", "x": "5"}, {"events.0.count": "1", "x": ""},
+            {"events.0.count": "2", "x": "7"}, {"events.0.count": "2", "x": "9"}]
+    got = success_by_size(rows, "events.0.count", lambda r: r["x"] != "")
+    assert got == {1: (1, 2), 2: (2, 2)}
+    lo, hi = wilson(5, 5)
+    assert 0.5 < lo < 0.6 and hi == 1.0  # five of five seeds: P >= 0.57 at 95 %
+    assert wilson(0, 5)[0] == 0.0
+    fig = coalition_figure([{"title": "t", "xlabel": "x", "curves": [{"label": "a", "data": got},
+                                                                      {"label": "b", "values": {1: [0.2, 0.4]}}]}])
+    ax = fig.axes[0]
+    assert len(ax.lines) >= 3 and ax.get_legend() is not None
