@@ -510,9 +510,9 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
 
 def _first_isolation(states: list[dict], agent: str, start: int, end: int = 10 ** 12,
                      degraded: Optional[bool] = None) -> Optional[int]:
-    """First task k in [start, end) at which ``agent`` is isolated (already at
-    ``start``, or a change to isolated); ``degraded`` filters on the agent's
-    injected state at the change."""
+    """First task k in [start, end) at which ``agent`` is isolated: ``start`` if it
+    already was (as detection delay counts it, Sec. 3.2), else its first change to
+    isolated; ``degraded`` filters those changes on the agent's injected state."""
     state = "normal"
     for s in states:
         if s["agent"] != agent:
@@ -520,13 +520,17 @@ def _first_isolation(states: list[dict], agent: str, start: int, end: int = 10 *
         if s["task"] < start:
             state = s["new"]
             continue
-        if state == "isolated" and degraded is None:
-            return start
+        break
+    if state == "isolated":
+        return start if start < end else None
+    for s in states:
+        if s["agent"] != agent or s["task"] < start:
+            continue
         if s["task"] >= end:
             break
         if s["new"] == "isolated" and (degraded is None or s["degraded"] == degraded):
             return s["task"]
-    return start if state == "isolated" and degraded is None and start < end else None
+    return None
 
 
 def adversarial_summary(proto: Any) -> dict[str, Any]:
@@ -601,7 +605,10 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
         routers = {r["agent"] for r in log if r["behaviour"] == "route_lie"}
         hits = proto.byz_route_rows
         correct = {t["index"]: t["correct"] for t in proto.task_rows}
-        reaction = min((c for a in routers if (c := _first_isolation(states, a, r0)) is not None), default=None)
+        # a reaction: a routing liar's change to isolated after its lies began (one
+        # isolated before then was not reacting to them)
+        reaction = min((s["task"] for s in states if s["agent"] in routers and s["task"] >= r0
+                        and s["new"] == "isolated"), default=None)
 
         def span(lo: int, hi: int) -> dict[str, Any]:
             tasks = max(0, hi - lo)
