@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 import meshsim
 from meshsim.cli import main
@@ -94,7 +95,6 @@ def test_shielding_keeps_a_degraded_agent_in_service(tmp_path):
 
 
 def test_summary_poisoning_sends_each_neighbour_its_lie(tmp_path, monkeypatch):
-    from test_payloads import tap as _tap  # noqa: F401  (the fixture's logic, reused below)
     from meshsim.net.node import Node
 
     seen = []
@@ -257,3 +257,37 @@ def test_coalition_curves_count_successes_per_size_with_wilson_intervals():
                                                                       {"label": "b", "values": {1: [0.2, 0.4]}}]}])
     ax = fig.axes[0]
     assert len(ax.lines) >= 3 and ax.get_legend() is not None
+
+
+# -- properties ----------------------------------------------------------------------------
+
+_names = st.sampled_from([f"A{i}" for i in range(1, 9)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(frame=st.sets(_names, max_size=3), shield=st.sets(_names, max_size=3), producer=_names,
+       mode=st.sampled_from(["initial", "r1", "r2", "candidate", "synthesis"]),
+       score=st.floats(0, 1), honest=st.lists(st.floats(0, 1), min_size=1, max_size=5))
+def test_a_rescored_reply_is_a_reply_an_honest_reviewer_could_send(frame, shield, producer, mode, score, honest):
+    lies = apply_behaviour(None, "frame", {"targets": sorted(frame) or ["A9"], "score": score,
+                                           "roles": ["review", "committee"]})
+    lies = apply_behaviour(lies, "shield", {"targets": sorted(shield) or ["A9"], "score": 1 - score,
+                                            "roles": ["committee"]})
+    reply = {"scores": honest} if mode == "initial" else {"score": honest[0], "explanation": "e"}
+    out = rescore(lies, mode, producer, reply)
+    assert set(out) == set(reply)
+    vals = out.get("scores", []) + ([out["score"]] if "score" in out else [])
+    assert all(0.0 <= v <= 1.0 for v in vals) and len(vals) == len(reply.get("scores", [])) + ("score" in reply)
+    if producer not in frame and producer not in shield or mode in ("candidate", "synthesis"):
+        assert out == reply
+
+
+@settings(max_examples=60, deadline=None)
+@given(peers=st.lists(_names, min_size=1, max_size=8, unique=True),
+       lie=st.lists(st.one_of(st.none(), st.floats(-1, 1)), min_size=1, max_size=4))
+def test_dealt_lies_cycle_over_sorted_neighbours(peers, lie):
+    lies = apply_behaviour(None, "poison", {"xbar": lie})
+    order = sorted(peers)
+    for i, p in enumerate(order):
+        want = lie[i % len(lie)]
+        assert summary_lie(lies, p, peers, 0.5, 0.1) == (0.5, 0.1 if want is None else want)
