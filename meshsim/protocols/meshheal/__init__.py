@@ -126,8 +126,9 @@ class MeshHeal(ExecutionLayer):
             raise InputError("unknown agent", field="agents", value=agent)
         self.lies[agent] = apply_behaviour(self.lies.get(agent), kind, spec)
         self.agents[agent].set_lies(self.lies[agent])
-        self.byz_log.append({"agent": agent, "behaviour": kind, "task": self._task_index, "t": self.ctx.env.now,
-                             **{k: v for k, v in spec.items()}})
+        rec = {"agent": agent, "behaviour": kind, "task": self._task_index, "t": self.ctx.env.now, **spec}
+        self.byz_log.append(rec)
+        self.ctx.trace("byzantine", **rec)  # events.jsonl: who was drawn, as the event fired
 
     # -- sinks (controllers write, never read) ---------------------------------------
     def _sink(self, kind: str, **kw: Any) -> None:
