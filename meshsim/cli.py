@@ -370,7 +370,7 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
 
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(), metavar="RUN_DIR...")
-@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology",
+@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology", "gray",
                                            "tradeoff", "sensitivity", "parallel"]),
               default=None, help="Figure (default: timeline for MeshHeal runs, sac for SAC runs, tradeoff for "
                                  "a MeshHeal sweep folder).")

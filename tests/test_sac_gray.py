@@ -275,3 +275,34 @@ def test_meshheal_refuses_rounds_and_shares(tmp_path):
             sc = meshsim.load_scenario(p)
             check_semantics(sc, build_graph(sc))
         assert f"events[0].{field}" in str(err.value)
+
+
+def test_gray_table_and_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    from meshsim.errors import RunFolderError
+    from meshsim.plots.report import gray_table, tables
+    from meshsim.plots.sac import gray_figure
+
+    sets = ["seeds=2", "tasks.count=4"]
+    for F in (0, 3):
+        meshsim.run(meshsim.load_scenario(ADV / "sac-gray-byzantine.yaml", sets + [f"protocol.params.F={F}"],
+                                          smoke=True), out=tmp_path / f"F{F}")
+    t = gray_table([tmp_path / "F3", tmp_path / "F0"])
+    assert [r[:2] for r in t.rows] == [["SAC F=3", "before"], ["SAC F=3", "degraded"], ["SAC F=0", "before"],
+                                       ["SAC F=0", "degraded"]]
+    assert t.columns[-1] == "BFTI(2) (pp)" and all(r[2] == "2" for r in t.rows)
+    agg = json_load(tmp_path / "F3" / "aggregate.json")
+    assert math.isclose(t.data[1][-2], agg["metrics"]["gray.by_phase.degraded.bfti"]["mean"] * 100)
+    assert any(x.name == "gray" for x in tables(tmp_path / "F3"))
+    fig = gray_figure([tmp_path / "F3", tmp_path / "F0"])
+    assert len(fig.axes) == 3 and fig.axes[1].lines
+    meshsim.run(meshsim.load_scenario(ADV / "sac-gray-byzantine.yaml", ["events=[]"], smoke=True),
+                out=tmp_path / "plain")
+    with pytest.raises(RunFolderError, match="no 'gray' section"):
+        gray_table([tmp_path / "plain"])
+
+
+def json_load(p: Path) -> dict:
+    import json
+
+    return json.loads(p.read_text())

@@ -215,3 +215,145 @@ def sac_figure(runs: Any, fig=None):
 
 def data_runs(runs: Any) -> list:
     return [runs] if isinstance(runs, (str, Path, RunSet, RunFolder)) else list(runs)
+
+
+# ---------------------------------------------------------------------------
+# gray failures beside Byzantine agents (issue 20; docs/sac.md)
+
+_GRAY_PHASE_TITLES = {"before": "before the gray failures", "degraded": "honest agents degraded",
+                      "after": "after recovery"}
+
+
+@dataclass
+class GrayRun:
+    """One run folder's ``summary.gray`` over its seeds: per phase, per round, the
+    values of each seed (percent / percentage points)."""
+
+    label: str
+    method: str
+    F: Any
+    seeds: int
+    queries: dict[str, list[int]]
+    #: phase -> field ("bfti", "all", "healthy", "degraded", "weak", ...) -> per round, values over seeds
+    rounds: dict[str, dict[str, list[list[float]]]]
+    first_query: Optional[int] = None
+
+
+def gray_runs(runs: Any) -> list[GrayRun]:
+    """Load SAC / CP-WBFT run folders (single or multi-seed, or sweep points) that
+    had gray failures (``summary.gray``)."""
+    out = []
+    for r in data_runs(runs):
+        rs = _as_runset(r)
+        rf = rs.first
+        sums = [s for s in rs.summaries() if isinstance(s.get("gray"), dict)]
+        if not sums:
+            raise RunFolderError("summary.json has no 'gray' section: no degrade event acted in this run",
+                                 file=str(rs.path))
+        method = _method_label(rf)
+        F = rf.params.get("F", sums[0].get("F"))
+        label = f"{method} F={F}" if method == "SAC" else method
+        rounds: dict[str, dict[str, list[list[float]]]] = {}
+        queries: dict[str, list[int]] = {}
+        for s in sums:
+            for ph, d in (s["gray"].get("by_phase") or {}).items():
+                queries.setdefault(ph, []).append(int(d.get("queries", 0)))
+                per = d.get("per_round") or {}
+                for k in sorted(per, key=int):
+                    for f, v in per[k].items():
+                        col = rounds.setdefault(ph, {}).setdefault(f, [])
+                        while len(col) <= int(k):
+                            col.append([])
+                        if isinstance(v, (int, float)):
+                            col[int(k)].append(float(v) * 100.0)
+        out.append(GrayRun(label, method, F, len(sums), queries, rounds, sums[0]["gray"].get("first_query")))
+    return out
+
+
+def _gray_style(g: GrayRun) -> tuple[str, str]:
+    if g.method != "SAC":
+        return "#e8590c", "-"
+    return ("#1c7ed6", "-") if g.F not in (0, "0") else ("#74c0fc", "--")
+
+
+def gray_bfti_rounds(runs: Any, phase: str = "degraded", ax=None, field: str = "bfti"):
+    """BFTI(t) = Acc_all(t) − Acc_all(0) per round in one phase of the run (mean over
+    seeds, band: ± sample std), one line per run folder (SAC with / without the
+    filter, CP-WBFT)."""
+    data = runs if isinstance(runs, list) and runs and isinstance(runs[0], GrayRun) else gray_runs(runs)
+    ax = _axes(ax, 3.6)
+    for g in data:
+        cols = g.rounds.get(phase, {}).get(field)
+        if not cols:
+            continue
+        xs = [t for t, v in enumerate(cols) if v]
+        m = [statistics.fmean(cols[t]) for t in xs]
+        sd = [statistics.stdev(cols[t]) if len(cols[t]) > 1 else 0.0 for t in xs]
+        col, ls = _gray_style(g)
+        ax.plot(xs, m, ls=ls, marker="o", ms=3.5, color=col, label=f"{g.label} ({g.seeds} seeds)")
+        ax.fill_between(xs, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], color=col, alpha=0.15,
+                        lw=0)
+        ax.annotate(f"{m[-1]:+.1f}", (xs[-1], m[-1]), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=7, color=col)
+    ax.axhline(0, color="#495057", lw=0.8)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("round t")
+    ax.set_ylabel("BFTI(t) = Acc(t) − Acc(0)  (pp)" if field == "bfti" else f"{field} accuracy (%)")
+    n = next((g.queries.get(phase) for g in data if g.queries.get(phase)), None)
+    span = f" ({n[0]} queries)" if n and len(set(n)) == 1 else ""
+    ax.set_title(f"{_GRAY_PHASE_TITLES.get(phase, phase)}{span}", fontsize=9)
+    return ax
+
+
+def gray_groups(runs: Any, phase: str = "degraded", ax=None):
+    """Accuracy per round of the healthy strong, degraded and weak honest agents in
+    one phase: SAC with the filter (solid) and without (dashed)."""
+    from matplotlib.lines import Line2D
+
+    data = [g for g in (runs if isinstance(runs, list) and runs and isinstance(runs[0], GrayRun)
+                        else gray_runs(runs)) if g.method == "SAC"]
+    ax = _axes(ax, 3.6)
+    colors = {"healthy": "#2f9e44", "degraded": "#c2255c", "weak": "#f08c00"}
+    for g in data:
+        ls = "--" if g.F in (0, "0") else "-"
+        for f, col in colors.items():
+            cols = g.rounds.get(phase, {}).get(f)
+            if not cols:
+                continue
+            xs = [t for t, v in enumerate(cols) if v]
+            ax.plot(xs, [statistics.fmean(cols[t]) for t in xs], ls=ls, marker="o", ms=3, color=col)
+    h = [Line2D([], [], color=c, label={"healthy": "healthy strong", "degraded": "degraded (were strong)",
+                                        "weak": "weak"}[f]) for f, c in colors.items()]
+    h += [Line2D([], [], color="#495057", ls="-", label="SAC F=3 (filter)"),
+          Line2D([], [], color="#495057", ls="--", label="SAC F=0 (no filter)")]
+    ax.legend(handles=h, fontsize=7, loc="best", frameon=True, framealpha=0.85)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("round t")
+    ax.set_ylabel("agents' accuracy (%)")
+    ax.set_title(f"SAC by group, {_GRAY_PHASE_TITLES.get(phase, phase)}", fontsize=9)
+    return ax
+
+
+def gray_figure(runs: Any, fig=None):
+    """BFTI per round before and during the gray failures (shared axis), and SAC's
+    accuracy by group while the honest agents are degraded."""
+    data = gray_runs(runs)
+    if fig is None:
+        fig = _new_figure(3.9, 12.0)
+    axes = fig.subplots(1, 3)
+    gray_bfti_rounds(data, "before", ax=axes[0])
+    gray_bfti_rounds(data, "degraded", ax=axes[1])
+    lo = min(a.get_ylim()[0] for a in axes[:2])
+    hi = max(a.get_ylim()[1] for a in axes[:2])
+    for a in axes[:2]:
+        a.set_ylim(lo, hi)
+    axes[0].legend(fontsize=7, loc="lower left", frameon=True, framealpha=0.85)
+    gray_groups(data, "degraded", ax=axes[2])
+    first = next((g.first_query for g in data if g.first_query), None)
+    fig.suptitle("Gray failures beside a Byzantine agent: BFTI per round" +
+                 (f" (honest agents degraded from query {first})" if first else ""), fontsize=10)
+    return fig
