@@ -402,7 +402,7 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
     _need_plotting()
     if out is not None:
         plots.check_figure_path(out)
-    if is_sweep_folder(run_dirs[0]):
+    if is_sweep_folder(run_dirs[0]) and kind != "gray":  # --kind gray: one line per point (docs/sac.md)
         from .plots.sweeps import render_sweep
 
         if len(run_dirs) > 1 or agents or seed is not None:

@@ -73,6 +73,10 @@ def render(run_dirs: Sequence[Any] | Any, kind: Optional[str] = None, agents: Op
     run_dirs = list(run_dirs)
     if not run_dirs:
         raise InputError("give at least one run folder", field="RUN_DIR")
+    if kind == "gray":  # run or sweep folders (docs/sac.md)
+        from .sac import gray_figure
+
+        return save_figure(gray_figure(run_dirs), out if out is not None else Path(run_dirs[0]) / "gray.png")
     first = open_run(run_dirs[0])
     kind = kind or default_kind(first.run(seed))
     fig = figure(kind, [first] + run_dirs[1:], agents=agents, seed=seed)

@@ -239,12 +239,36 @@ class GrayRun:
     first_query: Optional[int] = None
 
 
+def _gray_sets(runs: Any) -> list[tuple[RunSet, str]]:
+    """Run sets with a label suffix: a run folder as it is; a sweep folder (``meshsim
+    sweep``) gives one set per point, its seeds' summaries (points hold no aggregate)."""
+    from ..sweep import is_sweep_folder
+
+    out: list[tuple[RunSet, str]] = []
+    for r in data_runs(runs):
+        if isinstance(r, (str, Path)) and is_sweep_folder(r):
+            import json
+
+            root = Path(r)
+            points = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get("points") or {}
+            for pid, params in points.items():
+                pdir = root / "runs" / pid
+                seeds = sorted((d for d in pdir.glob("seed-*") if (d / "summary.json").is_file()),
+                               key=lambda d: int(d.name[5:]) if d.name[5:].isdigit() else 0)
+                if seeds:
+                    rest = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in params.items()
+                                     if k != "protocol.params.F")
+                    out.append((RunSet(pdir, {int(d.name[5:]): RunFolder(d) for d in seeds}), rest))
+            continue
+        out.append((_as_runset(r), ""))
+    return out
+
+
 def gray_runs(runs: Any) -> list[GrayRun]:
-    """Load SAC / CP-WBFT run folders (single or multi-seed, or sweep points) that
+    """Load SAC / CP-WBFT run folders (single or multi-seed) or sweep folders that
     had gray failures (``summary.gray``)."""
     out = []
-    for r in data_runs(runs):
-        rs = _as_runset(r)
+    for rs, extra in _gray_sets(runs):
         rf = rs.first
         sums = [s for s in rs.summaries() if isinstance(s.get("gray"), dict)]
         if not sums:
@@ -252,7 +276,7 @@ def gray_runs(runs: Any) -> list[GrayRun]:
                                  file=str(rs.path))
         method = _method_label(rf)
         F = rf.params.get("F", sums[0].get("F"))
-        label = f"{method} F={F}" if method == "SAC" else method
+        label = (f"{method} F={F}" if method == "SAC" else method) + (f" ({extra})" if extra else "")
         rounds: dict[str, dict[str, list[list[float]]]] = {}
         queries: dict[str, list[int]] = {}
         for s in sums:
@@ -266,8 +290,14 @@ def gray_runs(runs: Any) -> list[GrayRun]:
                             col.append([])
                         if isinstance(v, (int, float)):
                             col[int(k)].append(float(v) * 100.0)
-        out.append(GrayRun(label, method, F, len(sums), queries, rounds, sums[0]["gray"].get("first_query")))
-    return out
+        g = GrayRun(label, method, F, len(sums), queries, rounds, sums[0]["gray"].get("first_query"))
+        if method != "SAC" and any(o.label == label and o.rounds == rounds for o in out):
+            continue  # CP-WBFT filters nothing: its F = 0 and F = 3 points are the same run
+        out.append(g)
+    # SAC first, the larger F first (the protocol as specified, then without its filter)
+    rank = {"SAC": 0, "CP-WBFT": 1}
+    return sorted(out, key=lambda g: (rank.get(g.method, 2), -float(g.F) if isinstance(g.F, (int, float))
+                                      else 0.0))
 
 
 def _gray_style(g: GrayRun) -> tuple[str, str]:
@@ -282,6 +312,7 @@ def gray_bfti_rounds(runs: Any, phase: str = "degraded", ax=None, field: str = "
     filter, CP-WBFT)."""
     data = runs if isinstance(runs, list) and runs and isinstance(runs[0], GrayRun) else gray_runs(runs)
     ax = _axes(ax, 3.6)
+    ends = []
     for g in data:
         cols = g.rounds.get(phase, {}).get(field)
         if not cols:
@@ -293,12 +324,24 @@ def gray_bfti_rounds(runs: Any, phase: str = "degraded", ax=None, field: str = "
         ax.plot(xs, m, ls=ls, marker="o", ms=3.5, color=col, label=f"{g.label} ({g.seeds} seeds)")
         ax.fill_between(xs, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], color=col, alpha=0.15,
                         lw=0)
-        ax.annotate(f"{m[-1]:+.1f}", (xs[-1], m[-1]), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize=7, color=col)
+        acc = g.rounds.get(phase, {}).get("all") or []
+        faa = f" (FAA {statistics.fmean(acc[xs[-1]]):.0f}%)" if field == "bfti" and len(acc) > xs[-1] and \
+            acc[xs[-1]] else ""
+        ends.append([m[-1], xs[-1], f"{m[-1]:+.1f}{faa}", col])
+    if ends:
+        # end labels: kept apart so close lines stay readable
+        lo, hi = ax.get_ylim()
+        gap = 0.06 * (hi - lo)
+        ends.sort(key=lambda e: e[0])
+        ys = [e[0] for e in ends]
+        for i in range(1, len(ys)):
+            ys[i] = max(ys[i], ys[i - 1] + gap)
+        for (y, x, text, col), yy in zip(ends, ys):
+            ax.annotate(text, (x, y), xytext=(x + 0.15, yy), textcoords="data", va="center", fontsize=7, color=col)
+        last = max(e[1] for e in ends)
+        ax.set_xlim(-0.2, last + 2.2)
+        ax.set_xticks(range(0, last + 1))  # rounds only: the room on the right is for the labels
     ax.axhline(0, color="#495057", lw=0.8)
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round t")
     ax.set_ylabel("BFTI(t) = Acc(t) − Acc(0)  (pp)" if field == "bfti" else f"{field} accuracy (%)")
     n = next((g.queries.get(phase) for g in data if g.queries.get(phase)), None)
