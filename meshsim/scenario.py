@@ -723,9 +723,10 @@ def _replay_events(sc: Scenario, nodes: set, edges: set, ctx: EventCheck) -> Non
     n_agents, n_links = len(nodes), len(edges)
     touched: dict[str, dict[tuple, int]] = {"time": {}, "task": {}}
     changed: dict[str, dict[tuple, int]] = {"time": {}, "task": {}}
+    base = ctx
     for chain, order in chains.items():
-        if ctx.roles is not None:  # set_role events update the roles each chain's later events see
-            ctx = dataclasses.replace(ctx, roles=dict(ctx.roles))
+        if base.roles is not None:  # set_role events update the roles the chain's later events see
+            ctx = dataclasses.replace(base, roles=dict(base.roles))
         for i in order:
             ev = evs[i]
             for t in (tn, te):
