@@ -61,7 +61,7 @@ def calls(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("proto", ["sac", "cpwbft"])
+@pytest.mark.parametrize("proto", ["sac", pytest.param("cpwbft", marks=pytest.mark.slow)])
 def test_degrade_acts_from_its_query_on(tmp_path, calls, proto):
     p = write(tmp_path, "  - {at_task: 3, type: degrade, agents: [A1]}\n", proto=proto)
     res = meshsim.run(meshsim.load_scenario(p), out=tmp_path / "run")
@@ -114,7 +114,7 @@ def test_round_names_the_first_degraded_round_and_recover_ends_it(tmp_path, call
     assert [c["degraded"] for c in res.summary["gray"]["changes"]] == [True, False]
 
 
-@pytest.mark.parametrize("proto", ["sac", "cpwbft"])
+@pytest.mark.parametrize("proto", ["sac", pytest.param("cpwbft", marks=pytest.mark.slow)])
 def test_a_swapped_strong_agent_behaves_as_a_weak_one(tmp_path, proto):
     """Same call seeds, same model: a strong agent degraded from query 1 answers,
     scores and refines exactly as the same agent given the weak role -- only the
@@ -132,6 +132,7 @@ def test_a_swapped_strong_agent_behaves_as_a_weak_one(tmp_path, proto):
     assert [q["answers"] for q in gq] == [q["answers"] for q in wq]
 
 
+@pytest.mark.slow  # two runs: with the slow checks
 def test_latency_and_errors_modes_reach_the_calls(tmp_path):
     ev = "  - {at_task: 2, type: degrade, agents: [A1], mode: errors, rate: 1.0}\n"
     meshsim.run(meshsim.load_scenario(write(tmp_path, ev, count=2)), out=tmp_path / "err")
@@ -149,6 +150,7 @@ def test_latency_and_errors_modes_reach_the_calls(tmp_path):
     assert any("A1" in r["scores"] for r in heard1)
 
 
+@pytest.mark.slow  # six runs: with the slow checks
 def test_share_draws_strong_agents_from_the_seed(tmp_path):
     ev = "  - {at_task: 2, type: degrade, share: 0.5}\n"
     p = write(tmp_path, ev, count=2)
@@ -277,6 +279,7 @@ def test_meshheal_refuses_rounds_and_shares(tmp_path):
         assert f"events[0].{field}" in str(err.value)
 
 
+@pytest.mark.slow  # several runs (and matplotlib): with the slow checks
 def test_gray_table_and_figure(tmp_path):
     pytest.importorskip("matplotlib")
     from meshsim.errors import RunFolderError
