@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Protocol
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from .errors import InputError
 from .fields import AgentPair, EventSpec, Latency, Probability, Role
@@ -32,6 +32,12 @@ class EventCheck:
     supports_roles: bool = False
     #: the profile's degradation targets; None when the scenario has no profile
     targets: Optional[list[str]] = None
+    #: consensus protocols: the agents' initial roles (``agents.roles``; unnamed agents are strong)
+    roles: Optional[dict[str, str]] = None
+    #: consensus protocols: T, the rounds of a query (``degrade`` / ``recover`` may name one)
+    rounds: Optional[int] = None
+    #: the ``degrade`` modes the protocol supports; None: all
+    degrade_modes: Optional[tuple[str, ...]] = None
 
 
 class World(Protocol):
@@ -61,6 +67,8 @@ class World(Protocol):
     def remove_agent(self, name: str) -> None: ...
 
     def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None: ...
+
+    def degrade_share(self, share: float) -> list[str]: ...
 
     def set_role(self, agent: str, role: str) -> None: ...
 
@@ -261,9 +269,26 @@ class Heal(EventSpec):
 class _HealthEvent(EventSpec):
     """Model-Backed MAS Evaluation (Sec. 5): switch agents' backends; their
     abilities, links and controllers stay as they were. ``agents: targets``
-    names every degradation target of the agents' profile (replicas too)."""
+    names every degradation target of the agents' profile (replicas too).
 
-    agents: list[str] | str
+    Consensus protocols (SAC, CP-WBFT; docs/sac.md "Gray failures beside
+    Byzantine agents"): ``at_task: k`` acts from query k on; ``round: r``
+    (with ``at_task``) from round r of query k on (r = 0: the initial answer,
+    r = t: the calls that produce round t's answer); only honest agents can be
+    degraded, and ``swap`` only agents running the strong model."""
+
+    agents: Optional[list[str] | str] = None
+    round: Optional[Annotated[int, Field(ge=0)]] = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict:
+        # fields added later (issue 20) are written only when set: the resolved scenario
+        # and the trace of older runs stay byte-identical
+        out = handler(self)
+        for k in ("round", "share"):
+            if k in out and out[k] is None:
+                del out[k]
+        return out
 
     def names(self, targets: Optional[list[str]]) -> list[str]:
         if isinstance(self.agents, str):
@@ -273,14 +298,46 @@ class _HealthEvent(EventSpec):
                 raise InputError("'targets' needs a dataset profile (agents.profile or tasks.dataset)",
                                  field="agents")
             return list(targets)
-        return list(self.agents)
+        return list(self.agents or [])
+
+    def _fault(self) -> dict[str, Any]:
+        return {} if self.round is None else {"round": self.round}
 
     def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
+        self._check_when(ctx)
+        if self.agents is None:
+            raise InputError("name the agents (a list, or 'targets')", field="agents")
+        for i, a in enumerate(self.names(ctx.targets)):
+            _need_agent(nodes, a, f"agents[{i}]")
+
+    def _check_when(self, ctx: EventCheck) -> None:
         if not ctx.supports_degradation:
             raise InputError(f"protocol '{ctx.protocol}' has no model backends to degrade", field="type",
                              value=self.type)
-        for i, a in enumerate(self.names(ctx.targets)):
-            _need_agent(nodes, a, f"agents[{i}]")
+        if self.round is not None:
+            if ctx.rounds is None:
+                raise InputError(f"protocol '{ctx.protocol}' has no rounds (only SAC and CP-WBFT do)",
+                                 field="round", value=self.round)
+            if self.at_task is None:
+                raise InputError("'round' counts within the query of 'at_task': give at_task, not at",
+                                 field="round", value=self.round)
+            if self.round > ctx.rounds:
+                raise InputError(f"out of range: a query has rounds 0..{ctx.rounds}", field="round",
+                                 value=self.round)
+
+
+#: honest roles of the consensus protocols (keep in step with ``protocols.consensus.HONEST_ROLES``)
+_HONEST_ROLES = frozenset({"strong", "weak", "faulty"})
+
+
+def _check_degradable(role: str, mode: str, field: str, agent: str) -> None:
+    """Consensus protocols: what a gray failure of an agent with ``role`` means."""
+    if role not in _HONEST_ROLES:
+        raise InputError(f"agent has the Byzantine role '{role}' (it replays or forges its answers, no model "
+                         "of its own degrades); degrade honest agents", field=field, value=agent)
+    if mode == "swap" and role != "strong":
+        raise InputError(f"agent already runs the weak model (role '{role}'): a model swap changes nothing; "
+                         "degrade a 'strong' agent, or use mode latency / errors", field=field, value=agent)
 
 
 @register_event("degrade")
@@ -291,18 +348,44 @@ class Degrade(_HealthEvent):
     (``temperature``), ``truncate`` (keep the first ``keep`` of context texts),
     ``corrupt`` (replace a ``rate`` of their characters), ``stale`` (drop earlier
     outputs: stale memory), ``latency`` (calls ``factor`` times slower),
-    ``errors`` (a ``rate`` of calls fail after retries)."""
+    ``errors`` (a ``rate`` of calls fail after retries).
+
+    ``share: p`` (SAC, CP-WBFT) instead of ``agents``: round(p x n) of the n
+    agents running the strong model and not yet degraded, drawn when the event
+    fires from a named stream of the run's seed."""
 
     mode: Literal["swap", "temperature", "truncate", "corrupt", "stale", "latency", "errors"] = "swap"
     temperature: Annotated[float, Field(ge=0, le=2)] = 1.5
     keep: Probability = 0.3
     rate: Probability = 0.3
     factor: Annotated[float, Field(gt=0, le=1e6)] = 4.0
+    share: Optional[Probability] = None
+
+    def check(self, nodes: set, edges: set, ctx: EventCheck) -> None:
+        if self.share is not None:
+            if self.agents is not None:
+                raise InputError("give 'agents' or 'share', not both", field="share", value=self.share)
+            if ctx.roles is None:
+                raise InputError(f"'share' picks among the strong agents of SAC / CP-WBFT; protocol "
+                                 f"'{ctx.protocol}' needs the agents named", field="share", value=self.share)
+            if self.mode != "swap":
+                raise InputError("'share' picks agents for a model swap (mode: swap)", field="mode",
+                                 value=self.mode)
+            self._check_when(ctx)  # the draw happens when the event fires
+            return
+        super().check(nodes, edges, ctx)
+        if ctx.degrade_modes is not None and self.mode not in ctx.degrade_modes:
+            raise InputError(f"mode has no effect on protocol '{ctx.protocol}'; choose one of "
+                             f"{list(ctx.degrade_modes)}", field="mode", value=self.mode)
+        if ctx.roles is not None:
+            for i, a in enumerate(self.names(ctx.targets)):
+                _check_degradable(ctx.roles.get(a, "strong"), self.mode, f"agents[{i}]", a)
 
     def apply(self, world: World) -> None:
         fault = {"mode": self.mode, "temperature": self.temperature, "keep": self.keep, "rate": self.rate,
-                 "factor": self.factor}
-        for a in self.names(world.targets):
+                 "factor": self.factor, **self._fault()}
+        names = world.degrade_share(self.share) if self.share is not None else self.names(world.targets)
+        for a in names:
             world.set_degraded(a, True, fault)
 
 
@@ -312,7 +395,7 @@ class Recover(_HealthEvent):
 
     def apply(self, world: World) -> None:
         for a in self.names(world.targets):
-            world.set_degraded(a, False)
+            world.set_degraded(a, False, self._fault() or None)
 
 
 @register_event("set_role")
@@ -328,6 +411,8 @@ class SetRole(EventSpec):
             raise InputError(f"protocol '{ctx.protocol}' has no agent roles", field="type", value=self.type)
         for i, a in enumerate(self.agents):
             _need_agent(nodes, a, f"agents[{i}]")
+            if ctx.roles is not None:
+                ctx.roles[a] = self.role  # later events of the chain see the new role
 
     def apply(self, world: World) -> None:
         for a in self.agents:

@@ -724,6 +724,77 @@ def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
         calls=row["calls"], tokens=row["tokens"], honest_tokens=row["honest_tokens"],
         sent=row["sent"], received=row["received"], late=row["late"], unfinished=row["unfinished"],
         start=row["start"], end=row.get("end"))
+    if row.get("degraded"):
+        # gray failures: agent -> the first round of this query it ran degraded
+        out["degraded"] = dict(sorted(row["degraded"].items(), key=lambda kv: _order(kv[0])))
+    return out
+
+
+#: phases of a run with gray failures (docs/sac.md "Gray failures beside Byzantine agents")
+GRAY_PHASES = ("before", "degraded", "after")
+
+
+def gray_phase(rows: list[dict]) -> list[str]:
+    """Each query's phase: ``degraded`` when some honest agent ran degraded in one of
+    its rounds, ``before`` until the first such query, ``after`` once none is."""
+    out, seen = [], False
+    for q in rows:
+        if q.get("degraded"):
+            seen = True
+            out.append("degraded")
+        else:
+            out.append("after" if seen else "before")
+    return out
+
+
+def consensus_accuracy(rows: list[dict], T: int) -> dict[str, Any]:
+    """Accuracy per round pooled over (query, agent), by group, and BFTI per round:
+    BFTI(t) = Acc_all(t) - Acc_all(0) (so BFTI(T) = FAA - IAA). Groups: ``all``,
+    ``honest``, ``strong``, ``weak``, ``adversarial`` by role at the query's start;
+    ``degraded`` (honest agents degraded in some round of the query) and
+    ``healthy`` (strong agents that were not)."""
+    groups = ("all", "honest", "strong", "weak", "adversarial", "degraded", "healthy")
+    hits: dict[str, list[list[float]]] = {g: [[] for _ in range(T + 1)] for g in groups}
+    for q in rows:
+        deg = q.get("degraded") or {}
+        for a, seq in q["answers"].items():
+            g = _consensus_group(q["roles"].get(a, "strong"))
+            mine = ["all", g] + (["honest"] if g != "adversarial" else [])
+            if a in deg and g != "adversarial":
+                mine.append("degraded")
+            elif g == "strong":
+                mine.append("healthy")
+            for t in range(T + 1):
+                ok = float(seq[t] == q["truth"])
+                for m in mine:
+                    hits[m][t].append(ok)
+    per = {str(t): {g: _mean(hits[g][t]) for g in groups} for t in range(T + 1)}
+    a0 = per["0"]["all"]
+    for t in range(T + 1):
+        at = per[str(t)]["all"]
+        per[str(t)]["bfti"] = (at - a0) if at is not None and a0 is not None else None
+    return per
+
+
+def gray_summary(rows: list[dict], T: int, log: list[dict]) -> dict[str, Any]:
+    """``summary.gray``: BFTI and accuracy per round in each phase (before, during and
+    after the gray failures), which agents were degraded and when."""
+    phases = gray_phase(rows)
+    out: dict[str, Any] = {"changes": list(log), "agents": sorted({a for q in rows for a in (q.get("degraded") or {})},
+                                                                   key=_order),
+                           "first_query": next((q["query"] for q, p in zip(rows, phases) if p == "degraded"), None),
+                           "by_phase": {}}
+    for ph in GRAY_PHASES:
+        sel = [q for q, p in zip(rows, phases) if p == ph]
+        if not sel:
+            continue
+        per = consensus_accuracy(sel, T)
+        iaa, faa = per["0"]["all"], per[str(T)]["all"]
+        out["by_phase"][ph] = {
+            "queries": len(sel), "iaa": iaa, "faa": faa,
+            "bfti": (faa - iaa) if iaa is not None and faa is not None else None,
+            "ra": _mean([q["ra"] for q in sel]), "h_majority": _mean([q["h_majority"] for q in sel]),
+            "per_round": per}
     return out
 
 
@@ -804,7 +875,9 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "honest": group("honest"), "strong": group("strong"), "weak": group("weak"),
         "adversarial": group("adversarial"),
         "per_round": {str(t): {"weak": acc("weak", t), "strong": acc("strong", t), "honest": acc("honest", t),
-                               "all": acc("all", t)} for t in range(T + 1)},
+                               "all": acc("all", t),
+                               "bfti": (acc("all", t) - iaa) if iaa is not None and acc("all", t) is not None
+                               else None} for t in range(T + 1)},
         "tokens": {"total": sum(q["tokens"] for q in rows), "per_query": _mean([q["tokens"] for q in rows]),
                    "honest_per_query": _mean([q["honest_tokens"] for q in rows])},
         "calls": {"total": sum(q["calls"] for q in rows), "per_query": _mean([q["calls"] for q in rows]),
@@ -821,4 +894,5 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "graph": proto.graph_info,
         "warnings": list(proto.warnings),
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
+        **({"gray": gray_summary(rows, T, proto.degraded_log)} if getattr(proto, "degraded_log", None) else {}),
     }

@@ -148,8 +148,18 @@ class RunContext:
     def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None:
         if degraded:
             self.protocol.set_degraded(agent, True, fault)
+        elif fault:  # a recovery from a given round (consensus protocols)
+            self.protocol.set_degraded(agent, False, fault)
         else:
             self.protocol.set_degraded(agent, False)
+
+    def degrade_share(self, share: float) -> list[str]:
+        """``degrade`` with ``share``: the protocol draws the agents (SAC, CP-WBFT)."""
+        pick = getattr(self.protocol, "degrade_share", None)
+        if pick is None:
+            raise InputError("'share' needs a protocol that picks degradable agents (SAC, CP-WBFT)",
+                             field="share", value=share)
+        return pick(share)
 
     def set_role(self, agent: str, role: str) -> None:
         self.protocol.set_role(agent, role)

@@ -162,7 +162,12 @@ def test_meshheal_fake_run_carries_no_truth(tap, tmp_path):
     ("scenarios/sac/cpwbft-complete-7.yaml", "cpwbft", ["protocol.params.aggregation=llm",
                                                         "protocol.params.rounds_mode=iterate",
                                                         "agents.roles.A7=persuasive"]),
-    ("scenarios/sac/sac-100-lossy-equivocating.yaml", "sac", [])])
+    ("scenarios/sac/sac-100-lossy-equivocating.yaml", "sac", []),
+    # gray failures beside a Byzantine agent (issue 20): degraded agents send what honest ones do
+    ("scenarios/adversarial/sac-gray-byzantine.yaml", "sac", []),
+    ("scenarios/adversarial/cpwbft-gray-byzantine.yaml", "cpwbft", ["protocol.params.rounds_mode=iterate"]),
+    ("scenarios/adversarial/sac-gray-byzantine.yaml", "sac",
+     ["events=[{at_task: 2, type: degrade, agents: [A1], mode: errors, rate: 0.5}]"])])
 def test_consensus_fake_runs_carry_no_truth(tap, tmp_path, scenario, kind, sets):
     sc = meshsim.load_scenario(ROOT / scenario, sets, smoke=True)
     meshsim.run(sc, seed=2, out=tmp_path)
