@@ -45,6 +45,9 @@ KEYS = {
     "work_done": {"task", "output"},
     "plan": {"state", "chain", "plan", "reps"},
     "plan_step": {"task", "plan", "step", "state", "output", "answer"},
+    # Symphony's planners: the task goes out, the ability pair the planner inferred comes back
+    "plan_req": {"task", "sample"},
+    "plan_rep": {"task", "sample", "pair"},
     "sac_team": {"task", "round", "answer", "text"},
 }
 #: dataclasses that may travel, and the fields they may have
