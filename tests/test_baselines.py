@@ -59,6 +59,7 @@ def runs(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     seen: list = []
     calls: dict = defaultdict(lambda: [0, 0])
+    reqs: list = []
     try:
         orig_recv, orig_batch, orig_add = Node.receive, Network.deliver_batch, Network.add_node
         orig_complete = FakeBackend.complete_sync
@@ -78,6 +79,7 @@ def runs(tmp_path_factory):
 
         def complete_sync(self, req: Request):
             resp = orig_complete(self, req)
+            reqs.append((req, resp))
             c = calls[req.task.index if req.task else 0]
             c[0] += 1
             c[1] += resp.prompt_tokens + resp.completion_tokens
@@ -101,12 +103,14 @@ def runs(tmp_path_factory):
         for m in METHODS:
             seen.clear()
             calls.clear()
+            reqs.clear()
             d = tmp_path_factory.mktemp(m)
             sc = meshsim.load_scenario(COMPARE, [] if m == "meshheal" else [f"protocol={{name: {m}}}"], smoke=True)
             res = meshsim.run(sc, seed=2, out=d)
             problems = [p for kind, payload in seen for p in walk(kind, payload, True)]
             out[m] = {"summary": res.summary, "tasks": read_records(d, "tasks.jsonl"), "kinds": {k for k, _ in seen},
                       "payloads": list(seen), "problems": problems, "calls": dict(calls), "proto": protos.get(m),
+                      "requests": list(reqs),
                       "out": d}
     finally:
         mp.undo()
@@ -450,6 +454,37 @@ def test_sac_teams_three_teams_two_rounds_filter_and_majority(runs):
     assert calls == pytest.approx(1 + 3 * 2 + 3 * (1 + 2 * (2 + 1 + 1)))  # infer, chains, phi/refine/rescore
 
 
+def test_sac_teams_refine_shows_the_candidates_scores_highest_first(runs):
+    """SAC Eq. 4: r_i <- M_i(x, r_i, {(r_j, s_ij)}): the refine sees each retained answer with the
+    score this representative gave it (App. B.2: highest first), built by the same helper SAC uses
+    (consensus.refine_shown); the phi scores are the representative's own review replies."""
+    reqs = runs["sac_teams"]["requests"]
+    synth = [q for q, _r in reqs if q.kind == "synthesis"]
+    assert synth
+    given = defaultdict(list)  # (task, representative) -> phi scores it gave this task
+    for q, r in reqs:
+        if q.kind == "review" and r.fields.get("score") is not None:
+            given[(q.task.index, q.agent)].append(float(r.fields["score"]))
+    for q in synth:
+        sc = q.context["candidate_scores"]
+        assert len(sc) == len(q.context["candidates"]) >= 1
+        assert sc == sorted(sc, reverse=True)
+        assert all(v in given[(q.task.index, q.agent)] for v in sc)
+
+
+def test_fake_synthesis_leans_on_shown_scores_and_is_uniform_without():
+    """The fake's failed synthesis takes a candidate in proportion to its shown score (assumption);
+    MeshHeal's synthesis shows none and keeps the uniform draw."""
+    from meshsim.backends.fake import SplitMix64
+
+    rnd = SplitMix64(7)
+    assert {FakeBackend._lean(["a", "b"], [1.0, 0.0], rnd) for _ in range(50)} == {"a"}
+    n = sum(FakeBackend._lean(["a", "b"], [0.9, 0.1], rnd) == "a" for _ in range(2000))
+    assert 1700 < n < 1900
+    assert {FakeBackend._lean(["a", "b"], None, rnd) for _ in range(50)} == {"a", "b"}
+    assert {FakeBackend._lean(["a", "b"], [0.0, 0.0], rnd) for _ in range(50)} == {"a", "b"}
+
+
 # --------------------------------------------------------------------------------- fake calls
 
 
@@ -551,3 +586,20 @@ def test_select_and_summarize_have_prompts_and_parsers_for_real_endpoints():
     assert "so \\boxed{4}" in build_messages(summ)[-1]["content"]
     fields, ok = parse_reply(summ, "Final: \\boxed{4}")
     assert ok is True and fields["answer"] == "4"
+
+
+def test_sac_teams_refine_prompt_shows_scores_for_real_endpoints():
+    """With a real endpoint the refine (synthesis) prompt lists each candidate with its score;
+    MeshHeal's synthesis, which passes no scores, renders exactly as before."""
+    from meshsim.prompts import build_messages
+
+    task = TaskRef(index=1, id="m/1", type="algebra", question="What is 2+2?", answer="4", required=("a", "b"),
+                   dataset="math")
+    ctx = {"action": "finalize", "output_text": "mine", "drafts": [], "candidates": ["first", "second"],
+           "context_items": 0}
+    plain = "\n".join(m["content"] for m in build_messages(Request(kind="synthesis", agent="A1", model="strong",
+                                                                   task=task, context=ctx)))
+    scored = "\n".join(m["content"] for m in build_messages(Request(
+        kind="synthesis", agent="A1", model="strong", task=task, context=dict(ctx, candidate_scores=[0.8, 0.55]))))
+    assert "Candidate A:" in plain and "score" not in plain.split("Candidate A", 1)[1].split("\n", 1)[0]
+    assert "Candidate A (your score 0.80)" in scored and "Candidate B (your score 0.55)" in scored

@@ -62,7 +62,9 @@ Conditional distributions, by call kind (``Request.kind``):
   anchors a synthesis more than a half does); otherwise it re-derives with
   help from every sound candidate (skill boosted by ``takeover.hint.<action>``
   per sound candidate): a success is a sound synthesis, a failure takes one of
-  the candidates.
+  the candidates — uniformly, or in proportion to each candidate's score when
+  the prompt shows scores (``candidate_scores``: SAC's refine, Eq. 4; MeshHeal's
+  synthesis shows none).
 * ``select`` (baselines: AutoGen's speaker selection, AgentNet's router) —
   the prompt lists candidate agents with their declared abilities and names
   the abilities still needed (the caller's inferred requirement); with
@@ -638,7 +640,7 @@ class FakeBackend(Backend):
         elif self._derive(req, rnd, hint=hint):
             pick = None  # its own sound synthesis
         else:
-            pick = cands[rnd.randrange(len(cands))] if cands else orig
+            pick = self._lean(cands, req.context.get("candidate_scores"), rnd) if cands else orig
         if pick is None:
             ok = True
             final, answer = self._final(req, rnd, True) if finalize else (None, None)
@@ -651,6 +653,26 @@ class FakeBackend(Backend):
         if self.profile.graded and finalize:
             fields["graded"] = True
         return fields, (final if final is not None else ok)
+
+    @staticmethod
+    def _lean(cands: list, scores: Any, rnd: SplitMix64) -> Any:
+        """The candidate a failed synthesis takes: uniformly, or, when the prompt shows each
+        candidate's score (SAC's refine, Eq. 4), in proportion to it (assumption: a model shown
+        scores leans on the better-scored texts; uniform - scores ignored - is the other end)."""
+        w = None
+        if isinstance(scores, (list, tuple)) and len(scores) == len(cands):
+            try:
+                w = [max(0.0, float(v)) for v in scores]
+            except (TypeError, ValueError):
+                w = None
+        if not w or sum(w) <= 0.0:
+            return cands[rnd.randrange(len(cands))]
+        u = rnd.random() * sum(w)
+        for c, x in zip(cands, w):
+            u -= x
+            if u < 0.0:
+                return c
+        return cands[-1]
 
     def _select(self, req, rnd):
         """Pick one listed agent for the needed abilities (selection as a constrained choice)."""

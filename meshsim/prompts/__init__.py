@@ -307,7 +307,11 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
         vals["candidate_format"] = (vals["answer_format"] if vals["action"] == "finalize" else
                                     "State the corrected intermediate result clearly; do not finalize.")
         cands = ctx.get("candidates")
-        if cands:
+        sc = ctx.get("candidate_scores")  # SAC's refine (Eq. 4): each retained answer with its score
+        if cands and isinstance(sc, (list, tuple)) and len(sc) == len(cands):
+            vals["candidates"] = "\n\n".join(
+                f"Candidate {LETTERS[i]} (your score {_fmt_score(sc[i])}):\n<<<\n{c}\n>>>" for i, c in enumerate(cands))
+        elif cands:
             vals["candidates"] = "\n\n".join(f"Candidate {LETTERS[i]}:\n<<<\n{c}\n>>>" for i, c in enumerate(cands))
         else:
             vals["candidates"] = _NOT_GIVEN

@@ -43,7 +43,7 @@ from simpy.events import Event
 
 from ...backends.base import CallKind
 from ...net.messages import HEADER_BYTES
-from ..consensus import sac_filter
+from ..consensus import refine_shown, sac_filter
 from ..execution import Output, TaskState, answer_of, infer_pair
 from .common import Baseline, BaselineParams, judge, plurality, score_of
 from .plans import PlanAgent
@@ -130,10 +130,14 @@ class SACTeamsAgent(PlanAgent):
             X.actions.append((self.name, f"sac_round{rnd_i}:kept={','.join(retained)}"))
             if not retained:
                 continue  # R empty: keep the current answer (SAC App. B.2)
+            # Eq. 4: r_i <- M_i(x, r_i, {(r_j, s_ij)}): the retained answers with the scores this
+            # representative gave them, highest first (App. B.2), its own answer without its self-score
+            shown = refine_shown(retained, got, scores)
             r = yield from self.llm.call(self.llm.request(
                 CallKind.SYNTHESIS, X.task, own.abilities,
                 {"action": "finalize", "context_items": len(drafts), "output_text": own.text,
-                 "drafts": [d.text for d in drafts], "candidates": [got[j].get("text", "") for j in retained]}))
+                 "drafts": [d.text for d in drafts], "candidates": [c["text"] for c in shown],
+                 "candidate_scores": [c["score"] for c in shown]}))
             new = answer_of(r)
             if r.error is None and r.text and new is not None:
                 own, own_answer = own.replaced(by=self.name, text=r.text), new
