@@ -212,6 +212,61 @@ def test_agentnet_learns_only_from_its_entry_judges_verdicts(runs):
             assert x == pytest.approx(w[a][b], abs=1e-3), (a, b)
 
 
+def test_agentnet_router_sees_success_rate_and_experience_from_status_messages(runs):
+    """router_make_prompt lists each shown neighbour with its abilities, its success rate for the
+    task type and its processed tasks; here they reach the router only in the neighbours' own
+    `status` messages (execution counts and successes the entry's feedback confirmed)."""
+    proto = runs["agentnet"]["proto"]
+    sel = [q for q, _r in runs["agentnet"]["requests"] if q.kind == "select"]
+    assert sel
+    rated = 0
+    for q in sel:
+        for c in q.context["candidates"]:
+            assert set(c) == {"agent", "abilities", "success_rate", "processed"}
+            r = c["success_rate"]
+            assert r is None or (0.0 < r <= 1.0 and c["processed"] >= 1)
+            rated += r is not None
+    assert rated > 0  # rates do reach the router
+    statuses = [(k, p) for k, p in runs["agentnet"]["payloads"] if k == "status"]
+    assert statuses and all(set(p) == {"counts"} for _k, p in statuses)
+    for a, ag in proto.agents.items():
+        assert set(ag.peer_record) <= set(ag.node.links)  # heard from its own neighbours only
+        for t, (n, k) in ag.record.items():
+            assert 0 <= k <= n
+        for j, rec in ag.peer_record.items():  # what a neighbour said never exceeds what it did
+            for t, (n, k) in rec.items():
+                own = proto.agents[j].record.get(t, [0, 0])
+                assert n <= own[0] and k <= own[1]
+    # the success counts are the entry's verdicts on the tasks each agent executed
+    succ = defaultdict(int)
+    for r in runs["agentnet"]["tasks"]:
+        if (r.get("signals") or [{}])[0].get("success"):
+            for a in set(r["producers"]):
+                succ[(a, r["type"])] += 1
+    assert succ
+    for (a, t), k in succ.items():
+        assert proto.agents[a].record[t][1] == k
+
+
+def test_fake_router_leans_on_shown_success_rates():
+    """With success rates in the prompt (AgentNet's router) the fake's pick among fitting candidates
+    is in proportion to them ("Not Succeed Yet" = 0.5): an assumption, documented in the fake."""
+    fb = FakeBackend(load_fake_profile(ROOT / "backends" / "fake-default.yaml"), seed=1)
+    ctx = {"candidates": [{"agent": "A1", "abilities": ["b"], "success_rate": 0.9, "processed": 10},
+                          {"agent": "A2", "abilities": ["b"], "success_rate": 0.1, "processed": 10},
+                          {"agent": "A3", "abilities": ["b"], "success_rate": None, "processed": 0}],
+           "needed": ["b"]}
+    got = [fb.complete_sync(_req("select", ctx, "strong", seed=k)).fields["agent"] for k in range(3000)]
+    assert got.count("A1") / 3000 == pytest.approx(0.9 / 1.5, abs=0.03)
+    assert got.count("A2") / 3000 == pytest.approx(0.1 / 1.5, abs=0.02)
+    from meshsim.prompts import build_messages
+
+    task = TaskRef(index=1, id="m/1", type="algebra", question="Q?", answer="4", required=("b",), dataset="math")
+    text = build_messages(Request(kind="select", agent="A4", model="strong", task=task, context=ctx))[-1]["content"]
+    assert "success rate for this task type: 90.00%" in text and "Not Succeed Yet" in text
+    assert "processed tasks of this type: 10" in text
+
+
 # ---------------------------------------------------------------------------------------- RAPS
 
 

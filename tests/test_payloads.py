@@ -40,6 +40,7 @@ KEYS = {
     # opaque identifiers; an outcome is the sender's own judgment of an output
     "result": {"state", "output"},
     "feedback": {"task", "success"},
+    "status": {"counts"},  # AgentNet: [task type, executed, succeeded] rows an agent tells its neighbours
     "request": {"state"},
     "work": {"state", "ability", "action"},
     "work_done": {"task", "output"},

@@ -70,7 +70,11 @@ Conditional distributions, by call kind (``Request.kind``):
   the abilities still needed (the caller's inferred requirement); with
   probability ``models.<m>.select`` the model picks uniformly among the
   candidates holding a needed ability, otherwise it slips and picks
-  uniformly among all candidates. Nothing but the prompt is read.
+  uniformly among all candidates; when the prompt shows each candidate's
+  success rate for the task type (AgentNet's router), the pick within that
+  set is in proportion to it instead of uniform ("Not Succeed Yet" counts as
+  0.5; an assumption: uniform — rates ignored — is the other end). Nothing
+  but the prompt is read.
 * ``summarize`` (baselines: AutoGen's manager summarising the conversation
   into the answer it returns) — keeps the committed final answer of the text
   it is given with probability ``models.<m>.summary_keep``, else garbles it
@@ -683,7 +687,13 @@ class FakeBackend(Backend):
         needed = set(ctx.get("needed") or ())
         fit = [c for c in cands if needed & set(c.get("abilities") or ())]
         pool = fit if (fit and rnd.random() < self.model(req).select) else cands
-        pick = pool[rnd.randrange(len(pool))]
+        if all("success_rate" in c for c in pool):
+            # AgentNet's router prompt shows each neighbour's success rate for the task type
+            # (assumption: the pick leans on it in proportion; "Not Succeed Yet" counts as 0.5)
+            w = [0.5 if c.get("success_rate") is None else max(0.0, float(c["success_rate"])) for c in pool]
+            pick = self._lean(pool, w, rnd)
+        else:
+            pick = pool[rnd.randrange(len(pool))]
         return {"agent": pick["agent"]}, bool(needed & set(pick.get("abilities") or ()))
 
     def _summarize(self, req, rnd):
