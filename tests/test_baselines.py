@@ -308,6 +308,36 @@ def test_raps_routes_to_the_best_reputed_subscriber_and_never_to_a_blacklisted_o
     assert order[0] == peers[0] and peers[1] not in order
 
 
+def test_raps_reactive_subscription_withdraws_an_ability_its_verdicts_condemn_and_comes_back():
+    """Our reading of Reactive Subscription (RAPS' method text is not in our sources): the producer's
+    own Beta(1, 1) posterior per ability from the watchdogs' verdicts; below isolate_below it withdraws
+    that subscription (announced in a hello), at or above it subscribes again."""
+    from types import SimpleNamespace
+
+    from meshsim.protocols.baselines.raps import RAPSAgent, RAPSParams
+    from test_payloads import walk
+
+    ag = RAPSAgent.__new__(RAPSAgent)
+    ag.name, ag.K = "A3", frozenset({"calculation", "enumeration"})
+    ag.params = RAPSParams(reactive=True)
+    ag.subscribed, ag.own = set(ag.K), {}
+    ag.sink = lambda *a, **k: None
+    told = []
+    ag._hello_all = lambda: told.append(sorted(ag.subscribed))
+
+    def verdict(ok, abilities=("calculation",)):
+        ag._on_verdict(SimpleNamespace(payload={"task": 1, "abilities": list(abilities), "success": ok}))
+
+    verdict(False)  # Beta(1, 2): 0.33 < 0.5
+    assert ag.subscribed == {"enumeration"} and told == [["enumeration"]]
+    verdict(True)  # Beta(2, 2): 0.5 -> back
+    assert ag.subscribed == set(ag.K) and told[-1] == ["calculation", "enumeration"]
+    verdict(False, ("figure_reasoning",))  # not a declared ability: ignored
+    assert "figure_reasoning" not in ag.own and len(told) == 2
+    assert not walk("verdict", {"task": 1, "abilities": ["calculation"], "success": False}, True)
+    assert RAPSParams().reactive is False  # off by default: the paper's rule is not in our sources
+
+
 # ------------------------------------------------------------------------------------- AutoGen
 
 

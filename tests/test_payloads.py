@@ -40,6 +40,7 @@ KEYS = {
     # opaque identifiers; an outcome is the sender's own judgment of an output
     "result": {"state", "output"},
     "feedback": {"task", "success"},
+    "verdict": {"task", "abilities", "success"},  # RAPS (reactive): a watchdog tells a producer its verdict
     "status": {"counts"},  # AgentNet: [task type, executed, succeeded] rows an agent tells its neighbours
     "request": {"state"},
     "work": {"state", "ability", "action"},

@@ -266,6 +266,7 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
         "raps": ("raps", ""),
         "raps-0.3": ("raps", "isolate_below: 0.3"),
         "raps-0.7": ("raps", "isolate_below: 0.7"),
+        "raps-reactive": ("raps", "reactive: true"),
         "agentnet": ("agentnet", ""),
         "agentnet-judge-0.6": ("agentnet", "judge_threshold: 0.6"),
         "sac_teams": ("sac_teams", ""),
@@ -280,6 +281,8 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
                               "instead of returning the last message (AutoGen's default summary_method)",
         "raps-0.3": "RAPS blacklists below reputation 0.3 (default 0.5)",
         "raps-0.7": "RAPS blacklists below reputation 0.7 (default 0.5)",
+        "raps-reactive": "RAPS Reactive Subscription as we read it: a producer withdraws from abilities its "
+                         "verdicts condemn (default off: the paper's rule is not in our sources)",
         "agentnet-judge-0.6": "AgentNet's entry judge counts success only above 0.6 (default 0.40)",
         "sac_teams-no-rounds": "ablation: no filter-and-refine round, the three teams' answers go straight to "
                                "the majority (the paper's SAC runs two)",
