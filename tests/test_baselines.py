@@ -22,6 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import meshsim
 from meshsim.backends.base import Request, TaskRef
@@ -429,6 +431,20 @@ def test_symphony_weighted_vote_sums_weights_and_gives_ties_to_the_first():
     assert weighted_vote(["x", "y"], [1.0, 1.0]) == "x"
     assert weighted_vote(["y", "x"], [1.0, 1.0]) == "y"
     assert weighted_vote([], []) is None
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.floats(0.0, 1.0)), min_size=1, max_size=7))
+@settings(max_examples=80, deadline=None)
+def test_symphony_weighted_vote_property(votes):
+    """The winner's summed weight is the largest; among equal totals it is the first answer seen."""
+    keys, weights = [k for k, _w in votes], [w for _k, w in votes]
+    win = weighted_vote(keys, weights)
+    tot: dict = {}
+    for k, w in votes:
+        tot[k] = tot.get(k, 0.0) + w
+    best = max(tot.values())
+    assert tot[win] == best
+    assert win == next(k for k in keys if tot[k] == best)
 
 
 def _symphony_agent(top_l: int, tie_break: str = "order"):
