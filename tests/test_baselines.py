@@ -584,6 +584,8 @@ def test_fake_synthesis_leans_on_shown_scores_and_is_uniform_without():
     assert 1700 < n < 1900
     assert {FakeBackend._lean(["a", "b"], None, rnd) for _ in range(50)} == {"a", "b"}
     assert {FakeBackend._lean(["a", "b"], [0.0, 0.0], rnd) for _ in range(50)} == {"a", "b"}
+    n = sum(FakeBackend._lean(["a", "b"], [1.0, 0.0], rnd, follow=0.5) == "a" for _ in range(2000))
+    assert 1400 < n < 1600  # follow_scores 0.5: half proportional (always a), half uniform
 
 
 # --------------------------------------------------------------------------------- fake calls
