@@ -64,6 +64,15 @@ single-chain multi-CoT mode. Per mechanism:
   correctness bonus needs the gold answer and is 0 by default; it is not
   modelled (a deployed network has no gold answer).
 
+**Cost.** The risk guard (extra CoT samples and a re-vote on unstable
+outputs) belongs to the non-planner mode and the authors' runner disables it
+(``enable_risk_guard=False``): nothing in planner mode repeats work, so the
+cost per task does not grow after degradation (the MeshHeal paper reports
+86k -> 115k; the released planner mode has no mechanism for it). The runner's
+dynamic selection is a flag (``--use-dynamic``, on in its documented example);
+off, each step takes the first shortlisted agent, which with Path-1's
+constant state is the same pick the LinUCB's tie-break makes here.
+
 **Assumed** (numbers are profile-free protocol parameters with ranges):
 ``top_l`` 3 (range 1 .. all candidates: the orchestrator's default vs. the
 runner's 32); the coordinator is the entry agent (Path-1 has one central
