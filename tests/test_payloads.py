@@ -40,11 +40,16 @@ KEYS = {
     # opaque identifiers; an outcome is the sender's own judgment of an output
     "result": {"state", "output"},
     "feedback": {"task", "success"},
+    "verdict": {"task", "abilities", "success"},  # RAPS (reactive): a watchdog tells a producer its verdict
+    "status": {"counts"},  # AgentNet: [task type, executed, succeeded] rows an agent tells its neighbours
     "request": {"state"},
     "work": {"state", "ability", "action"},
     "work_done": {"task", "output"},
     "plan": {"state", "chain", "plan", "reps"},
     "plan_step": {"task", "plan", "step", "state", "output", "answer"},
+    # Symphony's planners: the task goes out, the ability pair the planner inferred comes back
+    "plan_req": {"task", "sample"},
+    "plan_rep": {"task", "sample", "pair"},
     "sac_team": {"task", "round", "answer", "text"},
 }
 #: dataclasses that may travel, and the fields they may have

@@ -59,7 +59,7 @@ from ..types import parse_duration
 from .base import Protocol
 from .llm import LLMClient
 
-__all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusDataset", "make_queries",
+__all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusDataset", "make_queries", "refine_shown",
            "sac_filter", "parse_score", "parse_answer", "ConsensusParams", "ConsensusProtocol", "ConsensusAgent",
            "group_of", "CPWBFT_AGGREGATE", "CPWBFT_ANSWER"]
 
@@ -183,6 +183,13 @@ def sac_filter(self_score: float, scores: dict[str, float], F: int,
 
 
 _NUM = re.compile(r"([0-9]+(?:\.[0-9]+)?)")
+
+
+def refine_shown(retained: list[str], got: dict[str, dict], scores: dict[str, float]) -> list[dict]:
+    """What SAC's refine prompt shows of the retained neighbours (Eq. 4, App. B.2): each one's
+    answer and text with the score this agent gave it, in ``retained``'s order (``sac_filter``:
+    highest score first). SAC and the MeshHeal paper's SAC teams both build it here."""
+    return [{"answer": got[j].get("answer"), "text": got[j].get("text", ""), "score": scores[j]} for j in retained]
 
 
 def parse_score(resp: Response) -> Optional[float]:
