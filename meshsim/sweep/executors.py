@@ -3,8 +3,10 @@
 ``LocalCluster`` started here, or a running scheduler by address).
 
 Every executor takes the task dicts of :mod:`.worker` and yields their results
-in completion order; a task that dies with its worker (a crash, a lost Dask
-worker) comes back as a failed result, never as an exception. Connecting
+in completion order; a task that dies with its worker (a crash) comes back as a
+failed result, never as an exception. On Dask, a run whose worker is lost
+(killed, its machine gone) is resubmitted to the others (``RETRIES``) before
+it counts as failed, and the input files travel as content (sweep.core). Connecting
 happens when the executor is made, so a scheduler that cannot be reached is a
 one-line input error before anything is written.
 """
@@ -21,6 +23,10 @@ __all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
 EXECUTORS = ("local", "dask")
 #: seconds to wait for a Dask scheduler given by address
 CONNECT_TIMEOUT = 3.0
+#: runs submitted to Dask per worker thread at a time
+WINDOW = 2
+#: times a run whose Dask worker was lost is resubmitted before it counts as failed
+RETRIES = 2
 
 
 def default_workers() -> int:
@@ -33,6 +39,8 @@ def default_workers() -> int:
 class Executor:
     name = "inline"
     workers = 1
+    #: where the executor says what the user should know mid-sweep (a lost worker, a retry); set by the sweep
+    notify: Callable[[str], None] = staticmethod(lambda msg: None)
 
     def run(self, tasks: list[dict[str, Any]], fn: Callable = run_task) -> Iterator[dict[str, Any]]:
         for t in tasks:
@@ -121,19 +129,44 @@ class DaskExecutor(Executor):
         self.workers = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()) or workers
 
     def run(self, tasks, fn=run_task):
+        """Submit at most ``WINDOW`` runs per worker thread at a time (each
+        carries its input files' content, so the scheduler holds only that many
+        copies), and resubmit a run whose worker was lost (``KilledWorker``
+        once the scheduler's own ``allowed-failures`` retries are spent, a
+        closed connection): up to ``RETRIES`` times, then it is a failed run.
+        ``run_task`` never raises for a failing run, so every exception here is
+        the cluster's, never the run's."""
         from distributed import as_completed
 
-        futs = {}
-        for t in tasks:
+        pending = list(reversed(tasks))
+        futs: dict[Any, tuple[dict[str, Any], int]] = {}
+        window = max(2, WINDOW * max(1, self.workers))
+
+        def submit(t: dict[str, Any], attempt: int) -> Any:
             f = self.client.submit(fn, t, pure=False)
-            futs[f] = t
+            futs[f] = (t, attempt)
+            return f
+
+        ac = as_completed([submit(pending.pop(), 0) for _ in range(min(window, len(pending)))])
         try:
-            for fut in as_completed(list(futs)):
+            for fut in ac:
+                t, attempt = futs.pop(fut)
                 try:
-                    yield fut.result()
-                except Exception as exc:  # KilledWorker, a lost connection
-                    yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
-                fut.release()
+                    res = fut.result()
+                except Exception as exc:  # KilledWorker, a lost connection: the run did not fail, its worker did
+                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+                    fut.release()
+                    if attempt < RETRIES:
+                        self.notify(f"sweep: worker lost running {t['point']} seed {t['seed']} ({why}); "
+                                    f"resubmitted ({attempt + 1}/{RETRIES})")
+                        ac.add(submit(t, attempt + 1))
+                        continue
+                    res = failure(t, f"worker lost {attempt + 1} times: {why}")
+                else:
+                    fut.release()
+                if pending:
+                    ac.add(submit(pending.pop(), 0))
+                yield res
         finally:
             for f in futs:
                 f.cancel()
