@@ -308,47 +308,49 @@ _INPUT_KINDS = {"topology": "topology", "tasks": "tasks", "cassette": "cassette"
 
 
 def _shipped_inputs(plan: Plan, remote: bool) -> dict[str, dict[str, bytes]]:
-    """The content of every input file each point names (topology, task file,
-    dataset and backend profiles, a cassette replayed read-only), by the path
-    the worker will look it up under: ``{point: {path: bytes}}``. Each file is
-    read once, within its size cap. A file that cannot be read is left out:
-    the worker meets the same error a local run would, and the run fails with
-    it. A cassette a run would append to (modes ``record``, ``record-missing``)
-    stays a path: it can only be written where it is, so a sweep against a
-    scheduler address refuses it."""
+    """``{point: {path: bytes}}``: :func:`point_inputs` of every point of the plan."""
+    cache: dict[str, Optional[bytes]] = {}
+    return {p.key: point_inputs(p.data, plan.source, plan.base_dir, remote, cache) for p in plan.points}
+
+
+def point_inputs(data: dict[str, Any], source: str, base_dir: Path, remote: bool,
+                 cache: dict[str, Optional[bytes]]) -> dict[str, bytes]:
+    """The content of every input file a point's scenario names (topology,
+    task file, dataset and backend profiles, a cassette replayed read-only),
+    by the path the worker will look it up under (files.shipped). Each file is
+    read once (``cache``), within its size cap (files.LIMITS). A file that
+    cannot be read is left out: the worker meets the error a local run would,
+    and the run fails with it. A cassette a run would append to (modes
+    ``record``, ``record-missing``) stays a path, for it can only be written
+    where it is: a sweep against a scheduler address (``remote``) refuses it."""
     from ..files import read_bytes
     from ..scenario import input_files, parse_scenario
 
-    cache: dict[str, Optional[bytes]] = {}
-    out: dict[str, dict[str, bytes]] = {}
-    for p in plan.points:
-        sc = parse_scenario(copy.deepcopy(p.data), plan.source, plan.base_dir)
-        spec = sc.backend.model_dump() if sc.backend is not None else {}
-        found = input_files(sc)
-        if sc.tasks is not None and sc.tasks.file:  # a BIG-bench task folder: its task.json is what is read
-            tf = Path(sc.tasks.file)
-            tf = tf if tf.is_absolute() else plan.base_dir / tf
-            if tf.is_dir():
-                found["tasks"] = (tf / "task.json", False)
-        files: dict[str, bytes] = {}
-        for role, (path, append_only) in found.items():
-            if append_only and spec.get("mode", "record-missing") != "replay":
-                if remote:
-                    raise InputError("a sweep on a Dask scheduler replays cassettes read-only (its workers may "
-                                     "be on other machines): set backend.mode to replay, or record with a local "
-                                     "sweep", file=plan.source, field="backend.mode",
-                                     value=spec.get("mode", "record-missing"))
-                continue
-            key = str(path)
-            if key not in cache:
-                try:
-                    cache[key] = read_bytes(path, _INPUT_KINDS.get(role, "profile"))
-                except InputError:
-                    cache[key] = None
-            if cache[key] is not None:
-                files[key] = cache[key]
-        out[p.key] = files
-    return out
+    sc = parse_scenario(copy.deepcopy(data), source, base_dir)
+    spec = sc.backend.model_dump() if sc.backend is not None else {}
+    found = input_files(sc)
+    if sc.tasks is not None and sc.tasks.file:  # a BIG-bench task folder: its task.json is what is read
+        tf = Path(sc.tasks.file)
+        tf = tf if tf.is_absolute() else base_dir / tf
+        if tf.is_dir():
+            found["tasks"] = (tf / "task.json", False)
+    files: dict[str, bytes] = {}
+    for role, (path, append_only) in found.items():
+        if append_only and spec.get("mode", "record-missing") != "replay":
+            if remote:
+                raise InputError("a sweep on a Dask scheduler replays cassettes read-only (its workers may be on "
+                                 "other machines): set backend.mode to replay, or record with a local sweep",
+                                 file=source, field="backend.mode", value=spec.get("mode", "record-missing"))
+            continue
+        key = str(path)
+        if key not in cache:
+            try:
+                cache[key] = read_bytes(path, _INPUT_KINDS.get(role, "profile"))
+            except InputError:
+                cache[key] = None
+        if cache[key] is not None:
+            files[key] = cache[key]
+    return files
 
 
 def _finished(out: Path, key: str, seed: int, expected: dict[tuple[str, int], str]) -> bool:
