@@ -494,7 +494,8 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
         if shipped is not None:
             for t in tasks:
                 t["files"] = shipped[t["point"]]
-        ex.notify = echo
+        if ex is not None:
+            ex.notify = echo
         progress = SweepProgress(total, total - len(todo), live=live, quiet=quiet, every=every)
         if todo:
             progress.start()

@@ -138,16 +138,28 @@ class DaskExecutor(Executor):
         the cluster's, never the run's."""
         from distributed import as_completed
 
+        import time
+
         pending = list(reversed(tasks))
         futs: dict[Any, tuple[dict[str, Any], int]] = {}
-        window = max(2, WINDOW * max(1, self.workers))
+        sized = [0.0, WINDOW * max(1, self.workers)]  # when the window was sized, its size
+
+        def window() -> int:
+            # workers come and go: resized from the scheduler's count at most every 2 s
+            if time.monotonic() - sized[0] > 2.0:
+                try:
+                    threads = sum(self.client.nthreads().values())
+                except Exception:  # the scheduler is busy or gone: keep the last size
+                    threads = sized[1] // WINDOW
+                sized[:] = [time.monotonic(), WINDOW * max(1, threads)]
+            return int(sized[1])
 
         def submit(t: dict[str, Any], attempt: int) -> Any:
             f = self.client.submit(fn, t, pure=False)
             futs[f] = (t, attempt)
             return f
 
-        ac = as_completed([submit(pending.pop(), 0) for _ in range(min(window, len(pending)))])
+        ac = as_completed([submit(pending.pop(), 0) for _ in range(min(window(), len(pending)))])
         try:
             for fut in ac:
                 t, attempt = futs.pop(fut)
@@ -164,7 +176,7 @@ class DaskExecutor(Executor):
                     res = failure(t, f"worker lost {attempt + 1} times: {why}")
                 else:
                     fut.release()
-                if pending:
+                while pending and len(futs) < window():
                     ac.add(submit(pending.pop(), 0))
                 yield res
         finally:
