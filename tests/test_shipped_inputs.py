@@ -100,3 +100,19 @@ def test_an_unreadable_input_is_left_to_the_run_to_report(tmp_path):
     cache: dict = {}
     files = point_inputs(plan.points[0].data, plan.source, plan.base_dir, True, cache)
     assert str(tmp_path / "in" / "topo.edgelist") in files and str(tmp_path / "in" / "tasks.jsonl") not in files
+
+
+def test_a_recording_sweep_against_a_scheduler_is_one_line_exit_2_and_writes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from meshsim.cli import main
+
+    rep = "{kind: replay, mode: record, cassette: cas.jsonl, backend: {kind: fake, profile: fake-default}}"
+    scen = _inputs(tmp_path / "in", rep)
+    res = CliRunner().invoke(main, ["sweep", str(scen), "--grid", "protocol.params.beta=3", "--seeds", "1",
+                                    "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9",
+                                    "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2, res.output
+    (line,) = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("error:")]
+    assert "backend.mode" in line and "read-only" in line and "'record'" in line
+    assert not (tmp_path / "s").exists()
