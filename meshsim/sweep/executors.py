@@ -136,9 +136,10 @@ class DaskExecutor(Executor):
         closed connection): up to ``RETRIES`` times, then it is a failed run.
         ``run_task`` never raises for a failing run, so every exception here is
         the cluster's, never the run's."""
-        from distributed import as_completed
-
         import time
+        import warnings
+
+        from distributed import as_completed
 
         pending = list(reversed(tasks))
         futs: dict[Any, tuple[dict[str, Any], int]] = {}
@@ -155,7 +156,9 @@ class DaskExecutor(Executor):
             return int(sized[1])
 
         def submit(t: dict[str, Any], attempt: int) -> Any:
-            f = self.client.submit(fn, t, pure=False)
+            with warnings.catch_warnings():  # a run carrying a large input file is by design (docs/sweeps.md)
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                f = self.client.submit(fn, t, pure=False)
             futs[f] = (t, attempt)
             return f
 
@@ -166,7 +169,7 @@ class DaskExecutor(Executor):
                 try:
                     res = fut.result()
                 except Exception as exc:  # KilledWorker, a lost connection: the run did not fail, its worker did
-                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}".rstrip(": ")
                     fut.release()
                     if attempt < RETRIES:
                         self.notify(f"sweep: worker lost running {t['point']} seed {t['seed']} ({why}); "
