@@ -370,7 +370,7 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
 
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(), metavar="RUN_DIR...")
-@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology",
+@click.option("--kind", type=click.Choice(["timeline", "heatmap", "phases", "detector", "sac", "topology", "gray",
                                            "tradeoff", "sensitivity", "parallel"]),
               default=None, help="Figure (default: timeline for MeshHeal runs, sac for SAC runs, tradeoff for "
                                  "a MeshHeal sweep folder).")
@@ -402,7 +402,7 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
     _need_plotting()
     if out is not None:
         plots.check_figure_path(out)
-    if is_sweep_folder(run_dirs[0]):
+    if is_sweep_folder(run_dirs[0]) and kind != "gray":  # --kind gray: one line per point (docs/sac.md)
         from .plots.sweeps import render_sweep
 
         if len(run_dirs) > 1 or agents or seed is not None:

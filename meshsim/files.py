@@ -20,19 +20,22 @@ the package: imports nothing of meshsim but the errors.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import math
 import os
 import stat
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import yaml
 
 from .errors import InputError
 
 __all__ = ["MiB", "LIMITS", "MAX_DEPTH", "MAX_NODES", "INT64", "read_bytes", "read_text", "load_yaml",
-           "parse_yaml", "check_numbers", "json_loads", "file_digest", "os_reason"]
+           "parse_yaml", "check_numbers", "json_loads", "file_digest", "os_reason", "shipped", "is_input_file",
+           "is_input_dir"]
 
 MiB = 1 << 20
 #: size caps per kind of input file (bytes); docs/scenarios.md lists them
@@ -66,6 +69,44 @@ def _kind_name(kind: str) -> str:
             "profile": "profile", "scenario": "scenario file", "prompt": "prompt file"}.get(kind, f"{kind} file")
 
 
+#: input files shipped with a sweep task (path as the scenario names it -> content), in force while a Dask
+#: worker runs that task (:func:`shipped`): a worker on another machine cannot open the client's paths. A
+#: context variable, so that runs in a worker's threads each see their own files.
+_SHIPPED: contextvars.ContextVar[Optional[dict[str, bytes]]] = contextvars.ContextVar("meshsim_shipped",
+                                                                                       default=None)
+
+
+@contextlib.contextmanager
+def shipped(files: Optional[dict[str, bytes]]) -> Iterator[None]:
+    """While in force, :func:`read_bytes` of a path in ``files`` returns its
+    content without touching the filesystem (the same cap applies), and
+    :func:`is_input_file` says it exists. The paths keep their text, so every
+    message and every output that names a file is what a local run gives."""
+    token = _SHIPPED.set({str(Path(k)): v for k, v in files.items()} if files else None)
+    try:
+        yield
+    finally:
+        _SHIPPED.reset(token)
+
+
+def _shipped(path: str | Path) -> Optional[bytes]:
+    files = _SHIPPED.get()
+    return None if files is None else files.get(str(Path(path)))
+
+
+def is_input_file(path: str | Path) -> bool:
+    """``Path(path).is_file()``, or a file shipped with the task (:func:`shipped`)."""
+    return _shipped(path) is not None or Path(path).is_file()
+
+
+def is_input_dir(path: str | Path) -> bool:
+    """``Path(path).is_dir()``, or a folder of which a file was shipped (a BIG-bench task folder)."""
+    files = _SHIPPED.get()
+    if files and any(Path(k).parent == Path(path) for k in files):
+        return True
+    return Path(path).is_dir()
+
+
 def read_bytes(path: str | Path, kind: str, limit: Optional[int] = None, field: Optional[str] = None) -> bytes:
     """The bytes of a regular file, at most ``limit`` (default: ``LIMITS[kind]``).
 
@@ -77,6 +118,12 @@ def read_bytes(path: str | Path, kind: str, limit: Optional[int] = None, field: 
     path = Path(path)
     cap = LIMITS.get(kind, 16 * MiB) if limit is None else limit
     what = _kind_name(kind)
+    data = _shipped(path)
+    if data is not None:  # read (and capped) by the sweep's client: checked again here, as the file would be
+        if len(data) > cap:
+            raise InputError(f"{what} is {len(data) / MiB:.1f} MiB, above the {cap // MiB} MiB limit for "
+                             f"{what}s", file=str(path), field=field)
+        return data
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:

@@ -503,6 +503,138 @@ def meshheal_summary(proto: Any) -> dict[str, Any]:
     out["unreviewed_outputs"] = proto.unreviewed
     out["audit"] = review_audit(proto.review_rows, sorted(proto.task_rows, key=lambda r: r["index"]),
                                 proto.params.tau_to)
+    if getattr(proto, "byz_log", None):  # only runs with Byzantine agents (outputs of others unchanged)
+        out["adversarial"] = adversarial_summary(proto)
+    return out
+
+
+def _first_isolation(states: list[dict], agent: str, start: int, end: int = 10 ** 12,
+                     degraded: Optional[bool] = None) -> Optional[int]:
+    """First task k in [start, end) at which ``agent`` is isolated: ``start`` if it
+    already was (as detection delay counts it, Sec. 3.2), else its first change to
+    isolated; ``degraded`` filters those changes on the agent's injected state."""
+    state = "normal"
+    for s in states:
+        if s["agent"] != agent:
+            continue
+        if s["task"] < start:
+            state = s["new"]
+            continue
+        break
+    if state == "isolated":
+        return start if start < end else None
+    for s in states:
+        if s["agent"] != agent or s["task"] < start:
+            continue
+        if s["task"] >= end:
+            break
+        if s["new"] == "isolated" and (degraded is None or s["degraded"] == degraded):
+            return s["task"]
+    return None
+
+
+def adversarial_summary(proto: Any) -> dict[str, Any]:
+    """Byzantine MeshHeal agents (issue 20; equations in docs/adversarial.md, "Metrics").
+
+    * framing: each framed target that was healthy, isolated (own detector) at
+      or after the first frame event while not degraded, and when (delay in tasks);
+    * shielding: each shielded target's degradation intervals from the first shield
+      event on, and whether it stayed un-isolated through them;
+    * routing lies: tasks that reached a routing liar over a link (attracted),
+      dropped or answered wrongly by it (lost), per hundred tasks of the stream
+      from the first lie, before and after the first reaction (a routing liar
+      isolated), or over the whole span when nothing reacted;
+    * liars: when each liar was itself isolated, and honest non-target agents
+      isolated while healthy after the attacks began (collateral).
+    """
+    n = len(proto.stream)
+    states = proto.state_rows
+    log = proto.byz_log
+    intervals = degradation_intervals(proto.degraded_log, n)
+    start: dict[str, int] = {}
+    for rec in log:
+        if rec["behaviour"] != "honest":
+            start.setdefault(rec["agent"], rec["task"])
+    liars = sorted(start, key=_order)
+    first = min(start.values()) if start else 1
+    by_liar = {a: sorted({r["behaviour"] for r in log if r["agent"] == a}) for a in liars}
+
+    def _start_of(kind: str) -> Optional[int]:
+        return min((r["task"] for r in log if r["behaviour"] == kind), default=None)
+
+    out: dict[str, Any] = {"liars": liars, "behaviours": by_liar, "first_attack_task": first}
+    coalition = sorted({m for r in log for m in r.get("coalition", ())}, key=_order)
+    out["coalition"] = coalition
+    liar_rows = {}
+    for a in liars:
+        c = _first_isolation(states, a, start[a])
+        liar_rows[a] = {"from_task": start[a], "isolated_at": c, "delay": (c - start[a]) if c is not None else None}
+    out["liars_isolated"] = sum(1 for r in liar_rows.values() if r["isolated_at"] is not None)
+    out["liar_agents"] = liar_rows
+
+    f0 = _start_of("frame")
+    if f0 is not None:
+        targets = sorted({t for r in log if r["behaviour"] == "frame" for t in r["targets"]}, key=_order)
+        rows = {}
+        for t in targets:
+            c = _first_isolation(states, t, f0, degraded=False)
+            rows[t] = {"isolated_at": c, "delay": (c - f0) if c is not None else None}
+        k = sum(1 for r in rows.values() if r["isolated_at"] is not None)
+        out["framing"] = {"from_task": f0, "targets": len(targets), "framed_isolated": k,
+                          "framed_isolated_share": _frac(k, len(targets)), "any_isolated": float(k > 0),
+                          "delay_mean": _mean([r["delay"] for r in rows.values()]), "agents": rows}
+    s0 = _start_of("shield")
+    if s0 is not None:
+        targets = sorted({t for r in log if r["behaviour"] == "shield" for t in r["targets"]}, key=_order)
+        rows = {}
+        for t in targets:
+            spans = [(max(b, s0), r) for b, r in intervals.get(t, []) if r > s0]
+            if not spans:
+                continue
+            iso = [_first_isolation(states, t, b, r, degraded=True) for b, r in spans]
+            hit = [c for c in iso if c is not None]
+            rows[t] = {"degraded_from": spans[0][0], "isolated_at": hit[0] if hit else None,
+                       "delay": (hit[0] - spans[0][0]) if hit else None}
+        k = sum(1 for r in rows.values() if r["isolated_at"] is None)
+        out["shielding"] = {"from_task": s0, "targets": len(targets), "degraded_targets": len(rows),
+                            "shielded_not_isolated": k, "shielded_share": _frac(k, len(rows)),
+                            "any_shielded": float(k > 0) if rows else None,
+                            "all_shielded": float(k == len(rows)) if rows else None, "agents": rows}
+    r0 = _start_of("route_lie")
+    if r0 is not None:
+        routers = {r["agent"] for r in log if r["behaviour"] == "route_lie"}
+        hits = proto.byz_route_rows
+        correct = {t["index"]: t["correct"] for t in proto.task_rows}
+        # a reaction: a routing liar's change to isolated after its lies began (one
+        # isolated before then was not reacting to them)
+        reaction = min((s["task"] for s in states if s["agent"] in routers and s["task"] >= r0
+                        and s["new"] == "isolated"), default=None)
+
+        def span(lo: int, hi: int) -> dict[str, Any]:
+            tasks = max(0, hi - lo)
+            mine = [h for h in hits if lo <= h["task"] < hi]
+            att = len({h["task"] for h in mine})
+            lost = len({h["task"] for h in mine if h["outcome"] == "drop"
+                        or (h["outcome"] == "corrupt" and not correct.get(h["task"], False))})
+            return {"from_task": lo, "to_task": hi - 1, "tasks": tasks, "attracted": att, "lost": lost,
+                    "attracted_per_100": 100.0 * att / tasks if tasks else None,
+                    "lost_per_100": 100.0 * lost / tasks if tasks else None}
+
+        whole = span(r0, n + 1)
+        out["routing"] = dict(whole, reaction_at=reaction,
+                              before_reaction=span(r0, reaction) if reaction is not None else whole,
+                              after_reaction=span(reaction, n + 1) if reaction is not None else None,
+                              outcomes={o: sum(1 for h in hits if h["outcome"] == o)
+                                        for o in ("drop", "corrupt", "pass")})
+    targets_all = {t for r in log for t in r.get("targets", ())}
+    collateral = []
+    for a in sorted(getattr(proto, "K", {}), key=_order):
+        if a in start or a in targets_all:
+            continue
+        if _first_isolation(states, a, first, degraded=False) is not None:
+            collateral.append(a)
+    out["collateral_isolated"] = len(collateral)
+    out["collateral_agents"] = collateral
     return out
 
 
@@ -592,6 +724,77 @@ def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
         calls=row["calls"], tokens=row["tokens"], honest_tokens=row["honest_tokens"],
         sent=row["sent"], received=row["received"], late=row["late"], unfinished=row["unfinished"],
         start=row["start"], end=row.get("end"))
+    if row.get("degraded"):
+        # gray failures: agent -> the first round of this query it ran degraded
+        out["degraded"] = dict(sorted(row["degraded"].items(), key=lambda kv: _order(kv[0])))
+    return out
+
+
+#: phases of a run with gray failures (docs/sac.md "Gray failures beside Byzantine agents")
+GRAY_PHASES = ("before", "degraded", "after")
+
+
+def gray_phase(rows: list[dict]) -> list[str]:
+    """Each query's phase: ``degraded`` when some honest agent ran degraded in one of
+    its rounds, ``before`` until the first such query, ``after`` once none is."""
+    out, seen = [], False
+    for q in rows:
+        if q.get("degraded"):
+            seen = True
+            out.append("degraded")
+        else:
+            out.append("after" if seen else "before")
+    return out
+
+
+def consensus_accuracy(rows: list[dict], T: int) -> dict[str, Any]:
+    """Accuracy per round pooled over (query, agent), by group, and BFTI per round:
+    BFTI(t) = Acc_all(t) - Acc_all(0) (so BFTI(T) = FAA - IAA). Groups: ``all``,
+    ``honest``, ``strong``, ``weak``, ``adversarial`` by role at the query's start;
+    ``degraded`` (honest agents degraded in some round of the query) and
+    ``healthy`` (strong agents that were not)."""
+    groups = ("all", "honest", "strong", "weak", "adversarial", "degraded", "healthy")
+    hits: dict[str, list[list[float]]] = {g: [[] for _ in range(T + 1)] for g in groups}
+    for q in rows:
+        deg = q.get("degraded") or {}
+        for a, seq in q["answers"].items():
+            g = _consensus_group(q["roles"].get(a, "strong"))
+            mine = ["all", g] + (["honest"] if g != "adversarial" else [])
+            if a in deg and g != "adversarial":
+                mine.append("degraded")
+            elif g == "strong":
+                mine.append("healthy")
+            for t in range(T + 1):
+                ok = float(seq[t] == q["truth"])
+                for m in mine:
+                    hits[m][t].append(ok)
+    per = {str(t): {g: _mean(hits[g][t]) for g in groups} for t in range(T + 1)}
+    a0 = per["0"]["all"]
+    for t in range(T + 1):
+        at = per[str(t)]["all"]
+        per[str(t)]["bfti"] = (at - a0) if at is not None and a0 is not None else None
+    return per
+
+
+def gray_summary(rows: list[dict], T: int, log: list[dict]) -> dict[str, Any]:
+    """``summary.gray``: BFTI and accuracy per round in each phase (before, during and
+    after the gray failures), which agents were degraded and when."""
+    phases = gray_phase(rows)
+    out: dict[str, Any] = {"changes": list(log), "agents": sorted({a for q in rows for a in (q.get("degraded") or {})},
+                                                                   key=_order),
+                           "first_query": next((q["query"] for q, p in zip(rows, phases) if p == "degraded"), None),
+                           "by_phase": {}}
+    for ph in GRAY_PHASES:
+        sel = [q for q, p in zip(rows, phases) if p == ph]
+        if not sel:
+            continue
+        per = consensus_accuracy(sel, T)
+        iaa, faa = per["0"]["all"], per[str(T)]["all"]
+        out["by_phase"][ph] = {
+            "queries": len(sel), "iaa": iaa, "faa": faa,
+            "bfti": (faa - iaa) if iaa is not None and faa is not None else None,
+            "ra": _mean([q["ra"] for q in sel]), "h_majority": _mean([q["h_majority"] for q in sel]),
+            "per_round": per}
     return out
 
 
@@ -672,7 +875,9 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "honest": group("honest"), "strong": group("strong"), "weak": group("weak"),
         "adversarial": group("adversarial"),
         "per_round": {str(t): {"weak": acc("weak", t), "strong": acc("strong", t), "honest": acc("honest", t),
-                               "all": acc("all", t)} for t in range(T + 1)},
+                               "all": acc("all", t),
+                               "bfti": (acc("all", t) - iaa) if iaa is not None and acc("all", t) is not None
+                               else None} for t in range(T + 1)},
         "tokens": {"total": sum(q["tokens"] for q in rows), "per_query": _mean([q["tokens"] for q in rows]),
                    "honest_per_query": _mean([q["honest_tokens"] for q in rows])},
         "calls": {"total": sum(q["calls"] for q in rows), "per_query": _mean([q["calls"] for q in rows]),
@@ -689,4 +894,5 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "graph": proto.graph_info,
         "warnings": list(proto.warnings),
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
+        **({"gray": gray_summary(rows, T, proto.degraded_log)} if getattr(proto, "degraded_log", None) else {}),
     }

@@ -148,11 +148,40 @@ class RunContext:
     def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None:
         if degraded:
             self.protocol.set_degraded(agent, True, fault)
+        elif fault:  # a recovery from a given round (consensus protocols)
+            self.protocol.set_degraded(agent, False, fault)
         else:
             self.protocol.set_degraded(agent, False)
 
+    def degrade_share(self, share: float) -> list[str]:
+        """``degrade`` with ``share``: the protocol draws the agents (SAC, CP-WBFT)."""
+        pick = getattr(self.protocol, "degrade_share", None)
+        if pick is None:
+            raise InputError("'share' needs a protocol that picks degradable agents (SAC, CP-WBFT)",
+                             field="share", value=share)
+        return pick(share)
+
     def set_role(self, agent: str, role: str) -> None:
         self.protocol.set_role(agent, role)
+
+    # -- Byzantine MeshHeal agents (issue 20) --------------------------------
+    def agent_names(self) -> list[str]:
+        return sorted(self.net.nodes, key=lambda a: (len(a), a))
+
+    def neighbours(self, agent: str) -> list[str]:
+        node = self.net.nodes.get(agent)
+        if node is None:
+            raise InputError("unknown agent", field="near", value=agent)
+        return sorted(node.links, key=lambda a: (len(a), a))
+
+    def ability_names(self) -> set[str]:
+        return {s for ks in self.abilities.values() for s in ks}
+
+    def rng(self, *names: str) -> Any:
+        return self.env.pyrandom("events", *names)
+
+    def set_behaviour(self, agent: str, kind: str, spec: dict[str, Any]) -> None:
+        self.protocol.set_behaviour(agent, kind, spec)
 
 
 class _Trace:

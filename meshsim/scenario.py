@@ -8,6 +8,7 @@ protocol or event type added later gets the same checking for free.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -648,10 +649,14 @@ def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
     from .protocols import PROTOCOLS
 
     proto = PROTOCOLS[sc.protocol.name]
+    roles = getattr(proto, "supports_roles", False)
     return EventCheck(protocol=sc.protocol.name,
                       supports_degradation=bool(getattr(proto, "supports_degradation", False)),
-                      supports_roles=bool(getattr(proto, "supports_roles", False)),
-                      targets=list(targets) if profile_of(sc) is not None else None)
+                      supports_roles=bool(roles),
+                      targets=list(targets) if profile_of(sc) is not None else None,
+                      roles=dict(sc.agents.roles) if roles else None,
+                      rounds=getattr(sc.protocol.params, "rounds", None) if roles else None,
+                      degrade_modes=getattr(proto, "degrade_modes", None))
 
 
 class _Tracked(set):
@@ -718,7 +723,10 @@ def _replay_events(sc: Scenario, nodes: set, edges: set, ctx: EventCheck) -> Non
     n_agents, n_links = len(nodes), len(edges)
     touched: dict[str, dict[tuple, int]] = {"time": {}, "task": {}}
     changed: dict[str, dict[tuple, int]] = {"time": {}, "task": {}}
+    base = ctx
     for chain, order in chains.items():
+        if base.roles is not None:  # set_role events update the roles the chain's later events see
+            ctx = dataclasses.replace(base, roles=dict(base.roles))
         for i in order:
             ev = evs[i]
             for t in (tn, te):
@@ -800,7 +808,7 @@ def check_semantics(sc: Scenario, G: nx.Graph, memo: Optional[dict] = None) -> N
         if frozenset(ov.link) not in edges:
             raise ScenarioError("no such link in the topology", file=src, field=f"network.overrides[{i}].link",
                                 value=ov.link)
-    ekey = akey + sc.protocol.name
+    ekey = akey + sc.protocol.name + repr(getattr(sc.protocol.params, "rounds", None))  # rounds: degrade's 'round'
     if ekey not in memo:
         memo[ekey] = event_check(sc, targets)
     _replay_events(sc, nodes, edges, memo[ekey])

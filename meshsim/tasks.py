@@ -21,7 +21,7 @@ from typing import Any
 
 from .backends.base import TaskRef
 from .errors import InputError
-from .files import load_yaml
+from .files import is_input_file, load_yaml
 
 __all__ = ["DatasetProfile", "load_profile", "builtin_profiles", "replicate", "make_stream"]
 
@@ -69,7 +69,7 @@ class DatasetProfile:
 
 def _profile_path(name: str) -> Path | None:
     p = Path(name)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    if p.suffix in (".yaml", ".yml") and is_input_file(p):  # on this machine, or shipped (files.shipped)
         return p
     res = resources.files("meshsim") / "data" / "datasets" / f"{name}.yaml"
     return Path(str(res)) if res.is_file() else None

@@ -22,6 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import meshsim
 from meshsim.backends.base import Request, TaskRef
@@ -30,7 +32,8 @@ from meshsim.protocols import PROTOCOLS
 from meshsim.protocols.baselines import BASELINES, METHODS
 from meshsim.protocols.baselines.agentnet import AgentNetParams, next_weight
 from meshsim.protocols.baselines.common import plurality
-from meshsim.protocols.baselines.symphony import LinUCB
+from meshsim.protocols.baselines.symphony import (PATH1_STATE, GlobalLinUCB, context_vector, similarity,
+                                                   weighted_vote)
 from meshsim.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +61,7 @@ def runs(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     seen: list = []
     calls: dict = defaultdict(lambda: [0, 0])
+    reqs: list = []
     try:
         orig_recv, orig_batch, orig_add = Node.receive, Network.deliver_batch, Network.add_node
         orig_complete = FakeBackend.complete_sync
@@ -77,6 +81,7 @@ def runs(tmp_path_factory):
 
         def complete_sync(self, req: Request):
             resp = orig_complete(self, req)
+            reqs.append((req, resp))
             c = calls[req.task.index if req.task else 0]
             c[0] += 1
             c[1] += resp.prompt_tokens + resp.completion_tokens
@@ -100,12 +105,14 @@ def runs(tmp_path_factory):
         for m in METHODS:
             seen.clear()
             calls.clear()
+            reqs.clear()
             d = tmp_path_factory.mktemp(m)
             sc = meshsim.load_scenario(COMPARE, [] if m == "meshheal" else [f"protocol={{name: {m}}}"], smoke=True)
             res = meshsim.run(sc, seed=2, out=d)
             problems = [p for kind, payload in seen for p in walk(kind, payload, True)]
             out[m] = {"summary": res.summary, "tasks": read_records(d, "tasks.jsonl"), "kinds": {k for k, _ in seen},
                       "payloads": list(seen), "problems": problems, "calls": dict(calls), "proto": protos.get(m),
+                      "requests": list(reqs),
                       "out": d}
     finally:
         mp.undo()
@@ -137,7 +144,7 @@ def test_no_baseline_message_carries_truth(runs):
     assert {"result", "feedback"} <= runs["agentnet"]["kinds"]
     assert {"result"} <= runs["raps"]["kinds"]
     assert {"request", "work", "work_done"} <= runs["autogen"]["kinds"]
-    assert {"plan", "plan_step"} <= runs["symphony"]["kinds"]
+    assert {"plan", "plan_step", "plan_req", "plan_rep"} <= runs["symphony"]["kinds"]
     assert {"plan", "plan_step", "sac_team"} <= runs["sac_teams"]["kinds"]
     # a parsed answer crosses links as an opaque identifier: comparable, never "right"
     answers = [p.get("answer") for m in ("symphony", "sac_teams") for k, p in runs[m]["payloads"]
@@ -207,6 +214,61 @@ def test_agentnet_learns_only_from_its_entry_judges_verdicts(runs):
             assert x == pytest.approx(w[a][b], abs=1e-3), (a, b)
 
 
+def test_agentnet_router_sees_success_rate_and_experience_from_status_messages(runs):
+    """router_make_prompt lists each shown neighbour with its abilities, its success rate for the
+    task type and its processed tasks; here they reach the router only in the neighbours' own
+    `status` messages (execution counts and successes the entry's feedback confirmed)."""
+    proto = runs["agentnet"]["proto"]
+    sel = [q for q, _r in runs["agentnet"]["requests"] if q.kind == "select"]
+    assert sel
+    rated = 0
+    for q in sel:
+        for c in q.context["candidates"]:
+            assert set(c) == {"agent", "abilities", "success_rate", "processed"}
+            r = c["success_rate"]
+            assert r is None or (0.0 < r <= 1.0 and c["processed"] >= 1)
+            rated += r is not None
+    assert rated > 0  # rates do reach the router
+    statuses = [(k, p) for k, p in runs["agentnet"]["payloads"] if k == "status"]
+    assert statuses and all(set(p) == {"counts"} for _k, p in statuses)
+    for a, ag in proto.agents.items():
+        assert set(ag.peer_record) <= set(ag.node.links)  # heard from its own neighbours only
+        for t, (n, k) in ag.record.items():
+            assert 0 <= k <= n
+        for j, rec in ag.peer_record.items():  # what a neighbour said never exceeds what it did
+            for t, (n, k) in rec.items():
+                own = proto.agents[j].record.get(t, [0, 0])
+                assert n <= own[0] and k <= own[1]
+    # the success counts are the entry's verdicts on the tasks each agent executed
+    succ = defaultdict(int)
+    for r in runs["agentnet"]["tasks"]:
+        if (r.get("signals") or [{}])[0].get("success"):
+            for a in set(r["producers"]):
+                succ[(a, r["type"])] += 1
+    assert succ
+    for (a, t), k in succ.items():
+        assert proto.agents[a].record[t][1] == k
+
+
+def test_fake_router_leans_on_shown_success_rates():
+    """With success rates in the prompt (AgentNet's router) the fake's pick among fitting candidates
+    is in proportion to them ("Not Succeed Yet" = 0.5): an assumption, documented in the fake."""
+    fb = FakeBackend(load_fake_profile(ROOT / "backends" / "fake-default.yaml"), seed=1)
+    ctx = {"candidates": [{"agent": "A1", "abilities": ["b"], "success_rate": 0.9, "processed": 10},
+                          {"agent": "A2", "abilities": ["b"], "success_rate": 0.1, "processed": 10},
+                          {"agent": "A3", "abilities": ["b"], "success_rate": None, "processed": 0}],
+           "needed": ["b"]}
+    got = [fb.complete_sync(_req("select", ctx, "strong", seed=k)).fields["agent"] for k in range(3000)]
+    assert got.count("A1") / 3000 == pytest.approx(0.9 / 1.5, abs=0.03)
+    assert got.count("A2") / 3000 == pytest.approx(0.1 / 1.5, abs=0.02)
+    from meshsim.prompts import build_messages
+
+    task = TaskRef(index=1, id="m/1", type="algebra", question="Q?", answer="4", required=("b",), dataset="math")
+    text = build_messages(Request(kind="select", agent="A4", model="strong", task=task, context=ctx))[-1]["content"]
+    assert "success rate for this task type: 90.00%" in text and "Not Succeed Yet" in text
+    assert "processed tasks of this type: 10" in text
+
+
 # ---------------------------------------------------------------------------------------- RAPS
 
 
@@ -248,17 +310,56 @@ def test_raps_routes_to_the_best_reputed_subscriber_and_never_to_a_blacklisted_o
     assert order[0] == peers[0] and peers[1] not in order
 
 
+def test_raps_reactive_subscription_withdraws_an_ability_its_verdicts_condemn_and_comes_back():
+    """Our reading of Reactive Subscription (RAPS' method text is not in our sources): the producer's
+    own Beta(1, 1) posterior per ability from the watchdogs' verdicts; below isolate_below it withdraws
+    that subscription (announced in a hello), at or above it subscribes again."""
+    from types import SimpleNamespace
+
+    from meshsim.protocols.baselines.raps import RAPSAgent, RAPSParams
+    from test_payloads import walk
+
+    ag = RAPSAgent.__new__(RAPSAgent)
+    ag.name, ag.K = "A3", frozenset({"calculation", "enumeration"})
+    ag.params = RAPSParams(reactive=True)
+    ag.subscribed, ag.own = set(ag.K), {}
+    ag.sink = lambda *a, **k: None
+    told = []
+    ag._hello_all = lambda: told.append(sorted(ag.subscribed))
+
+    def verdict(ok, abilities=("calculation",)):
+        ag._on_verdict(SimpleNamespace(payload={"task": 1, "abilities": list(abilities), "success": ok}))
+
+    verdict(False)  # Beta(1, 2): 0.33 < 0.5
+    assert ag.subscribed == {"enumeration"} and told == [["enumeration"]]
+    verdict(True)  # Beta(2, 2): 0.5 -> back
+    assert ag.subscribed == set(ag.K) and told[-1] == ["calculation", "enumeration"]
+    verdict(False, ("figure_reasoning",))  # not a declared ability: ignored
+    assert "figure_reasoning" not in ag.own and len(told) == 2
+    assert not walk("verdict", {"task": 1, "abilities": ["calculation"], "success": False}, True)
+    assert RAPSParams().reactive is False  # off by default: the paper's rule is not in our sources
+
+
 # ------------------------------------------------------------------------------------- AutoGen
 
 
 def test_autogen_manager_is_on_every_path_and_degrades_every_task(runs):
-    """MeshHeal Sec. 6: A3 is the mandatory manager and appears on every task path; it infers,
-    selects each speaker and summarizes (with its own model: the weak one once degraded)."""
+    """MeshHeal Sec. 6: A3 is the mandatory manager and appears on every task path; it infers and
+    selects each speaker (with its own model: the weak one once degraded). By default it returns the
+    last message, AutoGen's own default (ConversableAgent.DEFAULT_SUMMARY_METHOD = "last_msg"): no
+    summary call, and the committed output is the last speaker's."""
+    from meshsim.protocols.baselines.autogen import AutoGenParams
+
+    assert AutoGenParams().summary == "last_msg"
+    calls = 0
     for r in runs["autogen"]["tasks"]:
         assert "A3" in r["route"]
         acts = r["actions"]
-        assert "A3:infer" in acts and acts[-1] == "A3:summarize"
+        assert "A3:infer" in acts and "A3:summarize" not in acts
         assert sum(a.startswith("A3:select->") for a in acts) == 2
+        assert acts[-1].endswith(":finalize") and not acts[-1].startswith("A3:select")
+        calls += r["calls"]
+    assert calls == 5 * len(runs["autogen"]["tasks"])  # infer, two selections, two speakers; no summary
     s = runs["autogen"]["summary"]
     assert s["decentralized"] is False
 
@@ -273,7 +374,7 @@ def test_autogen_weak_manager_uses_the_weak_model_for_its_calls(tmp_path, monkey
         return orig(self, req)
 
     monkeypatch.setattr(FakeBackend, "complete_sync", complete_sync)
-    sc = meshsim.load_scenario(COMPARE, ["protocol={name: autogen}", "tasks.count=56",
+    sc = meshsim.load_scenario(COMPARE, ["protocol={name: autogen, params: {summary: reflection}}", "tasks.count=56",
                                          "phases=[{name: healthy, tasks: 42}, {name: degraded, tasks: 14}]"],
                                smoke=True)
     meshsim.run(sc, seed=1, out=tmp_path)
@@ -284,49 +385,145 @@ def test_autogen_weak_manager_uses_the_weak_model_for_its_calls(tmp_path, monkey
 # ------------------------------------------------------------------------------------ Symphony
 
 
-def test_linucb_is_li_et_al_disjoint_linucb():
-    """A_a = I + sum x x', b_a = sum r x, score theta.x + alpha sqrt(x' A^-1 x) (Li et al. 2010, Alg. 1):
-    the Sherman-Morrison inverse matches a direct one and rewarded arms rise."""
+def test_global_linucb_is_the_released_selector():
+    """core/linucb_selector.py GlobalLinUCB: ONE model for all candidates, A = l2 I + sum x x',
+    b = sum r x, UCB = x'A^-1 b + beta_t sqrt(x'A^-1 x), beta_t = alpha sqrt(d log(1+t/l2) + 2 log(1/delta))
+    + sqrt(l2) S; the Sherman-Morrison inverse matches a direct one."""
     import numpy as np
 
     rnd = random.Random(1)
-    bandit = LinUCB(4, alpha=1.0)
-    A, b = np.eye(4), np.zeros(4)
-    for _ in range(30):
-        x = [1.0] + [float(rnd.random() < 0.5) for _ in range(3)]
-        r = float(rnd.random() < 0.7)
-        bandit.update("a", x, r)
-        xv = np.array(x)
-        A += np.outer(xv, xv)
-        b += r * xv
-    x = [1.0, 1.0, 0.0, 1.0]
+    bandit = GlobalLinUCB(6, l2=2.0, alpha=0.7, delta=0.1, S=1.5)
+    A, b = 2.0 * np.eye(6), np.zeros(6)
+    for _ in range(25):
+        x = context_vector(rnd.random(), rnd.random(), rnd.random() * 3, rnd.random(), rnd.random() < 0.8)
+        r = rnd.random()
+        bandit.update(x, r)
+        A += np.outer(x, x)
+        b += r * np.array(x)
+    x = np.array(context_vector(1.0, 0.0, 0.5, 0.5, True))
     Ainv = np.linalg.inv(A)
-    want = float(Ainv @ b @ x + np.sqrt(x @ Ainv @ x))
-    assert bandit.ucb("a", x) == pytest.approx(want, rel=1e-9)
-    good, bad = LinUCB(2, 0.0), LinUCB(2, 0.0)
-    for _ in range(10):
-        good.update("g", [1.0, 1.0], 1.0)
-        bad.update("b", [1.0, 1.0], 0.0)
-    assert good.ucb("g", [1.0, 1.0]) > bad.ucb("b", [1.0, 1.0])
+    beta = 0.7 * np.sqrt(6 * np.log(1 + 25 / 2.0) + 2 * np.log(1 / 0.1)) + np.sqrt(2.0) * 1.5
+    assert bandit.ucb(list(x)) == pytest.approx(float(Ainv @ b @ x + beta * np.sqrt(x @ Ainv @ x)), rel=1e-9)
+    assert bandit.t == 25
 
 
-def test_symphony_plans_vote_and_reward_agreement(runs):
-    """Parallel plans by different agent chains, a plurality vote, post-vote rewards (arXiv 2602.00966)."""
+def test_symphony_context_is_build_x_and_similarity_is_capability_match():
+    """build_x: x = [1, similarity, load, latency / 2 s, prior success, available], unit norm;
+    CapabilityManager.match: best SequenceMatcher ratio with a declared tag, 3 places."""
+    import difflib
+
+    x = context_vector(1.0, 0.0, 0.5, 0.5, True)  # Path-1's constant state: latency 500 ms of 2 s
+    raw = [1.0, 1.0, 0.0, 0.25, 0.5, 1.0]
+    n = sum(v * v for v in raw) ** 0.5
+    assert x == pytest.approx([v / n for v in raw])
+    assert context_vector(2.0, -1.0, 9.0, 0.5, False)[5] == 0.0  # clipped, unavailable
+    assert PATH1_STATE == (0.0, 0.5, 0.5, True)
+    assert similarity(["calculation", "enumeration"], "enumeration") == 1.0
+    want = round(difflib.SequenceMatcher(None, "calculation", "figure_reasoning").ratio(), 3)
+    assert similarity(["Calculation"], "figure_reasoning") == want < 1.0
+    assert similarity([], "enumeration") == 0.0
+
+
+def test_symphony_weighted_vote_sums_weights_and_gives_ties_to_the_first():
+    """_weighted_vote: summed plan weights decide; equal totals go to the answer seen first."""
+    assert weighted_vote(["x", "y", "y"], [1.0, 0.4, 0.4]) == "x"  # one heavy plan outvotes two light ones
+    assert weighted_vote(["x", "y", "y"], [1.0, 1.0, 1.0]) == "y"
+    assert weighted_vote(["x", "y"], [1.0, 1.0]) == "x"
+    assert weighted_vote(["y", "x"], [1.0, 1.0]) == "y"
+    assert weighted_vote([], []) is None
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.floats(0.0, 1.0)), min_size=1, max_size=7))
+@settings(max_examples=80, deadline=None)
+def test_symphony_weighted_vote_property(votes):
+    """The winner's summed weight is the largest; among equal totals it is the first answer seen."""
+    keys, weights = [k for k, _w in votes], [w for _k, w in votes]
+    win = weighted_vote(keys, weights)
+    tot: dict = {}
+    for k, w in votes:
+        tot[k] = tot.get(k, 0.0) + w
+    best = max(tot.values())
+    assert tot[win] == best
+    assert win == next(k for k in keys if tot[k] == best)
+
+
+def _symphony_agent(top_l: int, tie_break: str = "order"):
+    """A SymphonyAgent's selection state without a network: coordinator A1 and five neighbours."""
+    from meshsim.protocols.baselines.symphony import SymphonyAgent, SymphonyParams
+
+    ag = SymphonyAgent.__new__(SymphonyAgent)
+    ag.name, ag.K = "A1", frozenset({"calculation"})
+    ag.params = SymphonyParams(top_l=top_l, tie_break=tie_break)
+    ag.peer_abilities = {"A2": frozenset({"enumeration"}), "A3": frozenset({"calculation"}),
+                         "A4": frozenset({"calculation", "enumeration"}), "A5": frozenset({"theorem_knowledge"}),
+                         "A6": frozenset({"enumeration"})}
+    ag.neighbours = lambda: ["A2", "A3", "A4", "A5", "A6"]
+    ag.bandit = GlobalLinUCB(6)
+    ag.rnd = random.Random(1)
+    ag.pulls, ag._steps = {}, {}
+    return ag
+
+
+def _pick(ag, chain, i, R):
+    from meshsim.backends.base import TaskInfo
+    from meshsim.protocols.execution import TaskState
+
+    X = TaskState(task=TaskInfo(index=1, id="m/1", type="t", question="", dataset="math"), R=R)
+    ag._steps[(1, 0)] = {}
+    gen = ag.pick_step(0, i, X, chain)
+    try:
+        next(gen)
+    except StopIteration as stop:
+        return stop.value, ag._steps[(1, 0)].get(i)
+    raise AssertionError("pick_step waits for nothing")
+
+
+def test_symphony_shortlists_top_l_and_lets_the_global_linucb_pick():
+    """_select_agent_dynamic: the top-L by similarity (registry order on ties) go to the LinUCB; an
+    agent already used in the plan is skipped; equal UCB -> the first shortlisted (the code's strict >)."""
+    for L in (1, 2, 3, 6):
+        ag = _symphony_agent(L)
+        seen = []
+        orig = ag.bandit.ucb
+        ag.bandit.ucb = lambda x, orig=orig: seen.append(x) or orig(x)
+        a, rec = _pick(ag, [None, None], 0, ("calculation", "enumeration"))
+        assert len(seen) == L  # the shortlist's size
+        assert a == "A1" and rec[0] == "A1" and rec[2] == 1.0  # three holders tie: registry order
+    ag = _symphony_agent(3)
+    a, _ = _pick(ag, ["A4", None], 1, ("calculation", "enumeration"))
+    assert a == "A2"  # enumeration holders A2, A4, A6: A4 is used in this plan
+    # learning moves the pick: a context rewarded well beats an equal one that was not
+    ag = _symphony_agent(6)
+    x_hold = context_vector(1.0, *PATH1_STATE)
+    for _ in range(30):
+        ag.bandit.update(context_vector(similarity(["calculation"], "enumeration"), *PATH1_STATE), 1.0)
+        ag.bandit.update(x_hold, 0.0)
+    a, rec = _pick(ag, [None, None], 1, ("calculation", "enumeration"))
+    assert rec[2] < 1.0 and a not in ("A2", "A4", "A6")
+    # random tie-break (sensitivity): the three holders share the picks
+    ag = _symphony_agent(3, "random")
+    picks = {_pick(ag, [None, None], 0, ("calculation", "x"))[0] for _ in range(40)}
+    assert picks == {"A1", "A3", "A4"}
+
+
+def test_symphony_plans_weighted_vote_and_winner_bonus(runs):
+    """Planner mode (plan_k = 3): three planners (the first three candidates), chains picked step by
+    step, the weighted vote, and one base update per step plus a winner-bonus update for every step of
+    every plan that voted for the winner."""
     proto = runs["symphony"]["proto"]
     rows = runs["symphony"]["tasks"]
-    pulls = defaultdict(int)
+    updates = defaultdict(int)
     for r in rows:
-        plans = r["plans"]
-        assert len(plans) == 3 and r["plans_done"] == 3
-        same = [c for c, R in zip(plans, r["plan_pairs"]) if R == r["plan_pairs"][0]]
-        for step in range(2):  # plans for the same pair take distinct agents per step (three holders each)
-            assert len({c[step] for c in same}) == len(same)
+        assert r["planners"] == ["A1", "A2", "A3"]  # no agent declares 'planning': the registry's first three
+        assert len(r["plans"]) == 3 and r["plans_done"] == 3
+        for chain, R in zip(r["plans"], r["plan_pairs"]):
+            assert len(set(chain)) == len(chain)  # a plan does not reuse an agent while others are shortlisted
+            for a, s in zip(chain, R):
+                assert s in proto.K[a]  # three holders per ability, top-L = 3: only holders are shortlisted
+        assert r["weights"] == [1.0, 1.0, 1.0]  # every step's agent a holder: similarity 1
         assert any(r["agree"])
-        for c in plans:
-            for a in c:
-                pulls[(r["entry"], a)] += 1
-    got = {(e, a): n for e, arms in proto.method_summary()["bandit_pulls"].items() for a, n in arms.items()}
-    assert got == dict(pulls)  # every plan member of every task was rewarded once, by the coordinator
+        updates[r["entry"]] += 2 * 3 + 2 * sum(r["agree"])
+    assert proto.method_summary()["bandit_updates"] == {a: updates.get(a, 0) for a in sorted(proto.agents)}
 
 
 def test_plurality_vote_breaks_ties_at_random_and_ignores_missing():
@@ -356,6 +553,39 @@ def test_sac_teams_three_teams_two_rounds_filter_and_majority(runs):
             assert len([k for k in kept.split(",") if k]) >= 1  # F = 1 of two received: at least one kept
     calls = runs["sac_teams"]["summary"]["calls_per_task"]
     assert calls == pytest.approx(1 + 3 * 2 + 3 * (1 + 2 * (2 + 1 + 1)))  # infer, chains, phi/refine/rescore
+
+
+def test_sac_teams_refine_shows_the_candidates_scores_highest_first(runs):
+    """SAC Eq. 4: r_i <- M_i(x, r_i, {(r_j, s_ij)}): the refine sees each retained answer with the
+    score this representative gave it (App. B.2: highest first), built by the same helper SAC uses
+    (consensus.refine_shown); the phi scores are the representative's own review replies."""
+    reqs = runs["sac_teams"]["requests"]
+    synth = [q for q, _r in reqs if q.kind == "synthesis"]
+    assert synth
+    given = defaultdict(list)  # (task, representative) -> phi scores it gave this task
+    for q, r in reqs:
+        if q.kind == "review" and r.fields.get("score") is not None:
+            given[(q.task.index, q.agent)].append(float(r.fields["score"]))
+    for q in synth:
+        sc = q.context["candidate_scores"]
+        assert len(sc) == len(q.context["candidates"]) >= 1
+        assert sc == sorted(sc, reverse=True)
+        assert all(v in given[(q.task.index, q.agent)] for v in sc)
+
+
+def test_fake_synthesis_leans_on_shown_scores_and_is_uniform_without():
+    """The fake's failed synthesis takes a candidate in proportion to its shown score (assumption);
+    MeshHeal's synthesis shows none and keeps the uniform draw."""
+    from meshsim.backends.fake import SplitMix64
+
+    rnd = SplitMix64(7)
+    assert {FakeBackend._lean(["a", "b"], [1.0, 0.0], rnd) for _ in range(50)} == {"a"}
+    n = sum(FakeBackend._lean(["a", "b"], [0.9, 0.1], rnd) == "a" for _ in range(2000))
+    assert 1700 < n < 1900
+    assert {FakeBackend._lean(["a", "b"], None, rnd) for _ in range(50)} == {"a", "b"}
+    assert {FakeBackend._lean(["a", "b"], [0.0, 0.0], rnd) for _ in range(50)} == {"a", "b"}
+    n = sum(FakeBackend._lean(["a", "b"], [1.0, 0.0], rnd, follow=0.5) == "a" for _ in range(2000))
+    assert 1400 < n < 1600  # follow_scores 0.5: half proportional (always a), half uniform
 
 
 # --------------------------------------------------------------------------------- fake calls
@@ -459,3 +689,20 @@ def test_select_and_summarize_have_prompts_and_parsers_for_real_endpoints():
     assert "so \\boxed{4}" in build_messages(summ)[-1]["content"]
     fields, ok = parse_reply(summ, "Final: \\boxed{4}")
     assert ok is True and fields["answer"] == "4"
+
+
+def test_sac_teams_refine_prompt_shows_scores_for_real_endpoints():
+    """With a real endpoint the refine (synthesis) prompt lists each candidate with its score;
+    MeshHeal's synthesis, which passes no scores, renders exactly as before."""
+    from meshsim.prompts import build_messages
+
+    task = TaskRef(index=1, id="m/1", type="algebra", question="What is 2+2?", answer="4", required=("a", "b"),
+                   dataset="math")
+    ctx = {"action": "finalize", "output_text": "mine", "drafts": [], "candidates": ["first", "second"],
+           "context_items": 0}
+    plain = "\n".join(m["content"] for m in build_messages(Request(kind="synthesis", agent="A1", model="strong",
+                                                                   task=task, context=ctx)))
+    scored = "\n".join(m["content"] for m in build_messages(Request(
+        kind="synthesis", agent="A1", model="strong", task=task, context=dict(ctx, candidate_scores=[0.8, 0.55]))))
+    assert "Candidate A:" in plain and "score" not in plain.split("Candidate A", 1)[1].split("\n", 1)[0]
+    assert "Candidate A (your score 0.80)" in scored and "Candidate B (your score 0.55)" in scored

@@ -40,11 +40,16 @@ KEYS = {
     # opaque identifiers; an outcome is the sender's own judgment of an output
     "result": {"state", "output"},
     "feedback": {"task", "success"},
+    "verdict": {"task", "abilities", "success"},  # RAPS (reactive): a watchdog tells a producer its verdict
+    "status": {"counts"},  # AgentNet: [task type, executed, succeeded] rows an agent tells its neighbours
     "request": {"state"},
     "work": {"state", "ability", "action"},
     "work_done": {"task", "output"},
     "plan": {"state", "chain", "plan", "reps"},
     "plan_step": {"task", "plan", "step", "state", "output", "answer"},
+    # Symphony's planners: the task goes out, the ability pair the planner inferred comes back
+    "plan_req": {"task", "sample"},
+    "plan_rep": {"task", "sample", "pair"},
     "sac_team": {"task", "round", "answer", "text"},
 }
 #: dataclasses that may travel, and the fields they may have
@@ -162,7 +167,12 @@ def test_meshheal_fake_run_carries_no_truth(tap, tmp_path):
     ("scenarios/sac/cpwbft-complete-7.yaml", "cpwbft", ["protocol.params.aggregation=llm",
                                                         "protocol.params.rounds_mode=iterate",
                                                         "agents.roles.A7=persuasive"]),
-    ("scenarios/sac/sac-100-lossy-equivocating.yaml", "sac", [])])
+    ("scenarios/sac/sac-100-lossy-equivocating.yaml", "sac", []),
+    # gray failures beside a Byzantine agent (issue 20): degraded agents send what honest ones do
+    ("scenarios/adversarial/sac-gray-byzantine.yaml", "sac", []),
+    ("scenarios/adversarial/cpwbft-gray-byzantine.yaml", "cpwbft", ["protocol.params.rounds_mode=iterate"]),
+    ("scenarios/adversarial/sac-gray-byzantine.yaml", "sac",
+     ["events=[{at_task: 2, type: degrade, agents: [A1], mode: errors, rate: 0.5}]"])])
 def test_consensus_fake_runs_carry_no_truth(tap, tmp_path, scenario, kind, sets):
     sc = meshsim.load_scenario(ROOT / scenario, sets, smoke=True)
     meshsim.run(sc, seed=2, out=tmp_path)
@@ -208,3 +218,45 @@ def test_the_walk_catches_truth_in_a_payload():
     assert walk("sac", {"q": 1, "t": 0, "answer": "4", "text": "the answer is right (I am strong)"}, True)
     assert walk("dv", {"a": 1, "b": "near"}, True)
     assert not walk("sac", {"q": 1, "t": 0, "answer": "4", "text": "<fake q/1 00000000000000ff>"}, True)
+
+
+#: values an honest MeshHeal agent's messages can hold (a liar's must stay inside them too)
+def _honest_values(kind: str, p) -> list[str]:
+    bad = []
+    if kind == "summary":
+        if p["mu"] is not None and not 0.0 <= p["mu"] <= 1.0:
+            bad.append(f"summary mu {p['mu']}")
+        if p["xbar"] is not None and not -1.0 <= p["xbar"] <= 1.0:
+            bad.append(f"summary xbar {p['xbar']}")
+    elif kind in ("state", "hello") and p["state"] not in ("normal", "watched", "isolated"):
+        bad.append(f"{kind} state {p['state']}")
+    elif kind == "review_rep":
+        r = p["result"] or {}
+        for x in list(r.get("scores", [])) + ([r["score"]] if "score" in r else []):
+            if not 0.0 <= x <= 1.0:
+                bad.append(f"review score {x}")
+    elif kind == "dv" and any(d < 0 for d in p.values()):
+        bad.append(f"dv distance {p}")
+    return bad
+
+
+@pytest.mark.parametrize("name", ["mixed-6", "poison-split-6", "blackhole-6", "greyhole-6", "mixed-96"])
+def test_byzantine_meshheal_runs_carry_no_truth(tap, tmp_path, name):
+    """Liars (issue 20: framing, shielding, summary poisoning, routing lies) send
+    only the kinds, fields and value ranges an honest agent sends."""
+    sc = meshsim.load_scenario(ROOT / "scenarios" / "adversarial" / f"{name}.yaml", smoke=True)
+    res = meshsim.run(sc, seed=3, out=tmp_path)
+    kinds = check(tap, fake=True)
+    assert {"task", "summary", "state", "hello", "dv", "ack"} <= kinds
+    assert res.summary["adversarial"]["liars"]
+    problems = [b for k, p in tap for b in _honest_values(k, p)]
+    assert not problems, problems[:10]
+
+
+def test_the_value_check_catches_impossible_values():
+    assert _honest_values("summary", {"mu": 1.5, "xbar": 0.0})
+    assert _honest_values("summary", {"mu": 0.5, "xbar": -3.0})
+    assert _honest_values("state", {"state": "trusted", "probe_at": 1})
+    assert _honest_values("review_rep", {"id": 1, "result": {"scores": [0.5, 2.0]}})
+    assert _honest_values("dv", {"a": -1})
+    assert not _honest_values("summary", {"mu": 1.0, "xbar": -0.2})

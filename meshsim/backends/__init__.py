@@ -28,8 +28,10 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
     stem = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
     cands.append(Path("backends") / stem)
     cands.append(Path(__file__).resolve().parents[2] / "backends" / stem)
+    from ..files import is_input_file
+
     for c in cands:
-        if c.is_file():
+        if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
             return c
     raise InputError("backend profile not found (looked beside the scenario, in ./backends and the "
                      "checkout's backends/)", field="profile", value=name)

@@ -62,13 +62,21 @@ Conditional distributions, by call kind (``Request.kind``):
   anchors a synthesis more than a half does); otherwise it re-derives with
   help from every sound candidate (skill boosted by ``takeover.hint.<action>``
   per sound candidate): a success is a sound synthesis, a failure takes one of
-  the candidates.
+  the candidates — uniformly, or, when the prompt shows scores
+  (``candidate_scores``: SAC teams' refine, Eq. 4; MeshHeal's synthesis shows
+  none), in proportion to each candidate's score with probability
+  ``models.<m>.follow_scores`` (default 1, an assumption; 0 is uniform).
 * ``select`` (baselines: AutoGen's speaker selection, AgentNet's router) —
   the prompt lists candidate agents with their declared abilities and names
   the abilities still needed (the caller's inferred requirement); with
   probability ``models.<m>.select`` the model picks uniformly among the
   candidates holding a needed ability, otherwise it slips and picks
-  uniformly among all candidates. Nothing but the prompt is read.
+  uniformly among all candidates; when the prompt shows each candidate's
+  success rate for the task type (AgentNet's router), the pick within that
+  set is in proportion to it instead of uniform with probability
+  ``models.<m>.follow_rates`` (default 1; "Not Succeed Yet" counts as 0.5; an
+  assumption: 0, rates ignored, is the other end). Nothing but the prompt is
+  read.
 * ``summarize`` (baselines: AutoGen's manager summarising the conversation
   into the answer it returns) — keeps the committed final answer of the text
   it is given with probability ``models.<m>.summary_keep``, else garbles it
@@ -142,6 +150,13 @@ class MeshModel(ModelSpec):
     select: P = 0.9
     #: P(a summary of a committed final answer keeps that answer)
     summary_keep: P = 1.0
+    #: baselines, issue 21 (assumptions; range 0 .. 1, not yet in the shipped profiles' sources):
+    #: P(a failed synthesis whose prompt shows each candidate's score - SAC teams' refine, Eq. 4 -
+    #: takes a candidate in proportion to its score rather than uniformly)
+    follow_scores: P = 1.0
+    #: P(a selection whose prompt shows each candidate's success rate - AgentNet's router - picks
+    #: in proportion to it rather than uniformly)
+    follow_rates: P = 1.0
 
     @model_validator(mode="before")
     @classmethod
@@ -638,7 +653,8 @@ class FakeBackend(Backend):
         elif self._derive(req, rnd, hint=hint):
             pick = None  # its own sound synthesis
         else:
-            pick = cands[rnd.randrange(len(cands))] if cands else orig
+            pick = (self._lean(cands, req.context.get("candidate_scores"), rnd, self.model(req).follow_scores)
+                    if cands else orig)
         if pick is None:
             ok = True
             final, answer = self._final(req, rnd, True) if finalize else (None, None)
@@ -652,6 +668,26 @@ class FakeBackend(Backend):
             fields["graded"] = True
         return fields, (final if final is not None else ok)
 
+    @staticmethod
+    def _lean(cands: list, scores: Any, rnd: SplitMix64, follow: float = 1.0) -> Any:
+        """One of ``cands``: in proportion to the ``scores`` the prompt shows them with (with
+        probability ``follow``: a model shown scores leans on the better-scored ones), else -
+        no usable scores, or not following them - uniformly."""
+        w = None
+        if isinstance(scores, (list, tuple)) and len(scores) == len(cands):
+            try:
+                w = [max(0.0, float(v)) for v in scores]
+            except (TypeError, ValueError):
+                w = None
+        if not w or sum(w) <= 0.0 or (follow < 1.0 and rnd.random() >= follow):
+            return cands[rnd.randrange(len(cands))]
+        u = rnd.random() * sum(w)
+        for c, x in zip(cands, w):
+            u -= x
+            if u < 0.0:
+                return c
+        return cands[-1]
+
     def _select(self, req, rnd):
         """Pick one listed agent for the needed abilities (selection as a constrained choice)."""
         ctx = req.context
@@ -661,7 +697,13 @@ class FakeBackend(Backend):
         needed = set(ctx.get("needed") or ())
         fit = [c for c in cands if needed & set(c.get("abilities") or ())]
         pool = fit if (fit and rnd.random() < self.model(req).select) else cands
-        pick = pool[rnd.randrange(len(pool))]
+        if all("success_rate" in c for c in pool):
+            # AgentNet's router prompt shows each neighbour's success rate for the task type
+            # (assumption: the pick leans on it in proportion; "Not Succeed Yet" counts as 0.5)
+            w = [0.5 if c.get("success_rate") is None else max(0.0, float(c["success_rate"])) for c in pool]
+            pick = self._lean(pool, w, rnd, self.model(req).follow_rates)
+        else:
+            pick = pool[rnd.randrange(len(pool))]
         return {"agent": pick["agent"]}, bool(needed & set(pick.get("abilities") or ()))
 
     def _summarize(self, req, rnd):

@@ -128,10 +128,10 @@ def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
     """(entries, length of the readable prefix in bytes). A partial last line
     (a crash mid-append) is skipped; a corrupt line before it is an error
     naming the line."""
-    from ..files import read_bytes
+    from ..files import is_input_file, read_bytes
 
     path = Path(path)
-    if not path.exists():
+    if not is_input_file(path) and not path.exists():
         return [], 0
     raw = read_bytes(path, "cassette")
     entries: list[dict[str, Any]] = []
@@ -187,7 +187,9 @@ class ReplayBackend(Backend):
             self.synchronous = inner.synchronous
             return
         if mode == "replay":
-            if not self.path.is_file():
+            from ..files import is_input_file
+
+            if not is_input_file(self.path):  # a sweep's Dask worker has it in memory (files.shipped)
                 raise InputError("cassette not found (record it first with mode record or record-missing)",
                                  file=str(self.path))
             self.synchronous = True
@@ -404,7 +406,9 @@ def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
         raise InputError("a replay backend cannot wrap another replay backend", field="backend.kind")
     if mode == "replay":
         path = cassette_path(spec["cassette"], base_dir)
-        if not path.is_file():
+        from ..files import is_input_file
+
+        if not is_input_file(path):  # a sweep's Dask worker has it in memory (files.shipped)
             raise InputError("cassette not found (record it first with mode record or record-missing)",
                              field="cassette", value=str(spec["cassette"]))
         read_cassette(path)

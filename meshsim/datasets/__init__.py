@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..errors import InputError
-from ..files import check_numbers, json_loads, read_text
+from ..files import check_numbers, is_input_dir, json_loads, read_text
 from .graders import LETTERS, GRADERS, grade_answer, grader_kind
 
 __all__ = ["Item", "load_jsonl", "write_jsonl", "load_bigbench", "load_items", "grade", "grade_task", "to_taskref",
@@ -124,7 +124,7 @@ def load_bigbench(path: str | Path, task_type: Optional[str] = None, dataset: st
     aliases. The task prefix, if any, is prepended to each question.
     """
     path = Path(path)
-    if path.is_dir():
+    if is_input_dir(path):
         path = path / "task.json"
     text = read_text(path, "tasks")
     try:
@@ -164,7 +164,7 @@ def load_bigbench(path: str | Path, task_type: Optional[str] = None, dataset: st
 def load_items(path: str | Path) -> list[Item]:
     """A JSONL task file or a BIG-bench ``task.json`` (by name)."""
     p = Path(path)
-    if p.name == "task.json" or p.is_dir():
+    if p.name == "task.json" or is_input_dir(p):
         return load_bigbench(p)
     return load_jsonl(p)
 

@@ -49,6 +49,9 @@ class DistanceVector:
         self._dirty: set[str] = set()
         self._flush_scheduled = False
         self._rnd = node.env.pyrandom("routing", node.name)
+        # A Byzantine controller's false distances (issue 20): ability -> advertised
+        # distance, or None (the truth). Only adverts change; the table stays true.
+        self.lie: Callable[[str], int | None] | None = None
         node.on(DV, self._on_dv, inline=True)
         node.link_listeners.append(self._on_link)
         # First full advertisement right away, then periodic refresh.
@@ -150,6 +153,10 @@ class DistanceVector:
             d = self.dist.get(s, inf)
             if d and self.via.get(s) == peer:
                 d = inf  # poison reverse: never offer a route back to where it came from
+            if self.lie is not None:
+                false = self.lie(s)
+                if false is not None:
+                    d = false
             out[s] = d
         return out
 

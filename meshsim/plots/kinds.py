@@ -13,7 +13,7 @@ from .sac import sac_figure
 from .graph import topology
 
 
-KINDS = ("timeline", "heatmap", "phases", "detector", "sac", "topology")
+KINDS = ("timeline", "heatmap", "phases", "detector", "sac", "topology", "gray")
 
 
 def parse_agents(text: Optional[str]) -> Optional[list[str]]:
@@ -39,6 +39,10 @@ def figure(kind: str, run_dirs: Sequence[Any], agents: Optional[Sequence[str]] =
         raise InputError(f"unknown plot kind (choose from {', '.join(KINDS)})", field="--kind", value=kind)
     if kind == "sac":
         return sac_figure(list(run_dirs))
+    if kind == "gray":  # SAC / CP-WBFT with gray failures (docs/sac.md)
+        from .sac import gray_figure
+
+        return gray_figure(list(run_dirs))
     if len(run_dirs) != 1:
         raise InputError(f"--kind {kind} takes one run folder (several only for --kind sac)",
                          field="RUN_DIR", value=[str(r) for r in run_dirs])
@@ -69,10 +73,14 @@ def render(run_dirs: Sequence[Any] | Any, kind: Optional[str] = None, agents: Op
     run_dirs = list(run_dirs)
     if not run_dirs:
         raise InputError("give at least one run folder", field="RUN_DIR")
+    if kind == "gray":  # run or sweep folders (docs/sac.md)
+        from .sac import gray_figure
+
+        return save_figure(gray_figure(run_dirs), out if out is not None else Path(run_dirs[0]) / "gray.png")
     first = open_run(run_dirs[0])
     kind = kind or default_kind(first.run(seed))
     fig = figure(kind, [first] + run_dirs[1:], agents=agents, seed=seed)
     if out is None:
-        suffix = f"-seed-{first.run(seed).seed}" if first.multi and kind not in ("phases", "sac") else ""
+        suffix = f"-seed-{first.run(seed).seed}" if first.multi and kind not in ("phases", "sac", "gray") else ""
         out = first.path / f"{kind}{suffix}.png"
     return save_figure(fig, out)

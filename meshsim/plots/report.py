@@ -24,7 +24,7 @@ from .phases import phase_bars
 from .sac import SAC_FIELDS, sac_figure, sac_runs
 from .stats import choose_agents, healing_stats, phase_stats, Stat
 
-__all__ = ["Table", "phase_table", "healing_table", "audit_table", "sac_table", "tables", "write_tables",
+__all__ = ["Table", "phase_table", "healing_table", "audit_table", "sac_table", "gray_table", "tables", "write_tables",
            "write_report", "print_tables"]
 
 
@@ -211,6 +211,38 @@ def sac_table(runs: Any) -> Optional[Table]:
                  "mean ± sample std over seeds where a folder holds several", name="sac")
 
 
+def gray_table(runs: Any) -> Optional[Table]:
+    """Gray failures beside Byzantine agents (docs/sac.md): per run folder and phase,
+    IAA, FAA and BFTI(t) = Acc_all(t) − Acc_all(0) for every round t ≥ 1."""
+    from .sac import gray_runs
+
+    data_runs = gray_runs(runs)
+    T = max((len(g.rounds.get(ph, {}).get("bfti", [])) - 1 for g in data_runs for ph in g.rounds), default=0)
+    rows, data = [], []
+    for g in data_runs:
+        for ph in ("before", "degraded", "after"):
+            per = g.rounds.get(ph)
+            if not per:
+                continue
+            cells, raw = [], []
+            for f, t in [("all", 0), ("all", T)] + [("bfti", t) for t in range(1, T + 1)]:
+                col = per.get(f, [])
+                st = Stat.from_values(col[t] if t < len(col) else [])
+                txt = st.fmt(1) if st.mean is not None else "–"
+                cells.append(("+" + txt) if f == "bfti" and st.mean is not None and st.mean > 0 else txt)
+                raw += [st.mean, st.std]
+            q = g.queries.get(ph, [])
+            rows.append([g.label, ph, str(q[0]) if q and len(set(q)) == 1 else "–", *cells])
+            data.append([g.method, g.F, ph, g.seeds, q[0] if q else None, *raw])
+    if not rows:
+        return None
+    heads = ["IAA (%)", "FAA (%)"] + [f"BFTI({t}) (pp)" for t in range(1, T + 1)]
+    keys = ["iaa", "faa"] + [f"bfti_{t}" for t in range(1, T + 1)]
+    return Table("Gray failures: BFTI per round and phase", ["method", "phase", "queries", *heads], rows,
+                 ["method", "F", "phase", "seeds", "queries"] + [x for k in keys for x in (f"{k}_mean", f"{k}_std")],
+                 data, "mean ± sample std over seeds; BFTI(T) is the phase's BFTI = FAA − IAA", name="gray")
+
+
 def _first_last(vals: Sequence[Optional[float]]):
     xs = [v for v in vals if v is not None]
     return (xs[0], xs[-1]) if xs else (None, None)
@@ -225,6 +257,8 @@ def tables(run: Any) -> list[Table]:
         t = sac_table([rs])
         if t:
             out.append(t)
+        if isinstance(rf.summary.get("gray"), dict):
+            out.append(gray_table([rs]))
     if isinstance(rf.summary.get("accuracy"), dict):
         out.append(phase_table(rs))
     for fn in (healing_table, audit_table):
@@ -312,6 +346,12 @@ def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[
     if rf.is_sac:
         out.append(("SAC: per-round accuracy and BFTI", "Strong (solid) and weak (dashed) honest agents' "
                     "accuracy per round; BFTI = FAA − IAA.", lambda: sac_figure([rs])))
+        if isinstance(rf.summary.get("gray"), dict):
+            from .sac import gray_figure
+
+            out.append(("SAC: gray failures", "BFTI(t) = Acc(t) − Acc(0) per round before and while honest "
+                        "agents are degraded (band: ± sample std over seeds), and accuracy by group.",
+                        lambda: gray_figure([rs])))
     out.append(("Topology", "Initial graph rebuilt from scenario.resolved.yaml; colour: final inferred state "
                 "(or role); black ring: agents degraded at some point.", lambda: topology(rf)))
     return out

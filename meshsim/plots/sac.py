@@ -215,3 +215,188 @@ def sac_figure(runs: Any, fig=None):
 
 def data_runs(runs: Any) -> list:
     return [runs] if isinstance(runs, (str, Path, RunSet, RunFolder)) else list(runs)
+
+
+# ---------------------------------------------------------------------------
+# gray failures beside Byzantine agents (issue 20; docs/sac.md)
+
+_GRAY_PHASE_TITLES = {"before": "before the gray failures", "degraded": "honest agents degraded",
+                      "after": "after recovery"}
+
+
+@dataclass
+class GrayRun:
+    """One run folder's ``summary.gray`` over its seeds: per phase, per round, the
+    values of each seed (percent / percentage points)."""
+
+    label: str
+    method: str
+    F: Any
+    seeds: int
+    queries: dict[str, list[int]]
+    #: phase -> field ("bfti", "all", "healthy", "degraded", "weak", ...) -> per round, values over seeds
+    rounds: dict[str, dict[str, list[list[float]]]]
+    first_query: Optional[int] = None
+
+
+def _gray_sets(runs: Any) -> list[tuple[RunSet, str]]:
+    """Run sets with a label suffix: a run folder as it is; a sweep folder (``meshsim
+    sweep``) gives one set per point, its seeds' summaries (points hold no aggregate)."""
+    from ..sweep import is_sweep_folder
+
+    out: list[tuple[RunSet, str]] = []
+    for r in data_runs(runs):
+        if isinstance(r, (str, Path)) and is_sweep_folder(r):
+            import json
+
+            root = Path(r)
+            points = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get("points") or {}
+            for pid, params in points.items():
+                pdir = root / "runs" / pid
+                seeds = sorted((d for d in pdir.glob("seed-*") if (d / "summary.json").is_file()),
+                               key=lambda d: int(d.name[5:]) if d.name[5:].isdigit() else 0)
+                if seeds:
+                    rest = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in params.items()
+                                     if k != "protocol.params.F")
+                    out.append((RunSet(pdir, {int(d.name[5:]): RunFolder(d) for d in seeds}), rest))
+            continue
+        out.append((_as_runset(r), ""))
+    return out
+
+
+def gray_runs(runs: Any) -> list[GrayRun]:
+    """Load SAC / CP-WBFT run folders (single or multi-seed) or sweep folders that
+    had gray failures (``summary.gray``)."""
+    out = []
+    for rs, extra in _gray_sets(runs):
+        rf = rs.first
+        sums = [s for s in rs.summaries() if isinstance(s.get("gray"), dict)]
+        if not sums:
+            raise RunFolderError("summary.json has no 'gray' section: no degrade event acted in this run",
+                                 file=str(rs.path))
+        method = _method_label(rf)
+        F = rf.params.get("F", sums[0].get("F"))
+        label = (f"{method} F={F}" if method == "SAC" else method) + (f" ({extra})" if extra else "")
+        rounds: dict[str, dict[str, list[list[float]]]] = {}
+        queries: dict[str, list[int]] = {}
+        for s in sums:
+            for ph, d in (s["gray"].get("by_phase") or {}).items():
+                queries.setdefault(ph, []).append(int(d.get("queries", 0)))
+                per = d.get("per_round") or {}
+                for k in sorted(per, key=int):
+                    for f, v in per[k].items():
+                        col = rounds.setdefault(ph, {}).setdefault(f, [])
+                        while len(col) <= int(k):
+                            col.append([])
+                        if isinstance(v, (int, float)):
+                            col[int(k)].append(float(v) * 100.0)
+        g = GrayRun(label, method, F, len(sums), queries, rounds, sums[0]["gray"].get("first_query"))
+        if method != "SAC" and any(o.label == label and o.rounds == rounds for o in out):
+            continue  # CP-WBFT filters nothing: its F = 0 and F = 3 points are the same run
+        out.append(g)
+    # SAC first, the larger F first (the protocol as specified, then without its filter)
+    rank = {"SAC": 0, "CP-WBFT": 1}
+    return sorted(out, key=lambda g: (rank.get(g.method, 2), -float(g.F) if isinstance(g.F, (int, float))
+                                      else 0.0))
+
+
+def _gray_style(g: GrayRun) -> tuple[str, str]:
+    if g.method != "SAC":
+        return "#e8590c", "-"
+    return ("#1c7ed6", "-") if g.F not in (0, "0") else ("#74c0fc", "--")
+
+
+def gray_bfti_rounds(runs: Any, phase: str = "degraded", ax=None, field: str = "bfti"):
+    """BFTI(t) = Acc_all(t) − Acc_all(0) per round in one phase of the run (mean over
+    seeds, band: ± sample std), one line per run folder (SAC with / without the
+    filter, CP-WBFT)."""
+    data = runs if isinstance(runs, list) and runs and isinstance(runs[0], GrayRun) else gray_runs(runs)
+    ax = _axes(ax, 3.6)
+    ends = []
+    for g in data:
+        cols = g.rounds.get(phase, {}).get(field)
+        if not cols:
+            continue
+        xs = [t for t, v in enumerate(cols) if v]
+        m = [statistics.fmean(cols[t]) for t in xs]
+        sd = [statistics.stdev(cols[t]) if len(cols[t]) > 1 else 0.0 for t in xs]
+        col, ls = _gray_style(g)
+        ax.plot(xs, m, ls=ls, marker="o", ms=3.5, color=col, label=f"{g.label} ({g.seeds} seeds)")
+        ax.fill_between(xs, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], color=col, alpha=0.15,
+                        lw=0)
+        acc = g.rounds.get(phase, {}).get("all") or []
+        faa = f" (FAA {statistics.fmean(acc[xs[-1]]):.0f}%)" if field == "bfti" and len(acc) > xs[-1] and \
+            acc[xs[-1]] else ""
+        ends.append([m[-1], xs[-1], f"{m[-1]:+.1f}{faa}", col])
+    if ends:
+        # end labels: kept apart so close lines stay readable
+        lo, hi = ax.get_ylim()
+        gap = 0.06 * (hi - lo)
+        ends.sort(key=lambda e: e[0])
+        ys = [e[0] for e in ends]
+        for i in range(1, len(ys)):
+            ys[i] = max(ys[i], ys[i - 1] + gap)
+        for (y, x, text, col), yy in zip(ends, ys):
+            ax.annotate(text, (x, y), xytext=(x + 0.15, yy), textcoords="data", va="center", fontsize=7, color=col)
+        last = max(e[1] for e in ends)
+        ax.set_xlim(-0.2, last + 2.2)
+        ax.set_xticks(range(0, last + 1))  # rounds only: the room on the right is for the labels
+    ax.axhline(0, color="#495057", lw=0.8)
+    ax.set_xlabel("round t")
+    ax.set_ylabel("BFTI(t) = Acc(t) − Acc(0)  (pp)" if field == "bfti" else f"{field} accuracy (%)")
+    n = next((g.queries.get(phase) for g in data if g.queries.get(phase)), None)
+    span = f" ({n[0]} queries)" if n and len(set(n)) == 1 else ""
+    ax.set_title(f"{_GRAY_PHASE_TITLES.get(phase, phase)}{span}", fontsize=9)
+    return ax
+
+
+def gray_groups(runs: Any, phase: str = "degraded", ax=None):
+    """Accuracy per round of the healthy strong, degraded and weak honest agents in
+    one phase: SAC with the filter (solid) and without (dashed)."""
+    from matplotlib.lines import Line2D
+
+    data = [g for g in (runs if isinstance(runs, list) and runs and isinstance(runs[0], GrayRun)
+                        else gray_runs(runs)) if g.method == "SAC"]
+    ax = _axes(ax, 3.6)
+    colors = {"healthy": "#2f9e44", "degraded": "#c2255c", "weak": "#f08c00"}
+    for g in data:
+        ls = "--" if g.F in (0, "0") else "-"
+        for f, col in colors.items():
+            cols = g.rounds.get(phase, {}).get(f)
+            if not cols:
+                continue
+            xs = [t for t, v in enumerate(cols) if v]
+            ax.plot(xs, [statistics.fmean(cols[t]) for t in xs], ls=ls, marker="o", ms=3, color=col)
+    h = [Line2D([], [], color=c, label={"healthy": "healthy strong", "degraded": "degraded (were strong)",
+                                        "weak": "weak"}[f]) for f, c in colors.items()]
+    h += [Line2D([], [], color="#495057", ls="-", label="SAC F=3 (filter)"),
+          Line2D([], [], color="#495057", ls="--", label="SAC F=0 (no filter)")]
+    ax.legend(handles=h, fontsize=7, loc="best", frameon=True, framealpha=0.85)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("round t")
+    ax.set_ylabel("agents' accuracy (%)")
+    ax.set_title(f"SAC by group, {_GRAY_PHASE_TITLES.get(phase, phase)}", fontsize=9)
+    return ax
+
+
+def gray_figure(runs: Any, fig=None):
+    """BFTI per round before and during the gray failures (shared axis), and SAC's
+    accuracy by group while the honest agents are degraded."""
+    data = gray_runs(runs)
+    if fig is None:
+        fig = _new_figure(3.9, 12.0)
+    axes = fig.subplots(1, 3)
+    gray_bfti_rounds(data, "before", ax=axes[0])
+    gray_bfti_rounds(data, "degraded", ax=axes[1])
+    lo = min(a.get_ylim()[0] for a in axes[:2])
+    hi = max(a.get_ylim()[1] for a in axes[:2])
+    for a in axes[:2]:
+        a.set_ylim(lo, hi)
+    axes[0].legend(fontsize=7, loc="lower left", frameon=True, framealpha=0.85)
+    gray_groups(data, "degraded", ax=axes[2])
+    first = next((g.first_query for g in data if g.first_query), None)
+    fig.suptitle("Gray failures beside a Byzantine agent: BFTI per round" +
+                 (f" (honest agents degraded from query {first})" if first else ""), fontsize=10)
+    return fig

@@ -307,7 +307,11 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
         vals["candidate_format"] = (vals["answer_format"] if vals["action"] == "finalize" else
                                     "State the corrected intermediate result clearly; do not finalize.")
         cands = ctx.get("candidates")
-        if cands:
+        sc = ctx.get("candidate_scores")  # SAC's refine (Eq. 4): each retained answer with its score
+        if cands and isinstance(sc, (list, tuple)) and len(sc) == len(cands):
+            vals["candidates"] = "\n\n".join(
+                f"Candidate {LETTERS[i]} (your score {_fmt_score(sc[i])}):\n<<<\n{c}\n>>>" for i, c in enumerate(cands))
+        elif cands:
             vals["candidates"] = "\n\n".join(f"Candidate {LETTERS[i]}:\n<<<\n{c}\n>>>" for i, c in enumerate(cands))
         else:
             vals["candidates"] = _NOT_GIVEN
@@ -347,7 +351,7 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
     elif kind == CallKind.SELECT:  # baselines: AutoGen's speaker selection, AgentNet's router
         vals["needed"] = ", ".join(ctx.get("needed") or ()) or "(none)"
         vals["candidates"] = "\n".join(
-            f"- {c.get('agent')}: " + (", ".join(c.get("abilities") or ()) or "no declared abilities")
+            f"- {c.get('agent')}: " + (", ".join(c.get("abilities") or ()) or "no declared abilities") + _record(c)
             for c in ctx.get("candidates") or () if isinstance(c, Mapping)) or "(none)"
         name = "select"
     elif kind == CallKind.SUMMARIZE:  # baselines: AutoGen's manager summarizing the conversation
@@ -373,6 +377,16 @@ def _resp_text(x: Any) -> str:
         ans = x.get("answer")
         return f"Answer: {ans}" if ans is not None else "(no answer)"
     return str(x)
+
+
+def _record(c: Mapping) -> str:
+    """AgentNet's router lines for a neighbour (``router_make_prompt``): its success rate for this
+    task type and its processed tasks, when the caller shows them."""
+    if "success_rate" not in c:
+        return ""
+    r = c.get("success_rate")
+    rate = "Not Succeed Yet" if not r else f"{float(r):.2%}"
+    return f"; success rate for this task type: {rate}; processed tasks of this type: {int(c.get('processed') or 0)}"
 
 
 def _fmt_score(v: Any) -> str:

@@ -41,6 +41,7 @@ Roles (``agents.roles`` in the scenario; ``set_role`` events change them):
 """
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import sys
@@ -58,7 +59,7 @@ from ..types import parse_duration
 from .base import Protocol
 from .llm import LLMClient
 
-__all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusDataset", "make_queries",
+__all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusDataset", "make_queries", "refine_shown",
            "sac_filter", "parse_score", "parse_answer", "ConsensusParams", "ConsensusProtocol", "ConsensusAgent",
            "group_of", "CPWBFT_AGGREGATE", "CPWBFT_ANSWER"]
 
@@ -182,6 +183,13 @@ def sac_filter(self_score: float, scores: dict[str, float], F: int,
 
 
 _NUM = re.compile(r"([0-9]+(?:\.[0-9]+)?)")
+
+
+def refine_shown(retained: list[str], got: dict[str, dict], scores: dict[str, float]) -> list[dict]:
+    """What SAC's refine prompt shows of the retained neighbours (Eq. 4, App. B.2): each one's
+    answer and text with the score this agent gave it, in ``retained``'s order (``sac_filter``:
+    highest score first). SAC and the MeshHeal paper's SAC teams both build it here."""
+    return [{"answer": got[j].get("answer"), "text": got[j].get("text", ""), "score": scores[j]} for j in retained]
 
 
 def parse_score(resp: Response) -> Optional[float]:
@@ -328,6 +336,12 @@ class ConsensusProtocol(Protocol):
     Params = ConsensusParams
     Agent: type["ConsensusAgent"]
     supports_roles = True
+    #: gray failures of honest agents (``degrade`` / ``recover`` events; docs/sac.md)
+    supports_degradation = True
+    #: ``swap``: the weak model for every call; ``latency`` / ``errors``: the LLM client's
+    #: wrappers (slower calls miss round deadlines; failed calls read as unparsable replies).
+    #: The other modes hurt context texts SAC's prompts do not carry.
+    degrade_modes = ("swap", "latency", "errors")
 
     def __init__(self, params: ConsensusParams, ctx):
         super().__init__(params, ctx)
@@ -353,13 +367,91 @@ class ConsensusProtocol(Protocol):
         self._finished = Event(ctx.env)
         self._query_index = 0
         self._board: dict = {}  # colluders' out-of-band agreements, by query
+        # gray failures: per agent, ((query, round), fault or None) sorted by when they act
+        self.health: dict[str, list[tuple[tuple[int, int], Optional[dict]]]] = {}
+        self.degraded_log: list[dict] = []
+        self._share_draws = 0
+        self._health_changed = False
 
     # -- infrastructure ----------------------------------------------------------
     def role(self, agent: str) -> str:
         return self.roles.get(agent, "strong")
 
     def model_for(self, agent: str) -> str:
+        """Infrastructure: the model behind the agent's next call -- its role's, or
+        the weak model while a ``swap`` gray failure holds for its current round."""
+        fault = self.fault_now(agent)
+        if fault is not None and fault.get("mode", "swap") == "swap" and self.role(agent) in HONEST_ROLES:
+            return "weak"
         return model_of(self.role(agent))
+
+    # -- gray failures (degrade / recover events) ------------------------------------
+    def fault_at(self, agent: str, q: int, stage: int) -> Optional[dict]:
+        """The gray failure acting on ``agent``'s calls of query ``q``, round ``stage``
+        (0: the initial answer; t: the exchange that produces round t's answer)."""
+        sched = self.health.get(agent)
+        if not sched:
+            return None
+        i = bisect.bisect_right([k for k, _f in sched], (q, stage))
+        return sched[i - 1][1] if i else None
+
+    def fault_now(self, agent: str) -> Optional[dict]:
+        ctrl = self.agents.get(agent)
+        if ctrl is None or ctrl.q is None:
+            return None
+        return self.fault_at(agent, ctrl.q, ctrl.stage)
+
+    def _client_fault(self, agent: str) -> Optional[dict]:
+        """The LLM client's wrappers (``latency``, ``errors``) for an honest agent's call."""
+        f = self.fault_now(agent)
+        if f is None or f.get("mode", "swap") == "swap" or self.role(agent) not in HONEST_ROLES:
+            return None
+        return f
+
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict] = None) -> None:
+        """A gray failure of an honest agent begins (or ends): from the round the
+        event names (``fault['round']``) of the current query, else from now (the
+        next query when an ``at_task`` event fires, the agent's current round when
+        an ``at`` event fires mid-query)."""
+        if agent not in self.agents:
+            raise InputError("unknown agent", field="agents", value=agent)
+        fault = dict(fault or {})
+        mode = fault.get("mode", "swap")
+        role = self.role(agent)
+        if degraded and role not in HONEST_ROLES:
+            raise InputError(f"agent has the Byzantine role '{role}' when the event fires (it replays or forges "
+                             "its answers, no model of its own degrades); degrade honest agents", field="agents",
+                             value=agent)
+        if degraded and mode == "swap" and role != "strong":
+            raise InputError(f"agent runs the weak model already (role '{role}' when the event fires): a model "
+                             "swap changes nothing", field="agents", value=agent)
+        ctrl = self.agents[agent]
+        q = self._query_index
+        r = fault.pop("round", None)
+        if r is None:
+            r = ctrl.stage if ctrl.q == q else 0
+        key = (q, int(r))
+        sched = self.health.setdefault(agent, [])
+        sched.insert(bisect.bisect_right([k for k, _f in sched], key), (key, fault if degraded else None))
+        self.degraded_log.append({"agent": agent, "degraded": degraded, "query": q, "round": key[1],
+                                  "mode": mode if degraded else None, "t": self.ctx.env.now})
+        self._health_changed = True  # F-locality is checked once the query's events have all fired
+
+    def degrade_share(self, share: float) -> list[str]:
+        """``degrade`` with ``share``: round(share x n) of the n strong agents not
+        degraded now, drawn from a named stream (one per share event, in firing order)."""
+        q = self._query_index
+        pool = [a for a in sorted(self.agents, key=node_order)
+                if self.role(a) == "strong" and self.fault_at(a, q, 0) is None]
+        k = int(math.floor(share * len(pool) + 0.5))
+        rnd = self.ctx.env.pyrandom("degrade_share", self._share_draws)
+        self._share_draws += 1
+        return sorted(rnd.sample(pool, k), key=node_order)
+
+    def degraded_now(self) -> set[str]:
+        """Agents whose latest scheduled health change is a model swap (for the F-local check)."""
+        return {a for a, sched in self.health.items()
+                if sched and sched[-1][1] is not None and sched[-1][1].get("mode", "swap") == "swap"}
 
     def task_ref(self, index: int) -> TaskRef:
         """The benchmark's full record of query ``index`` (infrastructure and observer only)."""
@@ -396,7 +488,19 @@ class ConsensusProtocol(Protocol):
 
     def _check_f_local(self) -> None:
         adj = self._adjacency()
-        viol = f_local_violations(adj, byzantine_set({a: self.role(a) for a in adj}), self.params.F)
+        byz = byzantine_set({a: self.role(a) for a in adj})
+        viol = f_local_violations(adj, byz, self.params.F)
+        gray = self.degraded_now() - byz
+        if not viol and gray:
+            # a model-swapped honest agent is a faulty agent of Def. 3.1 while it lasts
+            viol = f_local_violations(adj, byz | gray, self.params.F)
+            if viol:
+                msg = ("with the degraded agents " + ", ".join(sorted(gray, key=node_order)) +
+                       " counted as faulty (Def. 3.1): " + f_local_message(viol, self.params.F))
+                if msg not in self.warnings:
+                    self.warnings.append(msg)
+                    warn(None, msg)
+                return
         if viol:
             msg = f_local_message(viol, self.params.F)
             if msg not in self.warnings:
@@ -407,7 +511,7 @@ class ConsensusProtocol(Protocol):
     def attach(self, node, abilities):
         name = node.name
         llm = LLMClient(self.ctx.env, self.ctx.backend, name, lambda _ab, name=name: self.model_for(name),
-                        self._llm_sink, tasks=self.task_ref)
+                        self._llm_sink, fault=lambda name=name: self._client_fault(name), tasks=self.task_ref)
         ctrl = self.Agent(node, self.params, llm, self._sink, self.role(name))
         self.agents[name] = ctrl
         self._group_colluders()
@@ -444,6 +548,9 @@ class ConsensusProtocol(Protocol):
         for task in self.stream:
             self._query_index = task.index
             self.ctx.task_starting(task.index)
+            if self._health_changed:
+                self._health_changed = False
+                self._check_f_local()
             names = sorted(self.agents, key=node_order)
             row = {"query": task.index, "id": task.id, "truth": task.answer,
                    "roles": {a: self.role(a) for a in names},
@@ -500,6 +607,11 @@ class ConsensusProtocol(Protocol):
             rec = {"query": row["query"], "round": kw["t"], "agent": a, "role": kw["role"],
                    "answer": kw["answer"], "correct": kw["answer"] is not None and kw["answer"] == row["truth"],
                    "score": kw.get("score")}
+            if self.health and kw["role"] in HONEST_ROLES:
+                fault = self.fault_at(a, row["query"], kw["t"])
+                if fault is not None:  # the observer's mark: this round's calls ran degraded
+                    rec["degraded"] = fault.get("mode", "swap")
+                    row.setdefault("degraded", {}).setdefault(a, kw["t"])
             for k in ("received", "scores", "retained", "dropped", "sent_answers", "note", "conf"):
                 if kw.get(k) is not None:
                     rec[k] = kw[k]
@@ -564,6 +676,9 @@ class ConsensusAgent:
         self.resp_tokens = 0
         self.lies: dict[str, Any] = {}
         self.late = 0
+        #: the round whose answer the agent is working on (0: initial; t: exchange t-1): the
+        #: infrastructure reads it to apply a gray failure from a given round
+        self.stage = 0
         node.on(self.msg_kind, self._on_msg)
 
     # -- lifecycle ------------------------------------------------------------
@@ -635,12 +750,14 @@ class ConsensusAgent:
         for k in [k for k in self.buf if k[0] < task.index]:
             del self.buf[k]
         sent = received = 0
+        self.stage = 0
         if self.role in HONEST_ROLES:
             yield from self._initial(task)
         else:
             yield from self._prepare_lies(task)
         self._record(0, note=None)
         for t in range(self.params.rounds):
+            self.stage = t + 1
             if not self._exchanges(t):
                 # the protocol has stopped for this query: the answer stands, nothing is sent
                 self._record(t + 1, note="stopped")

@@ -23,7 +23,8 @@ from typing import Any
 
 from ..backends.base import CallKind, TaskRef
 from ..names import node_order
-from .consensus import ConsensusAgent, ConsensusParams, ConsensusProtocol, parse_answer, parse_score, sac_filter
+from .consensus import (ConsensusAgent, ConsensusParams, ConsensusProtocol, parse_answer, parse_score, refine_shown,
+                        sac_filter)
 
 __all__ = ["SAC", "SACParams", "SACAgent"]
 
@@ -62,8 +63,7 @@ class SACAgent(ConsensusAgent):
         # what the refine prompt shows (App. B.2): the current answer (without its
         # self-score) and the retained answers with the scores this agent gave them
         ctx = {"own": {"answer": self.answer, "text": self.text},
-               "retained": [{"answer": got[j].get("answer"), "text": got[j].get("text", ""), "score": scores[j]}
-                            for j in retained],
+               "retained": refine_shown(retained, got, scores),
                "context_items": len(retained) + 1}
         resp = yield from self.llm.call(self.llm.request(CallKind.SAC_REFINE, task, (), ctx))
         new = parse_answer(resp)

@@ -259,24 +259,30 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
     n = min(seeds, 3)
     variants = {
         "symphony": ("symphony", ""),
-        "symphony-share": ("symphony", "share_agents: true"),
+        "symphony-random-ties": ("symphony", "tie_break: random"),
+        "symphony-top-6": ("symphony", "top_l: 6"),
         "autogen": ("autogen", ""),
-        "autogen-last-msg": ("autogen", "summary: last_msg"),
+        "autogen-reflection": ("autogen", "summary: reflection"),
         "raps": ("raps", ""),
         "raps-0.3": ("raps", "isolate_below: 0.3"),
         "raps-0.7": ("raps", "isolate_below: 0.7"),
+        "raps-reactive": ("raps", "reactive: true"),
         "agentnet": ("agentnet", ""),
         "agentnet-judge-0.6": ("agentnet", "judge_threshold: 0.6"),
         "sac_teams": ("sac_teams", ""),
         "sac_teams-no-rounds": ("sac_teams", "rounds: 0"),
     }
     why = {
-        "symphony-share": "plans are distinct chains that may share the best-ranked agents "
-                          "(default: distinct agents per step)",
-        "autogen-last-msg": "the manager returns the last message (AutoGen's default summary_method) "
-                            "instead of summarising with its model",
+        "symphony-random-ties": "equal UCB broken at random (default: the first shortlisted, as the code's "
+                                "strict > in registry order does)",
+        "symphony-top-6": "every candidate shortlisted (the authors' BBH runner passes topL 32; default: the "
+                          "orchestrator's 3)",
+        "autogen-reflection": "the manager summarises with its model (AutoGen's reflection_with_llm) "
+                              "instead of returning the last message (AutoGen's default summary_method)",
         "raps-0.3": "RAPS blacklists below reputation 0.3 (default 0.5)",
         "raps-0.7": "RAPS blacklists below reputation 0.7 (default 0.5)",
+        "raps-reactive": "RAPS Reactive Subscription as we read it: a producer withdraws from abilities its "
+                         "verdicts condemn (default off: the paper's rule is not in our sources)",
         "agentnet-judge-0.6": "AgentNet's entry judge counts success only above 0.6 (default 0.40)",
         "sac_teams-no-rounds": "ablation: no filter-and-refine round, the three teams' answers go straight to "
                                "the majority (the paper's SAC runs two)",
@@ -315,9 +321,10 @@ def compare_sensitivities() -> list[Any]:
     sc = f"{CMP}/persistent-bbh.yaml"
     return [
         Sensitivity("autogen-summary", "models.weak.summary_keep", (0.5, 0.8, 0.95, 1.0), sc,
-                    ("output.trace=none", "protocol={name: autogen}"),
+                    ("output.trace=none", "protocol={name: autogen, params: {summary: reflection}}"),
                     (("accuracy.by_phase.degraded", "AutoGen degraded-phase accuracy"),),
-                    "how often a degraded (1B) manager's summary keeps the committed answer"),
+                    "how often a degraded (1B) manager's summary keeps the committed answer "
+                    "(summary: reflection; the default last_msg makes no summary call)"),
         Sensitivity("autogen-select", "models.weak.select", (0.3, 0.6, 0.8, 0.97), sc,
                     ("output.trace=none", "protocol={name: autogen}"),
                     (("accuracy.by_phase.degraded", "AutoGen degraded-phase accuracy"),),

@@ -302,6 +302,57 @@ def _expected(plan: Plan) -> dict[tuple[str, int], str]:
     return expected
 
 
+#: the size cap (files.LIMITS) of each input a scenario names (scenario.input_files roles)
+_INPUT_KINDS = {"topology": "topology", "tasks": "tasks", "cassette": "cassette", "dataset": "profile",
+                "profile": "profile", "inner": "profile"}
+
+
+def _shipped_inputs(plan: Plan, remote: bool) -> dict[str, dict[str, bytes]]:
+    """``{point: {path: bytes}}``: :func:`point_inputs` of every point of the plan."""
+    cache: dict[str, Optional[bytes]] = {}
+    return {p.key: point_inputs(p.data, plan.source, plan.base_dir, remote, cache) for p in plan.points}
+
+
+def point_inputs(data: dict[str, Any], source: str, base_dir: Path, remote: bool,
+                 cache: dict[str, Optional[bytes]]) -> dict[str, bytes]:
+    """The content of every input file a point's scenario names (topology,
+    task file, dataset and backend profiles, a cassette replayed read-only),
+    by the path the worker will look it up under (files.shipped). Each file is
+    read once (``cache``), within its size cap (files.LIMITS). A file that
+    cannot be read is left out: the worker meets the error a local run would,
+    and the run fails with it. A cassette a run would append to (modes
+    ``record``, ``record-missing``) stays a path, for it can only be written
+    where it is: a sweep against a scheduler address (``remote``) refuses it."""
+    from ..files import read_bytes
+    from ..scenario import input_files, parse_scenario
+
+    sc = parse_scenario(copy.deepcopy(data), source, base_dir)
+    spec = sc.backend.model_dump() if sc.backend is not None else {}
+    found = input_files(sc)
+    if sc.tasks is not None and sc.tasks.file:  # a BIG-bench task folder: its task.json is what is read
+        tf = Path(sc.tasks.file)
+        tf = tf if tf.is_absolute() else base_dir / tf
+        if tf.is_dir():
+            found["tasks"] = (tf / "task.json", False)
+    files: dict[str, bytes] = {}
+    for role, (path, append_only) in found.items():
+        if append_only and spec.get("mode", "record-missing") != "replay":
+            if remote:
+                raise InputError("a sweep on a Dask scheduler replays cassettes read-only (its workers may be on "
+                                 "other machines): set backend.mode to replay, or record with a local sweep",
+                                 file=source, field="backend.mode", value=spec.get("mode", "record-missing"))
+            continue
+        key = str(path)
+        if key not in cache:
+            try:
+                cache[key] = read_bytes(path, _INPUT_KINDS.get(role, "profile"))
+            except InputError:
+                cache[key] = None
+        if cache[key] is not None:
+            files[key] = cache[key]
+    return files
+
+
 def _finished(out: Path, key: str, seed: int, expected: dict[tuple[str, int], str]) -> bool:
     d = _run_dir(out, key, seed)
     r = d / "scenario.resolved.yaml"
@@ -408,6 +459,9 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
 
     expected = _expected(plan)
     todo = [r for r in plan.runs if not _finished(out, *r, expected)]
+    # Dask workers may sit on other machines: they get the input files' content, read here once
+    shipped = _shipped_inputs(plan, remote=scheduler not in (None, "", "local")) \
+        if todo and executor == "dask" else None
     ex = make_executor(executor, workers, scheduler) if todo else None  # connect before writing anything
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -437,6 +491,11 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
         tasks = [{"point": k, "seed": s, "scenario": by_run[(k, s)].data, "source": plan.source,
                   "base_dir": str(plan.base_dir), "level": plan.spec.output, "resolved": expected[(k, s)]}
                  for k, s in todo]
+        if shipped is not None:
+            for t in tasks:
+                t["files"] = shipped[t["point"]]
+        if ex is not None:
+            ex.notify = echo
         progress = SweepProgress(total, total - len(todo), live=live, quiet=quiet, every=every)
         if todo:
             progress.start()

@@ -3,8 +3,10 @@
 ``LocalCluster`` started here, or a running scheduler by address).
 
 Every executor takes the task dicts of :mod:`.worker` and yields their results
-in completion order; a task that dies with its worker (a crash, a lost Dask
-worker) comes back as a failed result, never as an exception. Connecting
+in completion order; a task that dies with its worker (a crash) comes back as a
+failed result, never as an exception. On Dask, a run whose worker is lost
+(killed, its machine gone) is resubmitted to the others (``RETRIES``) before
+it counts as failed, and the input files travel as content (sweep.core). Connecting
 happens when the executor is made, so a scheduler that cannot be reached is a
 one-line input error before anything is written.
 """
@@ -21,6 +23,10 @@ __all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
 EXECUTORS = ("local", "dask")
 #: seconds to wait for a Dask scheduler given by address
 CONNECT_TIMEOUT = 3.0
+#: runs submitted to Dask per worker thread at a time
+WINDOW = 2
+#: times a run whose Dask worker was lost is resubmitted before it counts as failed
+RETRIES = 2
 
 
 def default_workers() -> int:
@@ -33,6 +39,8 @@ def default_workers() -> int:
 class Executor:
     name = "inline"
     workers = 1
+    #: where the executor says what the user should know mid-sweep (a lost worker, a retry); set by the sweep
+    notify: Callable[[str], None] = staticmethod(lambda msg: None)
 
     def run(self, tasks: list[dict[str, Any]], fn: Callable = run_task) -> Iterator[dict[str, Any]]:
         for t in tasks:
@@ -121,19 +129,59 @@ class DaskExecutor(Executor):
         self.workers = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()) or workers
 
     def run(self, tasks, fn=run_task):
+        """Submit at most ``WINDOW`` runs per worker thread at a time (each
+        carries its input files' content, so the scheduler holds only that many
+        copies), and resubmit a run whose worker was lost (``KilledWorker``
+        once the scheduler's own ``allowed-failures`` retries are spent, a
+        closed connection): up to ``RETRIES`` times, then it is a failed run.
+        ``run_task`` never raises for a failing run, so every exception here is
+        the cluster's, never the run's."""
+        import time
+        import warnings
+
         from distributed import as_completed
 
-        futs = {}
-        for t in tasks:
-            f = self.client.submit(fn, t, pure=False)
-            futs[f] = t
-        try:
-            for fut in as_completed(list(futs)):
+        pending = list(reversed(tasks))
+        futs: dict[Any, tuple[dict[str, Any], int]] = {}
+        sized = [0.0, WINDOW * max(1, self.workers)]  # when the window was sized, its size
+
+        def window() -> int:
+            # workers come and go: resized from the scheduler's count at most every 2 s
+            if time.monotonic() - sized[0] > 2.0:
                 try:
-                    yield fut.result()
-                except Exception as exc:  # KilledWorker, a lost connection
-                    yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
-                fut.release()
+                    threads = sum(self.client.nthreads().values())
+                except Exception:  # the scheduler is busy or gone: keep the last size
+                    threads = sized[1] // WINDOW
+                sized[:] = [time.monotonic(), WINDOW * max(1, threads)]
+            return int(sized[1])
+
+        def submit(t: dict[str, Any], attempt: int) -> Any:
+            with warnings.catch_warnings():  # a run carrying a large input file is by design (docs/sweeps.md)
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                f = self.client.submit(fn, t, pure=False)
+            futs[f] = (t, attempt)
+            return f
+
+        ac = as_completed([submit(pending.pop(), 0) for _ in range(min(window(), len(pending)))])
+        try:
+            for fut in ac:
+                t, attempt = futs.pop(fut)
+                try:
+                    res = fut.result()
+                except Exception as exc:  # KilledWorker, a lost connection: the run did not fail, its worker did
+                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}".rstrip(": ")
+                    fut.release()
+                    if attempt < RETRIES:
+                        self.notify(f"sweep: worker lost running {t['point']} seed {t['seed']} ({why}); "
+                                    f"resubmitted ({attempt + 1}/{RETRIES})")
+                        ac.add(submit(t, attempt + 1))
+                        continue
+                    res = failure(t, f"worker lost {attempt + 1} times: {why}")
+                else:
+                    fut.release()
+                while pending and len(futs) < window():
+                    ac.add(submit(pending.pop(), 0))
+                yield res
         finally:
             for f in futs:
                 f.cancel()

@@ -542,6 +542,7 @@ class _Runner:
         self.failures: list[dict] = []
         self._parsed: dict[str, Any] = {}
         self._resolved: dict[tuple[str, int], str] = {}
+        self._inputs: dict[str, Optional[bytes]] = {}  # input files' content by path, read once (Dask)
 
     def _expected(self, point, seed: int) -> str:
         """The run's scenario.resolved.yaml (what a finished run must hold)."""
@@ -600,6 +601,15 @@ class _Runner:
             tasks = [{"point": p.key, "seed": s, "scenario": p.data, "source": self.sp.plan.source,
                       "base_dir": str(self.sp.plan.base_dir), "level": self.sp.plan.spec.output,
                       "resolved": self._expected(p, s)} for p, s in todo]
+            if self.ex.name == "dask":  # workers may be on other machines: the input files' content (core)
+                from .core import point_inputs
+
+                per_point: dict[str, dict[str, bytes]] = {}
+                for t, (p, _s) in zip(tasks, todo):
+                    if p.key not in per_point:
+                        per_point[p.key] = point_inputs(p.data, self.sp.plan.source, self.sp.plan.base_dir,
+                                                        self.ex.address != "local", self._inputs)
+                    t["files"] = per_point[p.key]
             fmts = {p.key: (p.data.get("output") or {}).get("format", "jsonl.gz") for p, _s in todo}
             progress = SweepProgress(len(seen), len(seen) - len(todo), **self.progress_args)
             progress.start()

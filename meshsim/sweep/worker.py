@@ -29,15 +29,22 @@ def failure(task: dict[str, Any], error: str, detail: str = "") -> dict[str, Any
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """Run ``task`` (``scenario`` data, ``source``, ``base_dir``, ``seed``,
-    ``level``, ``point``); never raises for a failing run: the error is the result.
+    ``level``, ``point``, and ``files``: the content of the input files by
+    path, when the executor ships them); never raises for a failing run: the
+    error is the result.
 
     ``wall`` and ``cpu`` are the run's wall-clock and CPU seconds measured
     here, in the worker (CPU: this process's, threads included, e.g. an HTTP
     backend's event loop); they go to the run folder's ``timing.json`` and the
     ``wall_seconds`` / ``cpu_seconds`` columns of results.csv, never into
     ``summary.json``, which stays byte-identical across reruns."""
+    from ..files import shipped
+
     t0, c0 = time.perf_counter(), time.process_time()
-    res = _run_task(task)
+    # the input files' content, read once by the sweep's client (Dask): served in memory under the
+    # paths the scenario names, so a worker that cannot see them runs exactly as a local run
+    with shipped(task.get("files")):
+        res = _run_task(task)
     res["wall"], res["cpu"] = time.perf_counter() - t0, time.process_time() - c0
     return res
 

@@ -17,14 +17,24 @@ A3 by default — coordinates every task, like AutoGen's ``GroupChatManager``:
   gives it for that ability — a wrongly selected agent works outside its
   abilities, with the weak model (Sec. 5: "an incorrect route can change the
   model applied to part of the task");
-* when every needed ability is covered the manager **summarizes** the
-  conversation into the answer it returns (AutoGen's
-  ``summary_method="reflection_with_llm"``; ``summary: last_msg`` returns the
-  final speaker's message unchanged, AutoGen's default).
+* when every needed ability is covered the chat ends and the manager returns
+  its **summary** of it. AutoGen's default is the last message
+  (``ConversableAgent.DEFAULT_SUMMARY_METHOD = "last_msg"`` in
+  ``autogen/agentchat/conversable_agent.py``, repository ``microsoft/autogen``
+  v0.2; ``initiate_chat(summary_method=...)``): the final speaker's message is
+  returned unchanged, no LLM call. ``summary: reflection`` (an option) is
+  AutoGen's ``"reflection_with_llm"``: one ``summarize`` call by the manager's
+  model over the conversation.
 
 When the manager degrades (the paper degrades A3), every one of its calls —
-inference, selections, summary — runs on the weak model: its selections and
-summaries degrade for every task. No review, no detector, no isolation.
+inference, selections (and the summary with ``reflection``) — runs on the weak
+model: its selections degrade for every task.
+
+**Assumed**: the mandatory manager is A3 (MeshHeal Sec. 6); ``max_turns`` 6
+(GroupChat ``max_round``; range 2 .. 20: two speakers are needed); an
+unparsable selection falls back to a random participant.
+
+No review, no detector, no isolation.
 
 The manager reads only its own state and messages (participants' declared
 abilities arrive in ``hello`` messages); it is central because the protocol
@@ -48,7 +58,7 @@ __all__ = ["AutoGen", "AutoGenParams", "AutoGenAgent"]
 
 class AutoGenParams(BaselineParams):
     manager: str = "A3"  # MeshHeal Sec. 6: "A3 is the mandatory manager"
-    summary: Literal["reflection", "last_msg"] = "reflection"
+    summary: Literal["reflection", "last_msg"] = "last_msg"  # AutoGen's DEFAULT_SUMMARY_METHOD
     max_turns: Annotated[int, Field(ge=1, le=1000)] = 6  # GroupChat max_round: speaker turns before the manager gives up
 
     def check(self, sc: Any, G: Any) -> None:

@@ -11,6 +11,11 @@ its output and the answer it parsed (``plan_step``). The chain members are
 the coordinator's neighbours (it recruited them from their ``hello``
 declarations), so every step is one hop away on any topology. The
 coordinator waits for every chain (or ``round_timeout``) and aggregates.
+
+A chain may leave a step's agent open (``None``): the coordinator then picks it
+just before the step (:meth:`PlanAgent.pick_step`; Symphony selects each step
+when it is reached), and :meth:`PlanAgent.on_step` tells it how each step
+went (its output and the round trip it measured).
 """
 from __future__ import annotations
 
@@ -48,10 +53,19 @@ class PlanAgent(ChainAgent):
         t = X.task.index
         y: Optional[Output] = None
         answer: Optional[str] = None
-        for i, a in enumerate(chain):
+        for i in range(len(chain)):
+            a = chain[i]
+            if a is None:
+                a = yield from self.pick_step(k, i, X, chain)
+                if a is None:
+                    self.sink("note", task=t, note=f"plan {k}: no candidate for step {i}")
+                    return
+                chain[i] = a
             body = dict(extra, state=X, chain=list(chain), plan=k)
+            t0 = self.env.now
             if a == self.name:
                 X, y, answer = yield from self._do_step(body)
+                self.on_step(k, i, a, X, y, self.env.now - t0)
                 continue
             ev = Event(self.env)
             self._replies[(t, k, i)] = ev
@@ -63,8 +77,19 @@ class PlanAgent(ChainAgent):
                 self.sink("note", task=t, note=f"plan {k}: step {i} at {a} did not come back")
                 return
             X, y, answer = ev.value
+            self.on_step(k, i, a, X, y, self.env.now - t0)
         if y is not None:
             got[k] = (y, answer)
+
+    def pick_step(self, k: int, i: int, X: TaskState,
+                  chain: list) -> Generator[Any, Any, Optional[str]]:
+        """The agent for step ``i`` of plan ``k``, chosen when the step is reached
+        (only called for a chain that leaves it open)."""
+        return None
+        yield
+
+    def on_step(self, k: int, i: int, agent: str, X: TaskState, y: Optional[Output], elapsed: float) -> None:
+        """Step ``i`` of plan ``k`` came back from ``agent`` after ``elapsed`` seconds."""
 
     def _on_plan_step(self, msg) -> None:
         p = msg.payload

@@ -20,8 +20,13 @@ task's inferred pair, and SAC runs among the three teams:
   its own score, drops the min(F, |L|) lowest of L (``F`` = 1: SAC needs F
   smaller than each agent's degree, two here) — the same
   :func:`meshsim.protocols.consensus.sac_filter` SAC runs — and refines its
-  answer on the retained ones, then rescores its own. An empty retained set
-  keeps the current answer (SAC App. B.2).
+  answer on the retained ones **with their scores** (SAC Eq. 4,
+  r_i <- M_i(x, r_i, {(r_j, s_ij)}_{j in R_i}); App. B.2: the own answer
+  without its self-score and the retained answers sorted by score, highest
+  first, each with its score — the prompt content
+  :func:`meshsim.protocols.consensus.refine_shown` builds for SAC too), then
+  rescores its own. An empty retained set keeps the current answer (SAC
+  App. B.2).
 * **Majority.** The entry agent takes the plurality of the three final
   answers (ties at random).
 
@@ -31,8 +36,16 @@ MeshHeal's review), by the representative with its own finalize ability, so
 Model-Backed MAS Evaluation gives a healthy representative the strong model;
 the refine is the Mixture-of-Agents ``synthesis`` call (revising one's own
 answer in the light of retained candidates is the same mechanism as
-MeshHeal's Takeover synthesis). No agent is ever excluded: detection delay
-infinite.
+MeshHeal's Takeover synthesis), here with each candidate's score
+(``candidate_scores``); a failed synthesis takes a candidate in proportion to
+its shown score (an assumption of the fake; uniform is the other end). No
+agent is ever excluded: detection delay infinite.
+
+**Assumed**: teams are chains of holders dealt at random (SAC's agents each
+answer alone; MeshHeal's shared interface needs two abilities); ``F`` = 1
+(range 0 .. 1: F must stay below a representative's two peers); the entry's
+one InferAbilities call fixes the pair for all three teams; phi and the refine
+are priced as MeshHeal's review and synthesis calls (Tab. C2 prompt sizes).
 """
 from __future__ import annotations
 
@@ -43,7 +56,7 @@ from simpy.events import Event
 
 from ...backends.base import CallKind
 from ...net.messages import HEADER_BYTES
-from ..consensus import sac_filter
+from ..consensus import refine_shown, sac_filter
 from ..execution import Output, TaskState, answer_of, infer_pair
 from .common import Baseline, BaselineParams, judge, plurality, score_of
 from .plans import PlanAgent
@@ -130,10 +143,14 @@ class SACTeamsAgent(PlanAgent):
             X.actions.append((self.name, f"sac_round{rnd_i}:kept={','.join(retained)}"))
             if not retained:
                 continue  # R empty: keep the current answer (SAC App. B.2)
+            # Eq. 4: r_i <- M_i(x, r_i, {(r_j, s_ij)}): the retained answers with the scores this
+            # representative gave them, highest first (App. B.2), its own answer without its self-score
+            shown = refine_shown(retained, got, scores)
             r = yield from self.llm.call(self.llm.request(
                 CallKind.SYNTHESIS, X.task, own.abilities,
                 {"action": "finalize", "context_items": len(drafts), "output_text": own.text,
-                 "drafts": [d.text for d in drafts], "candidates": [got[j].get("text", "") for j in retained]}))
+                 "drafts": [d.text for d in drafts], "candidates": [c["text"] for c in shown],
+                 "candidate_scores": [c["score"] for c in shown]}))
             new = answer_of(r)
             if r.error is None and r.text and new is not None:
                 own, own_answer = own.replaced(by=self.name, text=r.text), new

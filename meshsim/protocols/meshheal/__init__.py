@@ -18,6 +18,7 @@ from ...types import parse_duration
 from ..execution import ExecutionLayer
 from .agent import MeshHealAgent
 from .defences import credibility
+from .byzantine import apply_behaviour
 from .detector import DetectorParams, make_detector
 
 __all__ = ["MeshHeal", "MeshHealParams"]
@@ -142,6 +143,11 @@ class MeshHeal(ExecutionLayer):
         self.defence_counts = {"updates": 0, "short_mu": 0, "short_pool": 0, "blocked_crossings": 0,
                                "low_credibility_scores": 0, "dropped_evidence": 0}
         self.graph_info: dict[str, Any] = {}
+        # Byzantine behaviours (issue 20): what each liar was told to do, and the
+        # observer's log of it and of the tasks routing lies caught (metrics only)
+        self.lies: dict[str, Any] = {}
+        self.byz_log: list[dict] = []
+        self.byz_route_rows: list[dict] = []
 
     # -- setup ------------------------------------------------------------------
     def attach(self, node, abilities):
@@ -153,6 +159,17 @@ class MeshHeal(ExecutionLayer):
 
     def routing_tables(self):
         return {}  # MeshHeal's tables carry the ANY pseudo-ability; see summary instead
+
+    def set_behaviour(self, agent: str, kind: str, spec: dict) -> None:
+        """A scenario event turns ``agent`` Byzantine (``frame``, ``shield``,
+        ``poison``, ``route_lie``) or honest again (``honest``)."""
+        if agent not in self.agents:
+            raise InputError("unknown agent", field="agents", value=agent)
+        self.lies[agent] = apply_behaviour(self.lies.get(agent), kind, spec)
+        self.agents[agent].set_lies(self.lies[agent])
+        rec = {"agent": agent, "behaviour": kind, "task": self._task_index, "t": self.ctx.env.now, **spec}
+        self.byz_log.append(rec)
+        self.ctx.trace("byzantine", **rec)  # events.jsonl: who was drawn, as the event fired
 
     # -- sinks (controllers write, never read) ---------------------------------------
     def _sink(self, kind: str, **kw: Any) -> None:
@@ -208,6 +225,9 @@ class MeshHeal(ExecutionLayer):
             elif what == "low_credibility":
                 c["low_credibility_scores"] += kw["scores"]
                 c["dropped_evidence"] += int(kw["dropped"])
+        elif kind == "byz_route":
+            self.byz_route_rows.append({"agent": kw["agent"], "task": kw["task"], "t": env.now,
+                                        "outcome": kw["outcome"]})
 
     # -- outputs -------------------------------------------------------------------
     def output_tables(self) -> dict[str, list[dict]]:

@@ -21,6 +21,7 @@ from ...net.routing import DistanceVector
 from ...types import RoutingState
 from ..execution import generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
+from .byzantine import Lies, rescore, route_lies, state_lie, summary_lie
 from .detector import Update
 from .review import Assessment, assess, serve_review
 from .state import Output, TaskState
@@ -70,6 +71,8 @@ class MeshHealAgent:
                                  jitter=0.1 if params.refresh else 0.0, on_change=None)
         self._next_req = 0
         self._waiting: dict[int, Event] = {}
+        # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
+        self.byz: Optional[Lies] = None
         # bookkeeping is handled on arrival; work goes through the inbox
         node.on("hello", self._on_hello, inline=True)
         node.on("state", self._on_state, inline=True)
@@ -91,7 +94,8 @@ class MeshHealAgent:
             self._hello(peer)
 
     def _hello(self, peer: str) -> None:
-        self.reliable.send(peer, "hello", {"abilities": sorted(self.K_orig), "state": self.state.value,
+        state = state_lie(self.byz, peer, sorted(self.node.links), self.state.value)
+        self.reliable.send(peer, "hello", {"abilities": sorted(self.K_orig), "state": state,
                                            "probe_at": self.probe_at}, size=HEADER_BYTES + 24 + 24 * len(self.K_orig))
 
     def _on_link(self, peer: str, up: bool) -> None:
@@ -131,9 +135,10 @@ class MeshHealAgent:
 
     def _advertise_state(self) -> None:
         """Routing-state advertisement to direct neighbours (sent on change)."""
+        order = sorted(self.node.links)
         for peer in self.node.neighbors:
-            self.reliable.send(peer, "state", {"state": self.state.value, "probe_at": self.probe_at},
-                               size=HEADER_BYTES + 24)
+            self.reliable.send(peer, "state", {"state": state_lie(self.byz, peer, order, self.state.value),
+                                               "probe_at": self.probe_at}, size=HEADER_BYTES + 24)
 
     def _apply_state(self, old: RoutingState, task_index: int) -> None:
         new = self.state
@@ -184,7 +189,69 @@ class MeshHealAgent:
     def _on_task(self, msg) -> Generator:
         X: TaskState = msg.payload
         X.probe = msg.kind == "probe"
+        if self.byz is not None and self.byz.hole is not None:
+            return self._hole(X)
         return self._work(X)
+
+    def _hole(self, X: TaskState) -> Generator[Any, Any, None]:
+        """A routing liar's treatment of a task that reached it over a link:
+        ``black`` drops it (nobody is told; the task times out), ``grey`` answers
+        a ``hole_rate`` share itself with its own model, unreviewed, and handles
+        the rest honestly."""
+        lies = self.byz
+        assert lies is not None
+        t = X.task.index
+        if lies.hole == "black":
+            self.sink("byz_route", agent=self.name, task=t, outcome="drop")
+            return
+        if self.rnd_byz.random() < lies.hole_rate:
+            X.visits.append(self.name)
+            self.handled += 1
+            if X.R is None:
+                X.R = yield from infer_pair(self.llm, X.task, self.pairs)
+            M = frozenset(set(X.R) - X.C)
+            y = yield from generate(self.llm, self.name, self.K_orig, "finalize", M, X)
+            X.actions.append((self.name, "finalize"))
+            X.Y.append(y)
+            X.P.append(self.name)
+            self.sink("byz_route", agent=self.name, task=t, outcome="corrupt")
+            self.sink("done", task=X.task, state=X, output=y)
+            return
+        self.sink("byz_route", agent=self.name, task=t, outcome="pass")
+        yield from self._work(X)
+
+    # ------------------------------------------------------------ Byzantine
+    @property
+    def rnd_byz(self):
+        """The liar's own stream (grey-hole draws): honest streams stay untouched."""
+        return self.env.pyrandom("byzantine", self.name)
+
+    def set_lies(self, lies: Optional[Lies]) -> None:
+        """Turn this controller Byzantine (or honest again, ``None``) and push the
+        new adverts at once: states, distance vectors and, for a summary
+        poisoner, a summary of every (T, s) it has evidence on."""
+        old = self.byz
+        self.byz = lies if lies is not None and lies.active else None
+        byz = self.byz
+        if byz is not None and (byz.route or byz.route_all is not None):
+            self.dv.lie = lambda s, byz=byz: route_lies(byz, [s]).get(s)
+        else:
+            self.dv.lie = None
+        # re-advertise whatever was or now is a lie (the truth again for an ``honest`` event)
+        what = {k for lz in (old, byz) if lz is not None for k, on in
+                (("state", lz.state is not None), ("dv", bool(lz.route) or lz.route_all is not None),
+                 ("summary", lz.poisons_summaries)) if on}
+        if what:
+            self.node.call_later(0.0, lambda: self._readvertise(what))
+
+    def _readvertise(self, what: set) -> None:
+        if "state" in what:
+            self._advertise_state()
+        if "dv" in what:
+            self.dv._advertise_all()
+        if "summary" in what:
+            for key in sorted(self.detector.scores):
+                self._send_summary(key)
 
     def _work(self, X: TaskState) -> Generator[Any, Any, None]:
         t = X.task.index
@@ -303,9 +370,7 @@ class MeshHealAgent:
                 self.sink("defence", what="blocked", agent=self.name, task=task.index)
             self.sink("evidence", agent=self.name, task=task, ability=s, q=q, update=u, probe=probe)
             key = (task.type, s)
-            summ = self.detector.summary(key)
-            self.node.broadcast("summary", {"type": task.type, "ability": s, "mu": summ.mu,
-                                            "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
+            self._send_summary(key)
             if u.changed:
                 self._apply_state(old, task.index)
 
@@ -347,6 +412,20 @@ class MeshHealAgent:
             self.sink("defence", what="low_credibility", scores=low, dropped=ev is None, agent=self.name,
                       task=task_index)
         return ev
+    def _send_summary(self, key: tuple[str, str]) -> None:
+        """Score-and-shortfall summary of (T, s) to direct neighbours (Sec. 4.2.2);
+        a summary poisoner sends each neighbour its own lie."""
+        summ = self.detector.summary(key)
+        T, s = key
+        if self.byz is None or not self.byz.poisons_summaries:
+            self.node.broadcast("summary", {"type": T, "ability": s, "mu": summ.mu,
+                                            "xbar": summ.xbar, "n": summ.n}, size=HEADER_BYTES + 48)
+            return
+        order = sorted(self.node.links)
+        for peer in self.node.neighbors:
+            mu, xbar = summary_lie(self.byz, peer, order, summ.mu, summ.xbar)
+            self.node.send(peer, "summary", {"type": T, "ability": s, "mu": mu, "xbar": xbar, "n": summ.n},
+                           size=HEADER_BYTES + 48)
 
     # ------------------------------------------------------ review service
     def ask(self, reviewer: str, req: dict, y: Output, H: frozenset, X: TaskState) -> Generator[Any, Any, Optional[dict]]:
@@ -388,6 +467,8 @@ class MeshHealAgent:
 
     def _serve(self, src: str, req: dict) -> Generator[Any, Any, None]:
         result = yield from serve_review(self, req)
+        if self.byz is not None:
+            result = rescore(self.byz, req["mode"], req.get("producer"), result)
         self.reliable.send(src, "review_rep", {"id": req["id"], "result": result}, size=HEADER_BYTES + 300)
 
     def sink_record(self, kind: str, task_index: int, agent: str) -> None:
