@@ -372,7 +372,10 @@ class FakeBackend(Backend):
         self._mix = 0 if not draw else self.seed
         self.name = f"fake:{profile.name}"
         self._lat = {role: LatencyModel(m.ttft, m.rate) for role, m in profile.models.items()}
-        self._z: dict[tuple, float] = {}
+        # hash draws that are pure functions of (seed, task, ...): memoized per task and
+        # dropped with the task's texts (forget), so a long stream holds only open tasks'
+        self._memo: dict[str, dict[Any, float]] = {}
+        self._nearest: dict[float, str] = {}
         self._type_z: dict[tuple[str, str], float] = {}
         self._thresholds: dict[tuple, float] = {}
         self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str]]] = {}
@@ -431,6 +434,13 @@ class FakeBackend(Backend):
 
     def forget(self, task_id: str) -> None:
         self.texts.forget(task_id)
+        self._memo.pop(task_id, None)
+
+    def _task_memo(self, task_id: str) -> dict[Any, float]:
+        memo = self._memo.get(task_id)
+        if memo is None:
+            memo = self._memo[task_id] = {}
+        return memo
 
     # -- the model's side -------------------------------------------------------
     def model(self, req: Request):
@@ -458,10 +468,11 @@ class FakeBackend(Backend):
         return th
 
     def _z_task(self, task: Optional[TaskRef], ability: str) -> float:
-        key = (task.id if task else "", ability)
-        z = self._z.get(key)
+        tid = task.id if task else ""
+        memo = self._task_memo(tid)
+        z = memo.get(ability)
         if z is None:
-            z = self._z[key] = _N.inv_cdf(hash_unit(self.seed, "difficulty", *key))
+            z = memo[ability] = _N.inv_cdf(hash_unit(self.seed, "difficulty", tid, ability))
         return z
 
     def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0) -> bool:
@@ -475,7 +486,12 @@ class FakeBackend(Backend):
         z = math.sqrt(rho) * self._z_task(req.task, ability)
         rest = 1.0 - rho
         if persist:
-            view = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, req.task.id if req.task else "", ability))
+            tid = req.task.id if req.task else ""
+            memo = self._task_memo(tid)
+            vkey = ("view", req.agent, ability)
+            view = memo.get(vkey)
+            if view is None:  # the reviewer's lasting view: the same for its three calls
+                view = memo[vkey] = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, tid, ability))
             z += math.sqrt(rest * persist) * view
         z += math.sqrt(rest * (1.0 - persist)) * rnd.gauss(0.0, 1.0)
         return z < th
@@ -571,8 +587,13 @@ class FakeBackend(Backend):
         reviewing the same output (what its text shows every reader)."""
         if not common or req is None:
             return rnd.random()
-        shared = hash_unit(self.seed, "verdict", req.task.id if req.task else "", str(req.context.get("output_text")),
-                           cls, step)
+        tid = req.task.id if req.task else ""
+        text = str(req.context.get("output_text"))
+        memo = self._task_memo(tid)
+        skey = ("verdict", text, cls, step)
+        shared = memo.get(skey)
+        if shared is None:  # what the text shows every reader: the same draw for every call on it
+            shared = memo[skey] = hash_unit(self.seed, "verdict", tid, text, cls, step)
         if common >= 1.0:
             return shared
         z = math.sqrt(common) * _N.inv_cdf(shared) + math.sqrt(1.0 - common) * rnd.gauss(0.0, 1.0)
@@ -602,7 +623,10 @@ class FakeBackend(Backend):
         own, other = float(ctx.get("own", 0.5)), float(ctx.get("other", 0.5))
         c = self.profile.committee
         if abs(own - other) < c.agree:
-            return {"score": self._score(rnd, _nearest(self.profile.review.anchors, own))}, None
+            near = self._nearest.get(own)
+            if near is None:
+                near = self._nearest[own] = _nearest(self.profile.review.anchors, own)
+            return {"score": self._score(rnd, near)}, None
         theirs = self._read(req, ctx.get("other_explanation"))
         if "unverified" in theirs.features or theirs.answer not in VERDICTS:
             verdict = self._verdict(req, rnd, out)
