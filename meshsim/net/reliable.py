@@ -52,7 +52,10 @@ class Reliable:
     def _transmit(self, rid: int, state: list) -> None:
         dst, kind, payload, size, _left, timeout, _done, _timer = state
         self.node.send(dst, kind, payload, size, rid=rid)
-        state[7] = self.node.env.call_later(timeout, lambda _ev, rid=rid: self._expire(rid))
+        state[7] = self.node.env.call_later(timeout, self._timer, rid)  # no closure per message
+
+    def _timer(self, ev: Event) -> None:
+        self._expire(ev._value)
 
     def _expire(self, rid: int) -> None:
         state = self._pending.get(rid)
