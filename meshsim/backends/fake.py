@@ -376,6 +376,7 @@ class FakeBackend(Backend):
         # dropped with the task's texts (forget), so a long stream holds only open tasks'
         self._memo: dict[str, dict[Any, float]] = {}
         self._nearest: dict[float, str] = {}
+        self._kinds: dict[str, Any] = {}  # call kind -> the method that models it
         self._type_z: dict[tuple[str, str], float] = {}
         self._thresholds: dict[tuple, float] = {}
         self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str]]] = {}
@@ -403,7 +404,9 @@ class FakeBackend(Backend):
 
     def complete_sync(self, req: Request) -> Response:
         rnd = SplitMix64(req.seed ^ self._mix)
-        fn = getattr(self, "_" + req.kind, None)
+        fn = self._kinds.get(req.kind)
+        if fn is None:
+            fn = self._kinds[req.kind] = getattr(self, "_" + req.kind, None)
         if fn is None:
             return Response(error=f"fake backend has no model of call kind {req.kind!r}")
         fields, correct = fn(req, rnd)
