@@ -12,6 +12,13 @@ the machine is shared, and CPU time is what other load disturbs least) and in
 wall time: what MeshHeal costs beyond moving its messages (LLM calls, reviews,
 detectors, records). Goal: CPU ratio <= 2.0 on the full stream (issue 22).
 
+The two halves run one after the other, so a change of the machine's load
+between them moves the ratio: on the shared 2-core machine the bare model's
+CPU time for the same 1.65M messages ranged 12-20 s across runs. Quote the
+median of a few runs. (Timing the bare model in bursts interleaved with the
+run was tried and dropped: inside the run the collector state is the run's,
+and the bursts ran cache-cold, both biasing the comparator.)
+
 Run: python tests/benchmarks/bench_meshheal.py [--tasks N] [--scenario PATH]
   full stream: no --tasks (48,384 tasks);  slice: --tasks 4032
 """
