@@ -82,7 +82,9 @@ class Reliable:
     def accept(self, msg: Message) -> bool:
         """Acknowledge ``msg``; True when it is the first copy to handle."""
         self.node.send(msg.src, ACK, msg.rid, size=HEADER_BYTES + 8)
-        seen = self._seen.setdefault(msg.src, set())
+        seen = self._seen.get(msg.src)
+        if seen is None:
+            seen = self._seen[msg.src] = set()
         if msg.rid in seen:
             return False
         seen.add(msg.rid)
