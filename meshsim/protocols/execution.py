@@ -77,8 +77,9 @@ class TaskState:
         """What one message carries: a copy. A state sent again after a lost
         ack (to another next hop) must not share lists with the copy the first
         receiver already works on."""
-        return replace(self, C=set(self.C), Y=list(self.Y), P=list(self.P), visits=list(self.visits),
-                       actions=list(self.actions))
+        # the constructor directly (what dataclasses.replace calls, without its field walk)
+        return TaskState(task=self.task, R=self.R, C=set(self.C), Y=list(self.Y), P=list(self.P), probe=self.probe,
+                         leg_hops=self.leg_hops, visits=list(self.visits), actions=list(self.actions))
 
 
 # ---------------------------------------------------------------------------------------------
