@@ -39,7 +39,7 @@ from .records import json_default, read_records, write_atomic, write_records
 from .backends import make_backend
 from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
-from .sim import Environment
+from .sim import Environment, long_run_gc
 from .types import LatencySpec
 
 __all__ = ["run", "run_one", "validate", "prepare", "Interrupted", "RunResult", "MultiRunResult", "RunContext",
@@ -257,7 +257,8 @@ def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
 def simulate(world: World, progress: Optional[Progress] = None) -> RunResult:
     """Run a world made by :func:`build` to its end."""
     try:
-        world.send(progress)
+        with long_run_gc():
+            world.send(progress)
     except StopIteration as stop:
         return stop.value
     raise SimulationError("the world did not finish")  # pragma: no cover - _world yields once

@@ -343,6 +343,7 @@ def score_distribution(review: ReviewSpec, role: str, action: str, cls: str) -> 
 
 
 _M64 = (1 << 64) - 1
+_MISSING = object()
 
 
 class SplitMix64:
@@ -361,8 +362,16 @@ class SplitMix64:
         return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
 
     def gauss(self, mu: float, sigma: float) -> float:
-        u1 = self.random() or 5e-324
-        return mu + sigma * math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * self.random())
+        # two draws of random(), inlined (the same arithmetic: this is on every fake call's path)
+        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        u1 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0) or 5e-324
+        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        u2 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
+        return mu + sigma * math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
 
     def randrange(self, n: int) -> int:
         return min(n - 1, int(self.random() * n))
@@ -387,7 +396,12 @@ class FakeBackend(Backend):
         self._mix = 0 if not draw else self.seed
         self.name = f"fake:{profile.name}"
         self._lat = {role: LatencyModel(m.ttft, m.rate) for role, m in profile.models.items()}
-        self._z: dict[tuple, float] = {}
+        # hash draws that are pure functions of (seed, task, ...): memoized per task and
+        # dropped with the task's texts (forget), so a long stream holds only open tasks'
+        self._memo: dict[str, dict[Any, float]] = {}
+        self._nearest: dict[float, str] = {}
+        self._kinds: dict[str, Any] = {}  # call kind -> the method that models it
+        self._token_specs: dict[str, Any] = {}  # call kind -> its TokenSpec (or None)
         self._type_z: dict[tuple[str, str], float] = {}
         self._thresholds: dict[tuple, float] = {}
         self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str]]] = {}
@@ -415,7 +429,9 @@ class FakeBackend(Backend):
 
     def complete_sync(self, req: Request) -> Response:
         rnd = SplitMix64(req.seed ^ self._mix)
-        fn = getattr(self, "_" + req.kind, None)
+        fn = self._kinds.get(req.kind)
+        if fn is None:
+            fn = self._kinds[req.kind] = getattr(self, "_" + req.kind, None)
         if fn is None:
             return Response(error=f"fake backend has no model of call kind {req.kind!r}")
         fields, correct = fn(req, rnd)
@@ -446,6 +462,13 @@ class FakeBackend(Backend):
 
     def forget(self, task_id: str) -> None:
         self.texts.forget(task_id)
+        self._memo.pop(task_id, None)
+
+    def _task_memo(self, task_id: str) -> dict[Any, float]:
+        memo = self._memo.get(task_id)
+        if memo is None:
+            memo = self._memo[task_id] = {}
+        return memo
 
     # -- the model's side -------------------------------------------------------
     def model(self, req: Request):
@@ -473,10 +496,11 @@ class FakeBackend(Backend):
         return th
 
     def _z_task(self, task: Optional[TaskRef], ability: str) -> float:
-        key = (task.id if task else "", ability)
-        z = self._z.get(key)
+        tid = task.id if task else ""
+        memo = self._task_memo(tid)
+        z = memo.get(ability)
         if z is None:
-            z = self._z[key] = _N.inv_cdf(hash_unit(self.seed, "difficulty", *key))
+            z = memo[ability] = _N.inv_cdf(hash_unit(self.seed, "difficulty", tid, ability))
         return z
 
     def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0) -> bool:
@@ -489,8 +513,15 @@ class FakeBackend(Backend):
         rho = self.profile.difficulty_rho
         z = math.sqrt(rho) * self._z_task(req.task, ability)
         rest = 1.0 - rho
+        if not persist:
+            return z + math.sqrt(rest) * rnd.gauss(0.0, 1.0) < th  # rest * (1.0 - 0.0) == rest exactly
         if persist:
-            view = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, req.task.id if req.task else "", ability))
+            tid = req.task.id if req.task else ""
+            memo = self._task_memo(tid)
+            vkey = ("view", req.agent, ability)
+            view = memo.get(vkey)
+            if view is None:  # the reviewer's lasting view: the same for its three calls
+                view = memo[vkey] = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, tid, ability))
             z += math.sqrt(rest * persist) * view
         z += math.sqrt(rest * (1.0 - persist)) * rnd.gauss(0.0, 1.0)
         return z < th
@@ -586,8 +617,13 @@ class FakeBackend(Backend):
         reviewing the same output (what its text shows every reader)."""
         if not common or req is None:
             return rnd.random()
-        shared = hash_unit(self.seed, "verdict", req.task.id if req.task else "", str(req.context.get("output_text")),
-                           cls, step)
+        tid = req.task.id if req.task else ""
+        text = str(req.context.get("output_text"))
+        memo = self._task_memo(tid)
+        skey = ("verdict", text, cls, step)
+        shared = memo.get(skey)
+        if shared is None:  # what the text shows every reader: the same draw for every call on it
+            shared = memo[skey] = hash_unit(self.seed, "verdict", tid, text, cls, step)
         if common >= 1.0:
             return shared
         z = math.sqrt(common) * _N.inv_cdf(shared) + math.sqrt(1.0 - common) * rnd.gauss(0.0, 1.0)
@@ -617,7 +653,10 @@ class FakeBackend(Backend):
         own, other = float(ctx.get("own", 0.5)), float(ctx.get("other", 0.5))
         c = self.profile.committee
         if abs(own - other) < c.agree:
-            return {"score": self._score(rnd, _nearest(self.profile.review.anchors, own))}, None
+            near = self._nearest.get(own)
+            if near is None:
+                near = self._nearest[own] = _nearest(self.profile.review.anchors, own)
+            return {"score": self._score(rnd, near)}, None
         theirs = self._read(req, ctx.get("other_explanation"))
         if "unverified" in theirs.features or theirs.answer not in VERDICTS:
             verdict = self._verdict(req, rnd, out)
@@ -721,7 +760,9 @@ class FakeBackend(Backend):
         return fields, latent.final
 
     def _tokens(self, req: Request, rnd: SplitMix64) -> tuple[int, int]:
-        spec = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")
+        spec = self._token_specs.get(req.kind, _MISSING)
+        if spec is _MISSING:
+            spec = self._token_specs[req.kind] = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")
         if spec is None:
             return 0, 0
         items = int(req.context.get("context_items", 0) or 0)

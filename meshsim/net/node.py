@@ -34,7 +34,9 @@ class Node:
         self.reliable = None  # set by net.reliable.Reliable
         self._queue: deque[Message] = deque()
         self._waiter: Event | None = None
-        self._procs: set[Process] = set()
+        # insertion-ordered (a dict, not a set of objects hashed by address): shutdown
+        # interrupts them in the order they started, the same in every run
+        self._procs: dict[Process, None] = {}
         self.process = self.env.process(self._run())
 
     # -- local knowledge -------------------------------------------------
@@ -160,12 +162,12 @@ class Node:
     def spawn(self, gen: Generator) -> Process:
         """Run ``gen`` as a process owned by this node (interrupted on removal)."""
         proc = self.env.process(gen)
-        self._procs.add(proc)
+        self._procs[proc] = None
         proc.callbacks.append(self._procs_discard)
         return proc
 
     def _procs_discard(self, proc: Event) -> None:
-        self._procs.discard(proc)  # type: ignore[arg-type]
+        self._procs.pop(proc, None)  # type: ignore[call-overload]
         if not proc._ok and not isinstance(proc._value, Interrupt):
             return  # let simpy raise the real error
         proc._defused = True  # type: ignore[attr-defined]

@@ -52,7 +52,10 @@ class Reliable:
     def _transmit(self, rid: int, state: list) -> None:
         dst, kind, payload, size, _left, timeout, _done, _timer = state
         self.node.send(dst, kind, payload, size, rid=rid)
-        state[7] = self.node.env.call_later(timeout, lambda _ev, rid=rid: self._expire(rid))
+        state[7] = self.node.env.call_later(timeout, self._timer, rid)  # no closure per message
+
+    def _timer(self, ev: Event) -> None:
+        self._expire(ev._value)
 
     def _expire(self, rid: int) -> None:
         state = self._pending.get(rid)
@@ -79,7 +82,9 @@ class Reliable:
     def accept(self, msg: Message) -> bool:
         """Acknowledge ``msg``; True when it is the first copy to handle."""
         self.node.send(msg.src, ACK, msg.rid, size=HEADER_BYTES + 8)
-        seen = self._seen.setdefault(msg.src, set())
+        seen = self._seen.get(msg.src)
+        if seen is None:
+            seen = self._seen[msg.src] = set()
         if msg.rid in seen:
             return False
         seen.add(msg.rid)

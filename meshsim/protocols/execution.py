@@ -77,8 +77,9 @@ class TaskState:
         """What one message carries: a copy. A state sent again after a lost
         ack (to another next hop) must not share lists with the copy the first
         receiver already works on."""
-        return replace(self, C=set(self.C), Y=list(self.Y), P=list(self.P), visits=list(self.visits),
-                       actions=list(self.actions))
+        # the constructor directly (what dataclasses.replace calls, without its field walk)
+        return TaskState(task=self.task, R=self.R, C=set(self.C), Y=list(self.Y), P=list(self.P), probe=self.probe,
+                         leg_hops=self.leg_hops, visits=list(self.visits), actions=list(self.actions))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +129,8 @@ def answer_of(resp: Response) -> Optional[str]:
 
 # ---------------------------------------------------------------------------------------------
 # the harness
+
+_NO_ABILITIES: frozenset = frozenset()
 
 
 class ExecutionLayer(Protocol):
@@ -188,10 +191,10 @@ class ExecutionLayer(Protocol):
     def model_for(self, agent: str, abilities: tuple[str, ...]) -> str:
         """Strong model for a declared ability, weak otherwise; a degraded agent
         uses the weak model for every call, reviews included."""
-        if agent in self.degraded and self.fault_of.get(agent, {}).get("mode", "swap") == "swap":
+        if agent in self.degraded and (self.fault_of.get(agent) or {}).get("mode", "swap") == "swap":
             return "weak"
-        K = self.K.get(agent, frozenset())
-        return "strong" if (abilities and set(abilities) <= K) or (not abilities and K) else "weak"
+        K = self.K.get(agent, _NO_ABILITIES)
+        return "strong" if (abilities and K.issuperset(abilities)) or (not abilities and K) else "weak"
 
     def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict] = None) -> None:
         """Inject (or lift) a gray failure: ``fault['mode']`` is ``swap`` (the

@@ -118,12 +118,18 @@ class LLMClient:
 
     def _answers(self, reqs: list[Request]) -> Generator[Any, Any, list[Response]]:
         if self.backend.synchronous:
-            out = [self.backend.complete_sync(r) for r in reqs]
-        else:
-            events = Bridge.of(self.env, self.backend).submit(reqs)
-            out = []
-            for ev in events:
-                out.append((yield ev))
+            return self._sync_answers(reqs)
+        events = Bridge.of(self.env, self.backend).submit(reqs)
+        out = []
+        for ev in events:
+            out.append((yield ev))
+        return self._faulted(out)
+
+    def _sync_answers(self, reqs: list[Request]) -> list[Response]:
+        complete = self.backend.complete_sync
+        return self._faulted([complete(r) for r in reqs])
+
+    def _faulted(self, out: list[Response]) -> list[Response]:
         spec = self.fault() if self.fault is not None else None
         if spec and spec.get("mode") == "errors":
             # the call fails after its retries: a protocol-level bad output
@@ -133,7 +139,10 @@ class LLMClient:
 
     def call(self, req: Request) -> Generator[Any, Any, Response]:
         """``resp = yield from llm.call(req)``: one call, its latency in sim time."""
-        (resp,) = yield from self._answers([req])
+        if self.backend.synchronous:  # fakes and replays: no generator round trip per call
+            (resp,) = self._sync_answers([req])
+        else:
+            (resp,) = yield from self._answers([req])
         lat = self._latency(req, resp)
         if lat > 0:
             yield self.env.timeout(lat)

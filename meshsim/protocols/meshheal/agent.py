@@ -70,7 +70,7 @@ class MeshHealAgent:
                                  refresh=params.refresh, timeout=params.route_timeout,
                                  jitter=0.1 if params.refresh else 0.0, on_change=None)
         self._next_req = 0
-        self._waiting: dict[int, Event] = {}
+        self._waiting: dict[int, tuple[Event, Event]] = {}  # request id -> (reply, deadline timer)
         # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
         self.byz: Optional[Lies] = None
         # bookkeeping is handled on arrival; work goes through the inbox
@@ -440,11 +440,11 @@ class MeshHealAgent:
             self._next_req += 1
             rid = self._next_req
             ev = Event(self.env)
-            self._waiting[rid] = ev
             body = dict(req, id=rid, task=X.task, abilities=sorted(H), action=y.action, context_items=len(X.Y),
                         output_text=y.text, drafts=[o.text for o in X.Y], producer=self.name)
             self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
-            self.node.call_later(self.params.review_timeout, lambda rid=rid: self._expire(rid))
+            # the deadline: a bare timer event whose value is the request id (no closure per request)
+            self._waiting[rid] = (ev, self.env.call_later(self.params.review_timeout, self._deadline, rid))
             events.append(ev)
         results = []
         for ev in events:
@@ -452,14 +452,23 @@ class MeshHealAgent:
             results.append(res)
         return results
 
+    def _deadline(self, timer: Event) -> None:
+        if self.node.alive:
+            self._expire(timer._value)
+
     def _expire(self, rid: int) -> None:
-        ev = self._waiting.pop(rid, None)
-        if ev is not None and not ev.triggered:
-            ev.succeed(None)
+        w = self._waiting.pop(rid, None)
+        if w is not None and not w[0].triggered:
+            w[0].succeed(None)
 
     def _on_review_rep(self, msg) -> None:
-        ev = self._waiting.pop(msg.payload["id"], None)
-        if ev is not None and not ev.triggered:
+        w = self._waiting.pop(msg.payload["id"], None)
+        if w is None:
+            return
+        ev, timer = w
+        if timer.callbacks:
+            timer.callbacks.clear()  # answered: the deadline passes with nothing to do
+        if not ev.triggered:
             ev.succeed(msg.payload["result"])
 
     def _on_review_req(self, msg) -> Generator:
