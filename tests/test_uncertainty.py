@@ -222,8 +222,12 @@ def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study, dat
             assert resolved["seed"] == seed
 
 
-def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_nothing(study, args):
-    out, _ = study
+def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_nothing(study, args, tmp_path):
+    import shutil
+
+    # on a copy: the shared study is read by tests on other xdist workers meanwhile
+    out = tmp_path / "again"
+    shutil.copytree(study[0], out)
     before = {n: (out / n).read_bytes() for n in ("ranking.csv", "bands.csv", "samples.csv")}
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/seed-*/summary.json")}
     res = CliRunner().invoke(main, ["uncertainty", *args, "--workers", "1", "--out", str(out), "-q"])

@@ -330,7 +330,8 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
 def render_classes(results: list[dict[str, Any]], bands: Optional[dict[str, Any]]) -> str:
     """Every prediction row with its band and class, grouped by class (``classes.md`` of a reproduce folder;
     docs/validation.md "Classification of every row")."""
-    order = ("robust disagreement", "assumption-bound", "robust agreement", "no paper value", "no band")
+    order = ("robust disagreement", "assumption-bound", "robust agreement", "no paper value", "no band",
+             "no value at any seed")
     rows: dict[str, list[str]] = {k: [] for k in order}
     for r in results:
         for c in r["cells"]:
@@ -340,7 +341,8 @@ def render_classes(results: list[dict[str, Any]], bands: Optional[dict[str, Any]
             sim = c.get("empty", "—") if c["mean"] is None else \
                 f"{_fmt(fmt, c['mean'])} ± {_fmt(fmt, c['sd']).lstrip('+')}"
             b = c.get("band")
-            cls = (c.get("class") or "no paper value") if b else "no band"
+            cls = (c.get("class") or "no paper value") if b else \
+                ("no value at any seed" if c["mean"] is None else "no band")
             band = f"{_fmt(fmt, b[0])} – {_fmt(fmt, b[1])}" if b else "—"
             rows.setdefault(cls, []).append(f"| {r['key']} | {c['table']} | {c['row']} | {_fmt(fmt, c['paper'])} | "
                                             f"{sim} | {band} |")
