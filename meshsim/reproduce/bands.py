@@ -272,14 +272,19 @@ def add_bands(which: str, exps: list[Experiment], results: list[dict[str, Any]],
         got = run_specs([s for runs in per_pos for specs in runs.values() for s in specs], out, workers)
         if progress is not None:
             progress(f"bands {i + 1}/{len(chosen)}: {exp.key} at {len(positions)} samples")
-        means: dict[tuple[str, str], list[float]] = {}
+        # a row is (table, row, k-th of that label): two settings may print the same label (F = 0 and F = 3)
+        means: dict[tuple[str, str, int], list[float]] = {}
         for runs in per_pos:
+            seen: dict[tuple[str, str], int] = {}
             for c in exp.cells({label: [got[s] for s in specs] for label, specs in runs.items()}):
+                k = seen[(c.table, c.row)] = seen.get((c.table, c.row), -1) + 1
                 m, _sd = c.stats()
                 if m is not None and math.isfinite(m):
-                    means.setdefault((c.table, c.row), []).append(m)
+                    means.setdefault((c.table, c.row, k), []).append(m)
+        seen = {}
         for cell in res["cells"]:
-            xs = means.get((cell["table"], cell["row"]))
+            k = seen[(cell["table"], cell["row"])] = seen.get((cell["table"], cell["row"]), -1) + 1
+            xs = means.get((cell["table"], cell["row"], k))
             if cell["kind"] != PREDICTION or not xs:
                 continue
             p5, p95 = quantile(xs, 0.05), quantile(xs, 0.95)
