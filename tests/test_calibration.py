@@ -82,6 +82,7 @@ def test_calibrate_command_prints_targets_and_rejects_other_profiles(tmp_path):
     assert res.exit_code == 2 and "does not exist" in res.stderr
 
 
+@pytest.mark.slow  # ~10 s; README's test command stays under 2 minutes
 def test_reproduce_reports_cells_with_kinds_caches_runs_and_fills_docs(tmp_path):
     out = tmp_path / "rep"
     args = ["reproduce", "meshheal", "--seeds", "1", "--only", "staggered,audit", "--no-sensitivity",

@@ -307,6 +307,7 @@ def test_progress_is_plain_lines_off_a_terminal(tmp_path):
     assert lines[-1].startswith("sweep: 2/2 runs, ") and "runs/s" in lines[-1] and "\x1b" not in res.stderr
 
 
+@pytest.mark.slow  # ~5 s; README's test command stays under 2 minutes
 def test_dask_localcluster_and_the_process_pool_give_identical_results(small_sweep, tmp_path):
     pytest.importorskip("distributed")
     out, _ = small_sweep
@@ -318,6 +319,7 @@ def test_dask_localcluster_and_the_process_pool_give_identical_results(small_swe
     assert (tmp_path / "dask" / "summary.csv").read_bytes() == (out / "summary.csv").read_bytes()
 
 
+@pytest.mark.slow  # ~5 s; README's test command stays under 2 minutes
 def test_sigkill_mid_sweep_then_rerun_gives_the_uninterrupted_results(small_sweep, tmp_path):
     out, _ = small_sweep
     dest = tmp_path / "killed"

@@ -320,6 +320,7 @@ def test_tradeoff_labels_front_points_with_parameters_and_intervals(tmp_path):
     assert "4" in texts  # the dominated point labelled with its parameter value
 
 
+@pytest.mark.slow  # ~5 s; README's test command stays under 2 minutes
 def test_report_covers_every_axis_with_intervals(tmp_path):
     pytest.importorskip("matplotlib")
     folder = make_sweep(tmp_path / "s", {A: [1.0, 1.6], B: [2.0, 3.0], W: [4, 16], M: [2, 5]}, [1, 2, 3],

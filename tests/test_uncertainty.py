@@ -154,6 +154,7 @@ def study(tmp_path_factory, args):
     return out, printed.read_text()
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_a_study_writes_its_four_outputs_and_prints_ranking_and_bands(study):
     out, text = study
     for name in OUTPUTS:
@@ -166,6 +167,7 @@ def test_a_study_writes_its_four_outputs_and_prints_ranking_and_bands(study):
     assert any(ln.startswith("accuracy.by_phase.degraded: ") and "mu*=" in ln for ln in lines)
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_ranking_lists_every_factor_per_metric_by_mu_star(study, data):
     out, _ = study
     names = [f.name for f in assumption_factors(load_profile_data(data / "fake-ranges.yaml"))]
@@ -184,6 +186,7 @@ def test_ranking_lists_every_factor_per_metric_by_mu_star(study, data):
     assert {r["factor"] for r in rows if r["in_band"] == "True"} == set(state["top"])
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_bands_separate_seed_noise_from_the_assumption_spread(study):
     out, _ = study
     samples = _rows(out / "samples.csv")
@@ -209,6 +212,7 @@ def test_bands_separate_seed_noise_from_the_assumption_spread(study):
                                                                float(acc["seed_sd"]))
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study, data):
     out, _ = study
     factors = assumption_factors(load_profile_data(data / "fake-ranges.yaml"))
@@ -222,6 +226,7 @@ def test_each_sample_runs_with_its_factor_overrides_at_the_same_seeds(study, dat
             assert resolved["seed"] == seed
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_the_same_study_twice_gives_byte_identical_tables_and_a_rerun_redoes_nothing(study, args, tmp_path):
     import shutil
 
@@ -261,6 +266,7 @@ def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_tables(stu
     assert not list(dest.rglob("*.tmp"))
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_meshsim_report_rewrites_the_uncertainty_report(study, tmp_path):
     import shutil
 
@@ -340,6 +346,7 @@ def test_a_budget_too_small_is_one_line_exit_2(small, tmp_path):
 # ----------------------------------------------------------------------------------- bands in meshsim reproduce
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path, monkeypatch):
     """A prediction row recomputed at the study's Latin-hypercube samples (its runs patched with the same
     factor overrides) has the study's own band: same runs, same numbers."""
@@ -373,6 +380,7 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     assert f"**{acc['class']}** (1 rows)" in classes and "**no paper value** (1 rows)" in classes
 
 
+@pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
 def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tmp_path):
     """Position j moves each study's top factors to that study's j-th sample; a factor both rank takes
     the first study's value; a study of another profile is refused."""
