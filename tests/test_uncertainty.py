@@ -504,3 +504,30 @@ def test_band_factors_follow_each_runs_profile_by_name():
     sac = RunSpec("scenarios/sac/sac-merg-7.yaml")
     assert rb._factors_for(Experiment("s", "t", {"a": [mh], "b": [sac]}, lambda by: []), top) is None
     assert rb._factors_for(Experiment("s", "t", {"a": [sac]}, lambda by: []), ["refine.*.sway"]) is not None
+
+
+def test_two_rows_with_the_same_label_keep_their_own_bands(monkeypatch):
+    """Two settings may print the same row label (the swaying adversary's F = 0 and F = 3): each row's band
+    comes from its own runs, not from the two pooled."""
+    from meshsim.reproduce import bands as rb
+    from meshsim.reproduce.core import PREDICTION, Cell, Experiment, RunSpec
+
+    prof = rb._spec_profile(RunSpec("scenarios/meshheal/persistent-math.yaml")).resolve()
+    monkeypatch.setattr(rb, "joint_positions", lambda folders, n: (
+        [{"profile": str(prof), "top": ["review.noise"]}], [{"review.noise": u} for u in (0.0, 0.5, 1.0)], 3))
+    # a run's "value" is the review.noise its profile patch set, offset by its label
+    monkeypatch.setattr(rb, "run_specs", lambda specs, out, workers: {
+        s: {"v": dict(s.patch)["review.noise"] + (100.0 if s.sets else 0.0)} for s in specs})
+    a = [RunSpec("scenarios/meshheal/persistent-math.yaml", seed=1)]
+    b = [RunSpec("scenarios/meshheal/persistent-math.yaml", ("x=1",), seed=1)]
+
+    def cells(by):
+        return [Cell("T", "same label", 1.0, values=[r["v"] for r in by["a"]]),
+                Cell("T", "same label", 1.0, values=[r["v"] for r in by["b"]])]
+
+    exp = Experiment("e", "t", {"a": a, "b": b}, cells)
+    results = [{"key": "e", "cells": [dict(c, kind=PREDICTION, sd=0.0, n=1, paper=1.0) for c in
+                                      ({"table": "T", "row": "same label"}, {"table": "T", "row": "same label"})]}]
+    rb.add_bands("t", [exp], results, Path("unused"), 1, [Path("unused")], 3)
+    lo, hi = results[0]["cells"][0]["band"], results[0]["cells"][1]["band"]
+    assert max(lo) < 100.0 <= min(hi)
