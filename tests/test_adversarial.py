@@ -202,30 +202,14 @@ def test_byzantine_events_need_meshheal():
 def test_liars_read_only_their_node_and_messages(monkeypatch, tmp_path, name):
     """A liar's controller, like an honest one, never touches global state (the
     tripwire of test_meshheal_run), and all it holds is names and numbers."""
-    from test_meshheal_run import _Tripwire
+    from test_meshheal_run import run_with_tripwire
 
     from meshsim.net.network import Network
     from meshsim.protocols.meshheal import MeshHeal
     from meshsim.protocols.meshheal.agent import MeshHealAgent
 
-    seen = {}
-    orig_add = Network.add_node
-
-    def add_node(self, n):
-        node = orig_add(self, n)
-        node.net = _Tripwire(self)
-        return node
-
-    monkeypatch.setattr(Network, "add_node", add_node)
-    orig_setup = MeshHeal.setup
-
-    def setup(self):
-        orig_setup(self)
-        seen["proto"] = self
-
-    monkeypatch.setattr(MeshHeal, "setup", setup)
-    meshsim.run(meshsim.load_scenario(ADV / name, smoke=True), seed=4, out=tmp_path)
-    liars = [a for a in seen["proto"].agents.values() if a.byz is not None]
+    proto = run_with_tripwire(monkeypatch, meshsim.load_scenario(ADV / name, smoke=True), tmp_path)
+    liars = [a for a in proto.agents.values() if a.byz is not None]
     assert liars
     for ag in liars:
         for f in vars(ag.byz).values():

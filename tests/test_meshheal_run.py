@@ -210,14 +210,11 @@ class _Tripwire:
         return getattr(object.__getattribute__(self, "_net"), name)
 
 
-@pytest.mark.parametrize("sets", [[], ["protocol.params.credibility=weight", "protocol.params.trim_f=1",
-                                         "protocol.params.min_reviewers=2"]], ids=["default", "defences"])
-def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp_path, sets):
-    """Controllers see their own node (own links, inbox) and messages, nothing global
-    (with the issue-20 defences on too: credibility counts are the agent's own)."""
+def run_with_tripwire(monkeypatch, scenario, out):
+    """Run ``scenario`` (seed 4) with every node's view of the network replaced by a
+    :class:`_Tripwire` (it raises inside the run on any global read); the MeshHeal protocol object."""
     from meshsim.net.network import Network
     from meshsim.protocols.meshheal import MeshHeal
-    from meshsim.protocols.meshheal.agent import MeshHealAgent
 
     seen = {}
     orig_add = Network.add_node
@@ -235,9 +232,20 @@ def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp
         seen["proto"] = self
 
     monkeypatch.setattr(MeshHeal, "setup", setup)
-    sc = meshsim.load_scenario(STAGGERED, sets, smoke=True)
-    meshsim.run(sc, seed=4, out=tmp_path)  # the tripwire raises inside the run if violated
-    proto = seen["proto"]
+    meshsim.run(scenario, seed=4, out=out)
+    return seen["proto"]
+
+
+@pytest.mark.parametrize("sets", [[], ["protocol.params.credibility=weight", "protocol.params.trim_f=1",
+                                         "protocol.params.min_reviewers=2"]], ids=["default", "defences"])
+def test_locality_controllers_read_only_their_node_and_messages(monkeypatch, tmp_path, sets):
+    """Controllers see their own node (own links, inbox) and messages, nothing global
+    (with the issue-20 defences on too: credibility counts are the agent's own)."""
+    from meshsim.net.network import Network
+    from meshsim.protocols.meshheal import MeshHeal
+    from meshsim.protocols.meshheal.agent import MeshHealAgent
+
+    proto = run_with_tripwire(monkeypatch, meshsim.load_scenario(STAGGERED, sets, smoke=True), tmp_path)
     agents = list(proto.agents.values())
     assert agents
     forbidden = (Network, MeshHeal, MeshHealAgent)
