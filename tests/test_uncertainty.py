@@ -531,3 +531,10 @@ def test_two_rows_with_the_same_label_keep_their_own_bands(monkeypatch):
     rb.add_bands("t", [exp], results, Path("unused"), 1, [Path("unused")], 3)
     lo, hi = results[0]["cells"][0]["band"], results[0]["cells"][1]["band"]
     assert max(lo) < 100.0 <= min(hi)
+
+
+def test_a_bad_bands_folder_is_one_line_before_any_run(tmp_path):
+    res = CliRunner().invoke(main, ["reproduce", "sac", "--quick", "--bands", str(tmp_path), "-o",
+                                    str(tmp_path / "rep")])
+    assert res.exit_code == 2 and "--bands: not a finished uncertainty folder" in res.output + res.stderr
+    assert not (tmp_path / "rep").exists()  # refused before the clock starts: nothing written

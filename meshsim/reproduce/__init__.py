@@ -69,13 +69,15 @@ def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, worker
             raise InputError(f"unknown experiment; choose from {[e.key for e in exps]}", field="--only",
                              value=unknown[0])
         exps = [e for e in exps if e.key in only]
+    folders: list[Path] = []
+    if use_bands:  # a bad --bands folder is refused before any run starts
+        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_studies
+
+        folders, how = find_studies(which, bands or ())
     t0 = time.perf_counter()
     results = run_experiments(exps, out, workers, progress)
     band_info: Optional[dict[str, Any]] = None
     if use_bands:
-        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_studies
-
-        folders, how = find_studies(which, bands or ())
         if not folders:
             band_info = {"missing": how}
         else:
