@@ -78,7 +78,7 @@ def _finish(proc: subprocess.Popen, mark: str) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-@pytest.mark.parametrize("executor", ["local", "dask"])
+@pytest.mark.parametrize("executor", ["local", pytest.param("dask", marks=pytest.mark.slow)])  # dask: ~5 s
 def test_kill_9_of_the_sweep_leaves_no_process_of_it_alive_within_10_s(executor, tmp_path):
     extra = []
     if executor == "dask":

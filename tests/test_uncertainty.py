@@ -471,6 +471,7 @@ def test_ranges_that_break_a_joint_constraint_name_the_sample(data, tmp_path):
     assert "latent.difficulty + latent.persist.strong must be at most 1" in line
 
 
+@pytest.mark.slow  # ~5 s; README's test command stays under 2 minutes
 def test_a_sac_study_screens_only_the_factors_of_models_its_dataset_calls():
     from meshsim.backends.fake_consensus import models_used
     from meshsim.backends.provenance import assumption_factors, load_profile_data
