@@ -55,7 +55,7 @@ def _runner() -> CliRunner:
 # Full size (20 re-simulations per check, 0.05 limit) runs with the slow checks;
 # the default run checks the same path with 4 draws and a limit to match.
 @pytest.mark.parametrize("draws,limit", [
-    (4, 0.1),
+    pytest.param(4, 0.1, marks=pytest.mark.slow),  # test_calibration_repairs_a_misfit_profile covers the path by default
     pytest.param(20, 0.05, marks=pytest.mark.slow),
 ])
 def test_fit_reproduces_recorded_accuracy_per_task_type(recorded, tmp_path, draws, limit):

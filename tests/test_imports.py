@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "meshsim"
 
@@ -79,6 +80,7 @@ def test_no_import_circles():
     assert not bad, "import circles: " + " | ".join(_describe(G, c) for c in bad)
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_every_module_imports_on_its_own():
     """Each module, imported first into a fresh meshsim (no other module of it
     loaded), imports without error: no module relies on another having been

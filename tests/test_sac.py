@@ -413,6 +413,7 @@ def test_f_zero_filters_nothing():
     assert 0 < s3["filter"]["dropped_per_round"] <= 3
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_graph_robustness_reported_for_100_agents():
     from meshsim.graphs.robustness import robustness_report
 
@@ -561,6 +562,7 @@ def test_console_summary_shows_sac_metrics(tmp_path):
     assert f"BFTI={s['bfti']:+.3f}" in line, line
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_sensitivity_sweeps_one_profile_field():
     """The sweep changes only the named field(s) (through backend.overrides) and
     returns the headline per value; determinism makes equal values agree."""

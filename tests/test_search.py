@@ -51,6 +51,7 @@ def study(tmp_path_factory):
     return out, res.output
 
 
+@pytest.mark.xdist_group("search-study")  # one worker builds the shared study once
 def test_search_writes_trials_front_with_intervals_and_a_recommendation(study):
     out, text = study
     trials = _rows(out / "trials.csv")
@@ -103,6 +104,7 @@ def test_search_writes_trials_front_with_intervals_and_a_recommendation(study):
     assert len(man["runs"]) == len(res) and man["search"]["objectives"][0] == "minimize detection.delay_mean"
 
 
+@pytest.mark.xdist_group("search-study")  # one worker builds the shared study once
 def test_the_recommended_setting_reproduces_with_meshsim_run(study, tmp_path):
     out, _ = study
     rec = json.loads((out / "recommended.json").read_text())
@@ -176,6 +178,7 @@ def test_kill_9_mid_study_then_rerun_repeats_no_finished_trial_and_gives_the_sam
     assert comparable_results(dest) == comparable_results(out)
 
 
+@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_a_changed_study_is_refused_and_a_bigger_budget_extends_it(study, tmp_path):
     import shutil
 
