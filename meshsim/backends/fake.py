@@ -157,7 +157,7 @@ class MeshModel(ModelSpec):
     select: P = 0.9
     #: P(a summary of a committed final answer keeps that answer)
     summary_keep: P = 1.0
-    #: baselines, issue 21 (assumptions; range 0 .. 1, not yet in the shipped profiles' sources):
+    #: baselines, issue 21 (assumptions; the shipped profiles state 1 with range 0 .. 1 in sources/ranges):
     #: P(a failed synthesis whose prompt shows each candidate's score - SAC teams' refine, Eq. 4 -
     #: takes a candidate in proportion to its score rather than uniformly)
     follow_scores: P = 1.0
