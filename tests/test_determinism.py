@@ -71,9 +71,11 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: Updated for issue 19 (scenario.resolved.yaml only: `limits.events` is a new resolved field).
 #: Updated for issue 17 (review scores as explicit distributions: byte-identical at the old values;
 #: then the reviews of correct finals calibrated to App. C.5's Takeover entry, 32 : 32).
+#: Updated for issue 21 item 2 (models.<m>.repair in the shipped profiles: a finalizer reading an
+#: unsound draft may re-derive its half; byte-identical with repair 0, tests/test_repair.py).
 MESHHEAL_PINNED = {
-    ("staggered-math", 2): "49af20bce072f415b5d29253c375c314ee37ed151c5331be7dc1e1ffb8e47a86",
-    ("persistent-bbh", 1): "fee8307506496d753096c52f615f03d52c8aa3e36b533eb1ee4b6642821f5554",
+    ("staggered-math", 2): "747c9c2d9aa6a5c79b44f2ffd593caeafdf4b32980dd3c640804f02989043f72",
+    ("persistent-bbh", 1): "4aba3d55d10fede9a7548f85e1b83b13b595a5b63d45532530428cecd00a69e8",
 }
 
 

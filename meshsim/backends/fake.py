@@ -24,10 +24,17 @@ Conditional distributions, by call kind (``Request.kind``):
   derivation succeeds. A failed derivation reads as unusable *garbage*
   (observable feature ``incoherent``) with probability ``models.<m>.garbage``,
   else as a coherent half with a concrete error. A Finalize commits a final
-  answer: right iff its own half is sound, every draft it combines is sound
-  and the route covered the true pair; when that chain is broken the
+  answer: right iff its own half is sound, the route covered the true pair
+  and every draft it combines is sound — or *repaired*: reading a readable but
+  unsound draft, the finalizer re-derives the drafts' half itself with
+  probability ``models.<m>.repair`` (issue 21; App. A: models solve unassigned
+  abilities about as well as assigned ones), and that re-derivation succeeds
+  through the same copula as every derivation. When the chain is broken the
   committed answer is still right by chance with probability
   ``guess.<dataset>`` (a multiple-choice answer picked among few options).
+  Every call that commits a final answer (Finalize, a Takeover candidate or
+  synthesis of one, SAC teams' refine) follows this one rule, for MeshHeal
+  and every baseline alike.
 * ``review`` (and committee round 1) — App. D.1's rubric as an explicit
   distribution. The reviewer re-derives the half; what it can tell puts the
   output in one of four *classes*: ``sound`` (its re-derivation succeeds and
@@ -150,13 +157,18 @@ class MeshModel(ModelSpec):
     select: P = 0.9
     #: P(a summary of a committed final answer keeps that answer)
     summary_keep: P = 1.0
-    #: baselines, issue 21 (assumptions; range 0 .. 1, not yet in the shipped profiles' sources):
+    #: baselines, issue 21 (assumptions; the shipped profiles state 1 with range 0 .. 1 in sources/ranges):
     #: P(a failed synthesis whose prompt shows each candidate's score - SAC teams' refine, Eq. 4 -
     #: takes a candidate in proportion to its score rather than uniformly)
     follow_scores: P = 1.0
     #: P(a selection whose prompt shows each candidate's success rate - AgentNet's router - picks
     #: in proportion to it rather than uniformly)
     follow_rates: P = 1.0
+    #: P(a call committing a final answer, reading an unsound draft, re-derives that draft's half
+    #: itself instead of building on it) - issue 21; the re-derivation then succeeds through the
+    #: same copula as every derivation (a half its writer failed is a hard one). 0: a broken draft
+    #: always breaks the final (the rule before issue 21; profiles that state nothing keep it)
+    repair: P = 0.0
 
     @model_validator(mode="before")
     @classmethod
@@ -503,10 +515,13 @@ class FakeBackend(Backend):
             z = memo[ability] = _N.inv_cdf(hash_unit(self.seed, "difficulty", tid, ability))
         return z
 
-    def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0) -> bool:
-        """Does this call work out its half? (the copula draw behind every outcome)"""
+    def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0,
+                ability: Optional[str] = None) -> bool:
+        """Does this call work out its half (or, given ``ability``, that half of the
+        task)? (the copula draw behind every outcome)"""
         role = _role(req.model)
-        ability = req.abilities[0] if req.abilities else ""
+        if ability is None:
+            ability = req.abilities[0] if req.abilities else ""
         th = self._threshold(role, req.task)
         if hint:
             th = _N.inv_cdf(min(0.999, _boost(_N.cdf(th), hint)))
@@ -543,20 +558,48 @@ class FakeBackend(Backend):
             return True
         return set(inferred) == set(req.task.required)
 
-    def _drafts_ok(self, req: Request) -> bool:
-        """Every earlier output the finalizer combines is sound and present (a
-        stale memory or a corrupted context leaves them missing or unreadable)."""
+    def _drafts(self, req: Request) -> str:
+        """The earlier outputs the finalizer combines: ``sound`` (all present and
+        sound), ``unsound`` (all readable, some with a wrong or unusable half) or
+        ``missing`` (one is absent or unreadable: a failed call's empty text, or a
+        stale memory or corrupted context that lost or garbled it)."""
         drafts = list(req.context.get("drafts") or ())
         if len(drafts) < int(req.context.get("context_items", 0) or 0):
+            return "missing"
+        state = "sound"
+        for d in drafts:
+            got = self._read(req, d)
+            if not got.correct:
+                if "empty" in got.features:
+                    return "missing"
+                state = "unsound"
+        return state
+
+    def _repaired(self, req: Request, rnd: SplitMix64) -> bool:
+        """A finalizer whose own half is sound, reading an unsound draft: with
+        probability ``models.<m>.repair`` it re-derives the half the drafts were to
+        cover - every required ability other than its own - instead of building
+        on them; each re-derivation is a derivation by its own model on that half
+        (the task's shared difficulty: a half the draft's writer failed is hard
+        for the finalizer too). App. A: models solve unassigned abilities about as
+        well as assigned ones (docs/backends.md, "Repair at Finalize")."""
+        p = self.model(req).repair
+        if p <= 0.0 or rnd.random() >= p:  # no draw at 0: such profiles keep their streams
             return False
-        return all(self._read(req, d).correct for d in drafts)
+        own = set(req.abilities)
+        others = [a for a in (req.task.required if req.task else ()) if a not in own] or list(req.abilities[:1])
+        return all(self._derive(req, rnd, ability=a) for a in others)
 
     def _final(self, req: Request, rnd: SplitMix64, half_ok: bool) -> tuple[bool, str]:
-        """The committed final answer: right by the chain, or by chance."""
+        """The committed final answer: right by the chain (an unsound draft
+        repaired, :meth:`_repaired`), or by chance."""
         if self.profile.graded:
             ok = half_ok
         else:
-            ok = half_ok and self._drafts_ok(req) and self._route_ok(req)
+            ok = half_ok and self._route_ok(req)
+            if ok:
+                drafts = self._drafts(req)
+                ok = drafts == "sound" or (drafts == "unsound" and self._repaired(req, rnd))
             if not ok and req.task is not None:
                 ds = req.task.dataset
                 ok = rnd.random() < self.profile.guess.get(ds, self.profile.guess.get("default", 0.0))

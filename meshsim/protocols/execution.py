@@ -18,6 +18,9 @@ MeshHeal and every baseline (:mod:`.baselines`):
 * :class:`TaskState` and :class:`Output` — what travels with a task (Sec. 4.1).
 * :func:`infer_pair` and :func:`generate` — the worker calls every method
   shares: InferAbilities (App. B.2) and Contribute / Finalize (Sec. 4.1).
+  Whether a committed final is right (and whether a finalizer repairs an
+  unsound draft) is the backend's call-level model, the same for every
+  method (:mod:`meshsim.backends.fake`, ``models.<m>.repair``).
 
 A method only decides routing, selection and aggregation.
 """
