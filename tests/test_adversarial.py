@@ -275,3 +275,51 @@ def test_dealt_lies_cycle_over_sorted_neighbours(peers, lie):
     for i, p in enumerate(order):
         want = lie[i % len(lie)]
         assert summary_lie(lies, p, peers, 0.5, 0.1) == (0.5, 0.1 if want is None else want)
+
+
+def test_coalition96_figure_counts_successes_and_the_no_liar_baseline(tmp_path):
+    """The 96-agent docs figure reads the twenty sweep folders: a proportion per coalition
+    size from results.csv, and size 0 from the no-liar records (A1 ever isolated; A3
+    isolated at some task ≥ 2017, already isolated then included)."""
+    import csv
+    import gzip
+    import json
+
+    from meshsim.plots.adversarial import DEFENCES_96, _isolated_during, coalition96_docs_figure
+
+    assert _isolated_during([{"agent": "A3", "task": 10, "new": "isolated"}], "A3", 2017)  # still isolated
+    assert not _isolated_during([{"agent": "A3", "task": 10, "new": "isolated"},
+                                 {"agent": "A3", "task": 20, "new": "normal"}], "A3", 2017)
+
+    def sweep(name, cols, runs, states=None):
+        d = tmp_path / name
+        d.mkdir()
+        with open(d / "results.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, ["network.topology.m", "seed", "point", "status", *cols])
+            w.writeheader()
+            for i, r in enumerate(runs):
+                w.writerow({"network.topology.m": "228", "seed": i + 1, "point": "p", "status": "ok", **r})
+                if states is not None:
+                    rd = d / "runs" / "p" / f"seed-{i + 1}"
+                    rd.mkdir(parents=True)
+                    with gzip.open(rd / "states.jsonl.gz", "wt") as g:
+                        for s in states[i]:
+                            g.write(json.dumps(s) + "\n")
+
+    iso = {"agent": "A1", "task": 5, "new": "isolated"}
+    sweep("frame-none", ["events.0.count", "adversarial.framing.framed_isolated"],
+          [{"events.0.count": 1, "adversarial.framing.framed_isolated": v} for v in (1, 0, 0, 0)]
+          + [{"events.0.count": 2, "adversarial.framing.framed_isolated": 1}] * 4)
+    sweep("frame0-none", [], [{}] * 4, states=[[iso], [], [], []])
+    sweep("shield-none", ["events.1.count", "adversarial.shielding.shielded_not_isolated"],
+          [{"events.1.count": 1, "adversarial.shielding.shielded_not_isolated": v} for v in (1, 1, 0, 0)])
+    sweep("shield0-none", [], [{}] * 2, states=[[{"agent": "A3", "task": 2100, "new": "isolated"}], []])
+    fig = coalition96_docs_figure(tmp_path)
+    axes = fig.axes[:4]
+    frame228, shield228 = axes[0], axes[2]
+    def curve(ax):
+        (c,) = [c for c in ax.containers if c.get_label() == DEFENCES_96[0][1]]  # errorbar containers
+        return list(c.lines[0].get_ydata())
+
+    assert curve(frame228) == [0.25, 0.25, 1.0]  # size 0 from records: 1 of 4 seeds
+    assert curve(shield228) == [0.5, 0.5]  # size 0: A3 never isolated while degraded in 1 of 2

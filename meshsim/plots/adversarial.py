@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from .canvas import CURVE_COLOR, _new_figure
 
-__all__ = ["read_sweep", "success_by_size", "coalition_figure", "wilson"]
+__all__ = ["read_sweep", "success_by_size", "coalition_figure", "coalition96_docs_figure", "wilson"]
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -177,3 +177,71 @@ def coalition_docs_figure(frame_sweep: str | Path, shield_sweep: str | Path, fra
          "legend": "upper center", "ylabel": "share of seeds / accuracy"},
     ]
     return coalition_figure(panels)
+
+
+#: the defences of the 96-agent coalition sweeps, as sweep-folder suffixes (docs/adversarial.md)
+DEFENCES_96 = (("none", "no defence", "#212529", "o"), ("trim1", "trim_f 1", "#1971c2", "s"),
+               ("k2", "min_reviewers 2", "#e8590c", "^"), ("cred", "credibility exclude", "#2b8a3e", "v"),
+               ("all", "all three", "#c92a2a", "D"))
+
+
+def _isolated_during(states: list[dict], agent: str, start: int) -> bool:
+    """Whether ``agent`` is isolated at some task ≥ ``start`` (already isolated then counts)."""
+    state = "normal"
+    for s in states:
+        if s["agent"] != agent:
+            continue
+        if s["task"] >= start and (s["new"] == "isolated" or state == "isolated"):
+            return True
+        state = s["new"]
+    return state == "isolated"
+
+
+def _baseline_by_graph(folder: Path, hit: Callable[[list[dict]], bool]) -> dict[str, tuple[int, int]]:
+    """Per ``network.topology.m`` of a no-liar records sweep: (seeds where ``hit``, seeds)."""
+    from ..records import read_records
+
+    out: dict[str, list[int]] = {}
+    for r in read_sweep(folder):
+        if r.get("status") != "ok":
+            continue
+        states = read_records(folder / "runs" / r["point"] / f"seed-{r['seed']}", "states.jsonl")
+        k = out.setdefault(r["network.topology.m"], [0, 0])
+        k[0] += int(hit(states))
+        k[1] += 1
+    return {m: (a, b) for m, (a, b) in out.items()}
+
+
+def coalition96_docs_figure(root: str | Path, frame_target: str = "A1", shield_target: str = "A3",
+                            shield_from: int = 2017):
+    """docs/img/adversarial-coalition-96.png: framing and shielding success against
+    coalition size on the 96-agent sparse graphs of two degrees, without and with
+    each defence. ``root`` holds the sweep folders ``frame-<d>``, ``frame0-<d>``
+    (no liar, records), ``shield-<d>``, ``shield0-<d>`` for every defence ``d`` of
+    :data:`DEFENCES_96` (docs/adversarial.md gives the commands)."""
+    root = Path(root)
+    fig = _new_figure(6.4)
+    axes = [fig.add_subplot(2, 2, i + 1) for i in range(4)]
+    panels = []
+    for kind, col, label in (("frame", "events.0.count", f"Framing the healthy {frame_target}: isolated within 2,016 tasks"),
+                             ("shield", "events.1.count", f"Shielding the degraded {shield_target}: never isolated while degraded")):
+        for m, deg in (("228", "228 edges, mean degree 4.75"), ("456", "456 edges, mean degree 9.5")):
+            curves = []
+            for d, name, color, marker in DEFENCES_96:
+                if not (root / f"{kind}-{d}" / "results.csv").exists():
+                    continue
+                rows = [r for r in read_sweep(root / f"{kind}-{d}") if r.get("network.topology.m") == m]
+                if kind == "frame":
+                    data = success_by_size(rows, col, lambda r: (_num(r.get("adversarial.framing.framed_isolated")) or 0) > 0)
+                    base = _baseline_by_graph(root / f"frame0-{d}",
+                                              lambda st: any(s["agent"] == frame_target and s["new"] == "isolated" for s in st))
+                else:
+                    data = success_by_size(rows, col, lambda r: (_num(r.get("adversarial.shielding.shielded_not_isolated")) or 0) > 0)
+                    base = _baseline_by_graph(root / f"shield0-{d}",
+                                              lambda st: not _isolated_during(st, shield_target, shield_from))
+                if m in base:
+                    data = {0: base[m], **data}
+                curves.append({"label": name, "data": data, "color": color, "marker": marker})
+            panels.append({"title": f"{label}\n96 agents, {deg}", "xlabel": "coalition size (the target's neighbours, drawn per seed)",
+                           "curves": curves, "legend": "lower right" if kind == "frame" else "upper left"})
+    return coalition_figure(panels, ax=axes)
