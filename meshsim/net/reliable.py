@@ -13,6 +13,7 @@ from typing import Any
 
 from simpy.events import Event
 
+from ..sim import Deadlines
 from .messages import HEADER_BYTES, Message
 from .node import Node
 
@@ -32,6 +33,9 @@ class Reliable:
         self.retries = retries
         self._next_rid = 1
         self._pending: dict[int, list] = {}
+        # ack timeouts: nearly every one is cancelled by its ack, so they are
+        # queued lazily (meshsim.sim.Deadlines; the same firing order as timers)
+        self._deadlines = Deadlines(node.env, self._expire)
         self._seen: dict[str, set[int]] = {}
         self.retransmissions = 0
         self.failures = 0
@@ -52,10 +56,7 @@ class Reliable:
     def _transmit(self, rid: int, state: list) -> None:
         dst, kind, payload, size, _left, timeout, _done, _timer = state
         self.node.send(dst, kind, payload, size, rid=rid)
-        state[7] = self.node.env.call_later(timeout, self._timer, rid)  # no closure per message
-
-    def _timer(self, ev: Event) -> None:
-        self._expire(ev._value)
+        state[7] = self._deadlines.add(timeout, rid)
 
     def _expire(self, rid: int) -> None:
         state = self._pending.get(rid)
@@ -75,8 +76,8 @@ class Reliable:
         if state is None:
             return  # duplicate ack, or ack after we gave up
         timer = state[7]
-        if timer is not None and timer.callbacks:
-            timer.callbacks.clear()
+        if timer is not None:
+            Deadlines.cancel(timer)
         state[6].succeed(True)
 
     def accept(self, msg: Message) -> bool:

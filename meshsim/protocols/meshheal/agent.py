@@ -18,6 +18,7 @@ from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
+from ...sim import Deadlines
 from ...types import RoutingState
 from ..execution import generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
@@ -70,7 +71,9 @@ class MeshHealAgent:
                                  refresh=params.refresh, timeout=params.route_timeout,
                                  jitter=0.1 if params.refresh else 0.0, on_change=None)
         self._next_req = 0
-        self._waiting: dict[int, tuple[Event, Event]] = {}  # request id -> (reply, deadline timer)
+        self._waiting: dict[int, tuple[Event, list]] = {}  # request id -> (reply, deadline)
+        # review deadlines: nearly all are met, so they are queued lazily (meshsim.sim.Deadlines)
+        self._deadlines = Deadlines(self.env, self._deadline)
         # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
         self.byz: Optional[Lies] = None
         # bookkeeping is handled on arrival; work goes through the inbox
@@ -443,8 +446,7 @@ class MeshHealAgent:
             body = dict(req, id=rid, task=X.task, abilities=sorted(H), action=y.action, context_items=len(X.Y),
                         output_text=y.text, drafts=[o.text for o in X.Y], producer=self.name)
             self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
-            # the deadline: a bare timer event whose value is the request id (no closure per request)
-            self._waiting[rid] = (ev, self.env.call_later(self.params.review_timeout, self._deadline, rid))
+            self._waiting[rid] = (ev, self._deadlines.add(self.params.review_timeout, rid))
             events.append(ev)
         results = []
         for ev in events:
@@ -452,9 +454,9 @@ class MeshHealAgent:
             results.append(res)
         return results
 
-    def _deadline(self, timer: Event) -> None:
+    def _deadline(self, rid: int) -> None:
         if self.node.alive:
-            self._expire(timer._value)
+            self._expire(rid)
 
     def _expire(self, rid: int) -> None:
         w = self._waiting.pop(rid, None)
@@ -465,9 +467,8 @@ class MeshHealAgent:
         w = self._waiting.pop(msg.payload["id"], None)
         if w is None:
             return
-        ev, timer = w
-        if timer.callbacks:
-            timer.callbacks.clear()  # answered: the deadline passes with nothing to do
+        ev, deadline = w
+        Deadlines.cancel(deadline)  # answered: the deadline passes with nothing to do
         if not ev.triggered:
             ev.succeed(msg.payload["result"])
 
