@@ -111,3 +111,34 @@ def _deadline_run(script, lazy: bool) -> list:
 @given(script=st.lists(_step, max_size=60))
 def test_lazy_deadlines_fire_where_timers_would(script):
     assert _deadline_run(script, lazy=True) == _deadline_run(script, lazy=False)
+
+
+class _StubNode:
+    def __init__(self):
+        from meshsim.sim import Environment
+
+        self.env = Environment(1)
+        self.alive = True
+        self.reliable = None
+
+    def on(self, *a, **kw):
+        pass
+
+    def send(self, *a, **kw):
+        return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrivals=st.lists(st.tuples(st.sampled_from(["A1", "A2"]), st.integers(1, 30)), max_size=80))
+def test_reliable_dedup_is_a_set(arrivals):
+    """The receiver's memory of handled request ids (sorted arrays, issue 22) answers as a set would,
+    whatever order copies arrive in."""
+    from meshsim.net.messages import Message
+    from meshsim.net.reliable import Reliable
+
+    r = Reliable(_StubNode())
+    seen: set = set()
+    for src, rid in arrivals:
+        first = (src, rid) not in seen
+        seen.add((src, rid))
+        assert r.accept(Message("task", src, "B", None, 64, 0.0, rid)) is first
