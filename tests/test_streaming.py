@@ -288,3 +288,23 @@ def test_closed_rows_are_not_kept(count):
     assert res.tables == {} and sink.rows["tasks.jsonl"] == res.summary["tasks"] == count
     assert sink.rows["reviews.jsonl"] > count
     assert sink.alive_max["tasks.jsonl"] <= 2 and sink.alive_max["reviews.jsonl"] <= 2
+
+
+# -- meshsim report on a large folder: the review index is columns, not dicts ---------------------
+
+
+def test_review_columns_yield_the_slim_rows(tmp_path):
+    from meshsim.plots.folder import RunFolder
+
+    sc = meshsim.load_scenario(MESHHEAL, smoke=True)
+    meshsim.run(sc, seed=2, out=tmp_path)
+    want: dict = {}
+    for r in read_records(tmp_path, "reviews.jsonl"):  # the slim rows as the index kept them before
+        slim = {k: r.get(k) for k in RunFolder._SLIM}
+        slim["detector"] = [{k: d.get(k) for k in RunFolder._SLIM_DET} for d in r.get("detector") or ()]
+        want.setdefault(r["agent"], []).append(slim)
+    rf = RunFolder(tmp_path)
+    got = {a: list(cols) for a, cols in rf.review_index().items()}
+    assert got == want and any(s["detector"] for rows in want.values() for s in rows)
+    assert all(len(rf.agent_reviews(a)) == len(rows) for a, rows in want.items())
+    assert [type(s["q"]) for s in got["A1"]] == [type(s["q"]) for s in want["A1"]]
