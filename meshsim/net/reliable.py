@@ -48,10 +48,14 @@ class Reliable:
         node.on(ACK, self._on_ack, inline=True)
 
     def send(self, dst: str, kind: str, payload: Any = None, size: int | None = None,
-             timeout: float | None = None, retries: int | None = None) -> Event:
+             timeout: float | None = None, retries: int | None = None, wait: bool = True) -> Event | None:
+        """Send reliably; the returned event's value is True once acknowledged, False after
+        the last retry timed out. ``wait=False`` (nobody will wait on the outcome: adverts,
+        review requests and replies, whose callers have their own deadlines): no event is
+        made, saving one queued event per message and changing no other event's order."""
         rid = self._next_rid
         self._next_rid += 1
-        done = Event(self.node.env)
+        done = Event(self.node.env) if wait else None
         state = [dst, kind, payload, size, self.retries if retries is None else retries,
                  self.timeout if timeout is None else timeout, done, None]
         self._pending[rid] = state
@@ -74,7 +78,8 @@ class Reliable:
         else:
             del self._pending[rid]
             self.failures += 1
-            state[6].succeed(False)
+            if state[6] is not None:
+                state[6].succeed(False)
 
     def _on_ack(self, msg: Message) -> None:
         state = self._pending.pop(msg.payload, None)
@@ -83,7 +88,8 @@ class Reliable:
         timer = state[7]
         if timer is not None:
             Deadlines.cancel(timer)
-        state[6].succeed(True)
+        if state[6] is not None:
+            state[6].succeed(True)
 
     def accept(self, msg: Message) -> bool:
         """Acknowledge ``msg``; True when it is the first copy to handle."""

@@ -99,7 +99,8 @@ class MeshHealAgent:
     def _hello(self, peer: str) -> None:
         state = state_lie(self.byz, peer, sorted(self.node.links), self.state.value)
         self.reliable.send(peer, "hello", {"abilities": sorted(self.K_orig), "state": state,
-                                           "probe_at": self.probe_at}, size=HEADER_BYTES + 24 + 24 * len(self.K_orig))
+                                           "probe_at": self.probe_at}, size=HEADER_BYTES + 24 + 24 * len(self.K_orig),
+                          wait=False)
 
     def _on_link(self, peer: str, up: bool) -> None:
         if up:
@@ -141,7 +142,7 @@ class MeshHealAgent:
         order = sorted(self.node.links)
         for peer in self.node.neighbors:
             self.reliable.send(peer, "state", {"state": state_lie(self.byz, peer, order, self.state.value),
-                                               "probe_at": self.probe_at}, size=HEADER_BYTES + 24)
+                                               "probe_at": self.probe_at}, size=HEADER_BYTES + 24, wait=False)
 
     def _apply_state(self, old: RoutingState, task_index: int) -> None:
         new = self.state
@@ -445,7 +446,7 @@ class MeshHealAgent:
             ev = Event(self.env)
             body = dict(req, id=rid, task=X.task, abilities=sorted(H), action=y.action, context_items=len(X.Y),
                         output_text=y.text, drafts=[o.text for o in X.Y], producer=self.name)
-            self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
+            self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y), wait=False)
             self._waiting[rid] = (ev, self._deadlines.add(self.params.review_timeout, rid))
             events.append(ev)
         results = []
@@ -479,7 +480,8 @@ class MeshHealAgent:
         result = yield from serve_review(self, req)
         if self.byz is not None:
             result = rescore(self.byz, req["mode"], req.get("producer"), result)
-        self.reliable.send(src, "review_rep", {"id": req["id"], "result": result}, size=HEADER_BYTES + 300)
+        self.reliable.send(src, "review_rep", {"id": req["id"], "result": result}, size=HEADER_BYTES + 300,
+                           wait=False)
 
     def sink_record(self, kind: str, task_index: int, agent: str) -> None:
         self.sink(kind, task_index=task_index, agent=agent)
