@@ -45,8 +45,9 @@ def _tables(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("overrides", [
     [],
-    ["tasks.arrival=poisson(0.05)"],  # tasks close out of index order: tasks.jsonl still in index order
-    ["output.format=jsonl", "output.trace=states"],
+    # tasks close out of index order: tasks.jsonl still in index order
+    pytest.param(["tasks.arrival=poisson(0.05)"], marks=pytest.mark.slow),
+    pytest.param(["output.format=jsonl", "output.trace=states"], marks=pytest.mark.slow),
 ])
 def test_streamed_tables_are_the_in_memory_bytes(tmp_path, overrides):
     sc = meshsim.load_scenario(MESHHEAL, overrides, smoke=True)
@@ -68,6 +69,7 @@ def test_poisson_rows_in_index_order(tmp_path):
     assert ends != sorted(ends)  # the closes really came out of order
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["agentnet", "symphony"])
 def test_baseline_streams_the_same_bytes(tmp_path, method):
     path = ROOT / "scenarios" / "compare" / "persistent-bbh.yaml"
@@ -125,7 +127,7 @@ def test_table_writer_abort_and_commit(tmp_path):
 _floats = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(xs=st.lists(st.one_of(_floats, st.floats(0, 1), st.integers(-10 ** 6, 10 ** 6)), max_size=60))
 def test_exact_sum_mean_is_fmean(xs):
     acc = ExactSum()
@@ -202,7 +204,7 @@ _review = st.fixed_dictionaries({
 _task = st.fixed_dictionaries({"index": st.integers(1, 12), "correct": st.booleans()})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(reviews=st.lists(_review, max_size=40), tasks=st.lists(_task, max_size=12, unique_by=lambda t: t["index"]),
        tau=st.sampled_from([0.0, 0.4, 0.55, 1.0]))
 def test_review_counts_are_the_list_audit(reviews, tasks, tau):
@@ -224,7 +226,7 @@ _task_row = st.fixed_dictionaries({
     "tokens": st.integers(0, 10 ** 7), "producers": st.lists(st.sampled_from(["A1", "A2", "A3"]), max_size=3)})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(rows=st.lists(_task_row, max_size=40))
 def test_task_counts_are_the_list_means(rows):
     rows = [dict(r, index=i) for i, r in enumerate(rows, 1)]
@@ -276,7 +278,7 @@ class _CountingSink:
             self.add(name, r)
 
 
-@pytest.mark.parametrize("count", [84, 252])
+@pytest.mark.parametrize("count", [84, pytest.param(252, marks=pytest.mark.slow)])
 def test_closed_rows_are_not_kept(count):
     """However long the stream, the run holds at most the open task's row and the
     latest review (the one its detector evidence may still extend)."""
