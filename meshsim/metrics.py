@@ -7,6 +7,7 @@ from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .collapse import collapse_summary
+from .protocols.ledger import ReviewLedger
 
 if TYPE_CHECKING:  # pragma: no cover
     from .net.network import Network
@@ -227,7 +228,7 @@ def _frac(k: int, n: int) -> Any:
     return k / n if n else None
 
 
-def review_audit(review_rows: list[dict], task_rows: list[dict], tau: float) -> dict[str, Any]:
+def review_audit(review_rows: Iterable[dict], task_rows: Iterable[dict], tau: float) -> dict[str, Any]:
     """MeshHeal App. C.5 / Tab. C8, as an outside observer measures it.
 
     Outputs of degraded agents (their injected condition at review time) are
@@ -238,63 +239,15 @@ def review_audit(review_rows: list[dict], task_rows: list[dict], tau: float) -> 
     Finalize outputs are checked against the gold answer; a Contribute
     Takeover is followed to its task's final outcome. Counts are kept next to
     rates so that seeds can be pooled.
+
+    The counts are kept row by row (:class:`meshsim.protocols.ledger.ReviewLedger`):
+    a run feeds them as its reviews are written, without keeping the rows.
     """
-    reviews = [r for r in review_rows if r["q0"] is not None]
-    pos = [r for r in reviews if r["degraded"]]
-    neg = [r for r in reviews if not r["degraded"]]
-
-    def count(rows: list, pred) -> int:
-        return sum(1 for r in rows if pred(r))
-
-    flagged_pos = [r for r in pos if r["q0"] <= tau]
-    flagged_neg = [r for r in neg if r["q0"] <= tau]
-    final_low = lambda r: r["q"] is not None and r["q"] <= tau  # noqa: E731
-    fin_to = [r for r in review_rows if r["takeover"] and r["action"] == "finalize"]
-    wrong_in = [r for r in fin_to if r["output_correct"] is False]
-    right_in = [r for r in fin_to if r["output_correct"] is True]
-    changed = [r for r in wrong_in if r.get("answer_changed")]
+    ledger = ReviewLedger(tau)
+    for r in review_rows:
+        ledger.add(r)
     task_ok = {t["index"]: bool(t["correct"]) for t in task_rows}
-    con_to = [r for r in review_rows if r["takeover"] and r["action"] == "contribute" and r["task"] in task_ok]
-    takeover = {
-        "count": sum(1 for r in review_rows if r["takeover"]),
-        "finalize": len(fin_to),
-        "wrong_entering": len(wrong_in),
-        "wrong_fixed": count(wrong_in, lambda r: r["takeover_correct"] is True),
-        "wrong_changed": len(changed),
-        "changes_correct": count(changed, lambda r: r["takeover_correct"] is True),
-        "right_entering": len(right_in),
-        "right_broken": count(right_in, lambda r: r["takeover_correct"] is False),
-        "contribute": len(con_to),
-        "contribute_final_correct": count(con_to, lambda r: task_ok[r["task"]]),
-    }
-    takeover.update(
-        wrong_fixed_rate=_frac(takeover["wrong_fixed"], len(wrong_in)),
-        wrong_changed_rate=_frac(len(changed), len(wrong_in)),
-        changes_correct_rate=_frac(takeover["changes_correct"], len(changed)),
-        right_broken_rate=_frac(takeover["right_broken"], len(right_in)),
-        contribute_final_correct_rate=_frac(takeover["contribute_final_correct"], len(con_to)))
-    return {
-        "initial_score_healthy": _mean([r["q0"] for r in neg]),
-        "initial_score_degraded": _mean([r["q0"] for r in pos]),
-        # the reviewers' discrimination in score units: how far apart the two conditions' mean q0 are
-        "initial_score_gap": (_mean([r["q0"] for r in neg]) - _mean([r["q0"] for r in pos])) if neg and pos else None,
-        "outputs_healthy": len(neg),
-        "outputs_degraded": len(pos),
-        "initial_recall": _frac(len(flagged_pos), len(pos)),
-        "initial_false_alarm": _frac(len(flagged_neg), len(neg)),
-        "committee_rate_degraded": _frac(count(pos, lambda r: r["committee"]), len(pos)),
-        "committee_rate_healthy": _frac(count(neg, lambda r: r["committee"]), len(neg)),
-        "committee_recall": _frac(count(pos, final_low), len(pos)),
-        "committee_false_alarm": _frac(count(neg, final_low), len(neg)),
-        "flagged_healthy": len(flagged_neg),
-        "flagged_degraded": len(flagged_pos),
-        # of the initially flagged outputs that went to committee, how many it cleared / kept low
-        "committee_clears_healthy": _frac(count(flagged_neg, lambda r: r["committee"] and not final_low(r)),
-                                          count(flagged_neg, lambda r: r["committee"])),
-        "committee_keeps_degraded": _frac(count(flagged_pos, lambda r: r["committee"] and final_low(r)),
-                                          count(flagged_pos, lambda r: r["committee"])),
-        "takeover": takeover,
-    }
+    return ledger.audit(task_ok.get)
 
 
 def quantile(xs: Iterable[float], q: float) -> Optional[float]:
@@ -428,22 +381,13 @@ def _order(name: str) -> tuple:
     return (len(name), name)
 
 
-def _outputs_by_agent(proto: Any) -> dict[str, list[int]]:
+def _outputs_by_agent(proto: Any) -> dict[str, Any]:
     """Task index of every output each agent produced that counts as evidence:
     MeshHeal, its reviewed outputs (a final score q, so a detector update;
     probes included; outputs accepted without a reviewer are left out), other
-    methods, the producers the layer recorded per task."""
-    out: dict[str, list[int]] = {}
-    rows = getattr(proto, "review_rows", None)
-    if rows is not None:
-        for r in rows:
-            if r.get("q") is not None:
-                out.setdefault(r["agent"], []).append(r["task"])
-        return out
-    for t in proto.task_rows:
-        for a in t.get("producers") or ():
-            out.setdefault(a, []).append(t["index"])
-    return out
+    methods, the producers the layer recorded per task (both kept as the rows
+    went by: :mod:`meshsim.protocols.ledger`)."""
+    return proto.reviews.outputs if proto.reviews_are_evidence else proto.ledger.outputs
 
 
 def execution_summary(proto: Any) -> dict[str, Any]:
@@ -453,14 +397,12 @@ def execution_summary(proto: Any) -> dict[str, Any]:
     (Sec. 3.2) from the method's routing-state records: a method that never
     isolates an agent has detection delay ``None`` (infinite), closure false
     and reintegration undefined."""
-    tasks = sorted(proto.task_rows, key=lambda r: r["index"])
+    led = proto.ledger  # running counts over tasks.jsonl (issue 22): fmean of the rows, bit for bit
+    mean = led.mean
     n = len(proto.stream)
-    acc = {"overall": _mean([float(t["correct"]) for t in tasks])}
-    by_phase: dict[str, list] = {}
-    for t in tasks:
-        if t["phase"]:
-            by_phase.setdefault(t["phase"], []).append(float(t["correct"]))
-    acc["by_phase"] = {k: statistics.fmean(v) for k, v in by_phase.items()}
+    acc = {"overall": mean(led.correct, led.n)}
+    by_phase = led.phases
+    acc["by_phase"] = {k: mean(v[1], v[0]) for k, v in by_phase.items()}
     intervals = degradation_intervals(proto.degraded_log, n)
     states = proto.state_rows
     agents: dict[str, Any] = {}
@@ -483,13 +425,13 @@ def execution_summary(proto: Any) -> dict[str, Any]:
     for s in states:
         isolated_end[s["agent"]] = s["new"]
     return {
-        "tasks": len(tasks),
+        "tasks": led.n,
         "accuracy": acc,
-        "tokens_per_task": _mean([t["tokens"] for t in tasks]),
-        "calls_per_task": _mean([t["calls"] for t in tasks]),
-        "calls_per_task_by_phase": {k: _mean([t["calls"] for t in tasks if t["phase"] == k]) for k in by_phase},
-        "tokens_per_task_by_phase": {k: _mean([t["tokens"] for t in tasks if t["phase"] == k]) for k in by_phase},
-        "unanswered": sum(1 for t in tasks if t["unanswered"]),
+        "tokens_per_task": mean(led.tokens, led.n),
+        "calls_per_task": mean(led.calls, led.n),
+        "calls_per_task_by_phase": {k: mean(v[2], v[0]) for k, v in by_phase.items()},
+        "tokens_per_task_by_phase": {k: mean(v[3], v[0]) for k, v in by_phase.items()},
+        "unanswered": led.unanswered,
         "agents": agents,
         "missed": missed,
         "detection": detection_summary(episodes, states, getattr(proto, "K", {}), intervals, n),
@@ -505,8 +447,7 @@ def execution_summary(proto: Any) -> dict[str, Any]:
 def meshheal_summary(proto: Any) -> dict[str, Any]:
     out = execution_summary(proto)
     out["unreviewed_outputs"] = proto.unreviewed
-    out["audit"] = review_audit(proto.review_rows, sorted(proto.task_rows, key=lambda r: r["index"]),
-                                proto.params.tau_to)
+    out["audit"] = proto.reviews.audit(proto.ledger.task_ok)
     if getattr(proto, "byz_log", None):  # only runs with Byzantine agents (outputs of others unchanged)
         out["adversarial"] = adversarial_summary(proto)
     return out
@@ -608,7 +549,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
     if r0 is not None:
         routers = {r["agent"] for r in log if r["behaviour"] == "route_lie"}
         hits = proto.byz_route_rows
-        correct = {t["index"]: t["correct"] for t in proto.task_rows}
+        task_ok = proto.ledger.task_ok
         # a reaction: a routing liar's change to isolated after its lies began (one
         # isolated before then was not reacting to them)
         reaction = min((s["task"] for s in states if s["agent"] in routers and s["task"] >= r0
@@ -619,7 +560,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
             mine = [h for h in hits if lo <= h["task"] < hi]
             att = len({h["task"] for h in mine})
             lost = len({h["task"] for h in mine if h["outcome"] == "drop"
-                        or (h["outcome"] == "corrupt" and not correct.get(h["task"], False))})
+                        or (h["outcome"] == "corrupt" and not task_ok(h["task"]))})
             return {"from_task": lo, "to_task": hi - 1, "tasks": tasks, "attracted": att, "lost": lost,
                     "attracted_per_100": 100.0 * att / tasks if tasks else None,
                     "lost_per_100": 100.0 * lost / tasks if tasks else None}

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator, Optional
 from .errors import RunFolderError
 from .redact import scrub
 
-__all__ = ["FORMATS", "write_atomic", "write_records", "find_records", "has_records", "iter_records",
+__all__ = ["FORMATS", "write_atomic", "write_records", "TableWriter", "find_records", "has_records", "iter_records",
            "read_records", "json_default", "dig"]
 
 #: record file formats a scenario may ask for (``output.format``)
@@ -108,28 +108,130 @@ def write_records(folder: Path, name: str, rows: Iterable[dict[str, Any]], fmt: 
     """Write ``rows`` as ``folder/NAME`` (``fmt`` ``jsonl``) or ``folder/NAME.gz``
     (``jsonl.gz``), streaming: the table is never held as one string. Removes
     the other form if an earlier run left it, so a folder holds one of them."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown record format {fmt!r}")
-    folder = Path(folder)
-    path = folder / (name + ".gz" if fmt == "jsonl.gz" else name)
-    dumps = json.JSONEncoder(separators=(",", ":"), default=json_default).encode
-    with _atomic(path) as raw:
-        out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0) \
-            if fmt == "jsonl.gz" else raw
-        buf: list[str] = []
+    out = _Table(Path(folder), name, fmt)
+    try:
         for row in rows:
-            buf.append(dumps(row))
-            if len(buf) >= _CHUNK:
-                out.write(scrub("\n".join(buf) + "\n").encode("utf-8"))
-                buf.clear()
-        if buf:
-            out.write(scrub("\n".join(buf) + "\n").encode("utf-8"))
-        if out is not raw:
-            out.close()
-    other = folder / (name if fmt == "jsonl.gz" else name + ".gz")
-    if other.exists():
-        other.unlink()
-    return path
+            out.add(row)
+    except BaseException:
+        out.abort()
+        raise
+    return out.commit()
+
+
+class _Table:
+    """One record table being written: rows are encoded as they come, written
+    ``_CHUNK`` lines at a time into a temp file, which becomes ``NAME[.gz]`` at
+    :meth:`commit` (:meth:`abort` removes it). The bytes depend only on the
+    rows and their order, not on when they came: a table streamed during a run
+    is the same file as one written from a list at its end."""
+
+    def __init__(self, folder: Path, name: str, fmt: str):
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown record format {fmt!r}")
+        self.folder, self.name, self.fmt = folder, name, fmt
+        self.path = folder / (name + ".gz" if fmt == "jsonl.gz" else name)
+        self._file = _atomic(self.path)
+        self._raw = self._file.__enter__()
+        self._out = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=_GZIP_LEVEL, mtime=0) \
+            if fmt == "jsonl.gz" else self._raw
+        self._dumps = json.JSONEncoder(separators=(",", ":"), default=json_default).encode
+        self._buf: list[str] = []
+        self.rows = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        buf = self._buf
+        buf.append(self._dumps(row))
+        self.rows += 1
+        if len(buf) >= _CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        try:
+            self._out.write(scrub("\n".join(self._buf) + "\n").encode("utf-8"))
+        except OSError as exc:
+            self.abort()
+            raise _cannot_write(self.path, exc) from None
+        self._buf.clear()
+
+    def commit(self) -> Path:
+        """Write what is left and put the table in place (temp file + rename)."""
+        try:
+            if self._buf:
+                self._flush()
+            if self._out is not self._raw:
+                self._out.close()
+        except OSError as exc:
+            self.abort()
+            raise _cannot_write(self.path, exc) from None
+        except BaseException:
+            self.abort()
+            raise
+        self._file.__exit__(None, None, None)
+        other = self.folder / (self.name if self.fmt == "jsonl.gz" else self.name + ".gz")
+        if other.exists():
+            other.unlink()
+        return self.path
+
+    def abort(self) -> None:
+        """Drop the table: its temp file is removed, nothing appears under its name."""
+        if self._file.tmp is None or not os.path.exists(self._file.tmp):
+            return
+        try:
+            if self._out is not self._raw:
+                self._out.close()  # (a gzip stream must not write into the closed file later)
+        except (OSError, ValueError):
+            pass
+        self._file.__exit__(RuntimeError, RuntimeError("aborted"), None)
+
+
+class TableWriter:
+    """The record tables of one run, streamed into its folder while it runs
+    (issue 22: a 483,840-task run's rows never sit in memory).
+
+    ``add(name, row)`` encodes the row at once and lets it go. Nothing appears
+    under a table's name until :meth:`commit`, which puts every table in place
+    at the end of a completed run; :meth:`abort` (a failed or interrupted run)
+    removes every temp file, so no half-written table is left (docs/outputs.md).
+    """
+
+    def __init__(self, folder: Path, fmt: str = "jsonl.gz"):
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown record format {fmt!r}")
+        self.folder = Path(folder)
+        self.fmt = fmt
+        self._tables: dict[str, _Table] = {}
+
+    def _table(self, name: str) -> _Table:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = _Table(self.folder, name, self.fmt)
+        return t
+
+    def add(self, name: str, row: dict[str, Any]) -> None:
+        self._table(name).add(row)
+
+    def extend(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
+        """Add ``rows`` to ``name`` (which is written, empty, with none)."""
+        t = self._table(name)
+        for row in rows:
+            t.add(row)
+
+    def names(self) -> list[str]:
+        return list(self._tables)
+
+    def commit(self) -> list[Path]:
+        try:
+            return [t.commit() for t in list(self._tables.values())]
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._tables.clear()
+
+    def abort(self) -> None:
+        for t in self._tables.values():
+            t.abort()
+        self._tables.clear()
 
 
 def find_records(folder: Path, name: str) -> Optional[Path]:

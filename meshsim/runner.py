@@ -34,8 +34,9 @@ from .files import os_reason
 from .metrics import RoutingConvergence, aggregate
 from .net.network import Network
 from .protocols import PROTOCOLS, ProtocolContext
+from .protocols.base import TableRows
 from . import redact
-from .records import json_default, read_records, write_atomic, write_records
+from .records import TableWriter, json_default, read_records, write_atomic, write_records
 from .backends import make_backend
 from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
@@ -254,11 +255,14 @@ def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
     return type(exc)(exc.format(), file=scenario.source, field=field)
 
 
-def simulate(world: World, progress: Optional[Progress] = None) -> RunResult:
-    """Run a world made by :func:`build` to its end."""
+def simulate(world: World, progress: Optional[Progress] = None, tables: Optional[TableWriter] = None) -> RunResult:
+    """Run a world made by :func:`build` to its end. With ``tables`` (a run
+    folder's writer) the record tables are streamed into it as their rows
+    close, and the result's ``tables`` is empty; without, they are kept in
+    memory in ``RunResult.tables``."""
     try:
         with long_run_gc():
-            world.send(progress)
+            world.send((progress, tables))
     except StopIteration as stop:
         return stop.value
     raise SimulationError("the world did not finish")  # pragma: no cover - _world yields once
@@ -360,7 +364,9 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
             _fire(i, ev)
 
     pctx.task_starting = task_starting
-    progress = yield  # built: the clock starts when simulate() sends the progress callback
+    progress, sink = yield  # built: the clock starts when simulate() sends the progress callback
+    if sink is not None:
+        pctx.tables = sink  # the run folder's tables, written as rows close (issue 22)
     if progress is not None:
         pctx.progress = lambda done, total: progress("tasks", done, total)
 
@@ -385,6 +391,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
     else:
         env.run()
     convergence.close()
+    protocol.close_records()
     summary: dict[str, Any] = {
         "scenario": scenario.name,
         "seed": seed,
@@ -413,7 +420,11 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
         transport["batches"] = bridge.batches
     if transport and not backend.replayable:
         summary["transport"] = transport  # a live endpoint: no byte-identity to keep
-    tables = protocol.output_tables()
+    tables = protocol.output_tables()  # every table, with the rows not yet streamed
+    for name, rows in tables.items():
+        pctx.tables.extend(name, rows)
+    kept = pctx.tables
+    tables = {name: kept.tables.get(name, []) for name in tables} if isinstance(kept, TableRows) else {}
     return RunResult(seed=seed, summary=_clean(summary), records=tracer.records, tables=tables,
                      transport=_clean(transport))
 
@@ -671,28 +682,37 @@ def _run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
 def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: Optional[Progress],
               world: Optional[World], session: Optional[_Session] = None, G: Optional[nx.Graph] = None) -> RunResult:
     started = time.time()
+    # a run folder's record tables are written while the run goes, into temp files that
+    # take their names only when it completed: a failed or interrupted run leaves none
+    writer = TableWriter(folder, scenario.output.format) if folder is not None and session is not None else None
     try:
-        if world is None:
-            world = build(scenario, seed, G)
-        result = simulate(world, progress)
-    except MeshsimError as exc:
-        if folder is not None:
-            write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
-        raise
-    except Exception as exc:
-        if folder is not None:
-            write_atomic(folder / "error.txt", traceback.format_exc())
-        raise SimulationError(f"internal error in seed {seed}: {type(exc).__name__}: {exc}"
-                              + (f" (traceback in {folder / 'error.txt'})" if folder else "")) from exc
-    assert result is not None
-    if folder is not None and session is not None:
-        result.out = folder
-        fmt = scenario.output.format
-        write_records(folder, "events.jsonl", result.records, fmt)
-        for name, rows in result.tables.items():
-            write_records(folder, name, rows, fmt)
-        write_atomic(folder / PROVENANCE, session.provenance(seed, started))
-        write_atomic(folder / "summary.json", dump_json(result.summary))  # last: the run is complete
+        try:
+            if world is None:
+                world = build(scenario, seed, G)
+            result = simulate(world, progress, writer)
+        except MeshsimError as exc:
+            if folder is not None:
+                write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
+            raise
+        except Exception as exc:
+            if folder is not None:
+                write_atomic(folder / "error.txt", traceback.format_exc())
+            raise SimulationError(f"internal error in seed {seed}: {type(exc).__name__}: {exc}"
+                                  + (f" (traceback in {folder / 'error.txt'})" if folder else "")) from exc
+        assert result is not None
+        if writer is not None:
+            assert folder is not None and session is not None
+            result.out = folder
+            fmt = scenario.output.format
+            write_records(folder, "events.jsonl", result.records, fmt)
+            for name, rows in result.tables.items():  # (none: the writer streamed them)
+                write_records(folder, name, rows, fmt)
+            writer.commit()
+            write_atomic(folder / PROVENANCE, session.provenance(seed, started))
+            write_atomic(folder / "summary.json", dump_json(result.summary))  # last: the run is complete
+    finally:
+        if writer is not None:
+            writer.abort()  # (after a commit: nothing left to remove)
     return result
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import gc
 import hashlib
 import random
+from collections import deque
 from contextlib import contextmanager
+from heapq import heappush
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import simpy
 from simpy.events import NORMAL, Event
 
-__all__ = ["Environment", "stream_key", "long_run_gc"]
+__all__ = ["Environment", "Deadlines", "stream_key", "long_run_gc"]
 
 
 def stream_key(*names: Any) -> tuple[int, ...]:
@@ -76,6 +78,82 @@ class Environment(simpy.Environment):
         ev.callbacks.append(callback)
         self.schedule(ev, NORMAL, delay)
         return ev
+
+
+class Deadlines:
+    """Timeouts that are nearly always cancelled (an ack's, a review's), at the
+    cost of one queued event per *live* chain instead of one per timeout (issue 22).
+
+    ``add(delay, value)`` sets a deadline and ``cancel(handle)`` drops it;
+    ``callback(value)`` runs at a deadline that was not cancelled, at exactly
+    the point of the run where a timer scheduled by ``add`` would have fired:
+    the deadline takes its event id from the clock's counter when it is set (so
+    every other event keeps its id), and only the earliest pending deadline is
+    in the event queue; when it fires (or passes, cancelled) the next live one
+    goes in with its reserved id. That keeps the queue's order exact because
+    deadlines here are set in order (same delay, a clock that never goes back);
+    one that would end before an earlier one is scheduled as a plain timer.
+    """
+
+    __slots__ = ("env", "callback", "_q", "_armed", "_last")
+
+    def __init__(self, env: "Environment", callback: Callable[[Any], None]):
+        self.env = env
+        self.callback = callback
+        self._q: deque = deque()  # [time, eid, value, live], in (time, eid) order
+        self._armed = False
+        self._last = float("-inf")
+
+    def add(self, delay: float, value: Any) -> list:
+        env = self.env
+        at = env._now + delay
+        if at < self._last:  # out of order (another delay): a timer of its own
+            entry = [at, -1, value, True]
+            env.call_later(delay, self._fire_alone, entry)
+            return entry
+        self._last = at
+        entry = [at, next(env._eid), value, True]
+        self._q.append(entry)
+        if not self._armed:
+            self._arm()
+        return entry
+
+    @staticmethod
+    def cancel(entry: list) -> None:
+        entry[3] = False
+
+    def _arm(self) -> None:
+        q = self._q
+        while q and not q[0][3]:
+            q.popleft()  # cancelled before its turn: never queued
+        if not q:
+            self._armed = False
+            return
+        e = q[0]
+        ev = Event(self.env)
+        ev._ok = True
+        ev._value = e
+        ev.callbacks.append(self._fire)
+        heappush(self.env._queue, (e[0], NORMAL, e[1], ev))
+        self._armed = True
+
+    def _fire(self, ev: Event) -> None:
+        e = ev._value
+        q = self._q
+        if q and q[0] is e:
+            q.popleft()
+        self._armed = False
+        if e[3]:
+            e[3] = False
+            self.callback(e[2])
+        if not self._armed:
+            self._arm()
+
+    def _fire_alone(self, ev: Event) -> None:
+        e = ev._value
+        if e[3]:
+            e[3] = False
+            self.callback(e[2])
 
 
 #: first-generation threshold of the cyclic collector while a run simulates (CPython's default is 700)

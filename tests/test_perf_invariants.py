@@ -54,3 +54,91 @@ def test_fake_memo_changes_no_draw(seeds, forget_between):
             b.forget(task.id)
     assert [(x.fields.get("score"), x.correct, x.completion_tokens) for x in memo] == \
            [(x.fields.get("score"), x.correct, x.completion_tokens) for x in fresh]
+
+
+# -- lazily queued deadlines (meshsim.sim.Deadlines) fire exactly where timers would ---------------
+
+_step = st.tuples(st.sampled_from(["add", "add", "cancel", "other", "wait"]),
+                  st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0]), st.integers(0, 40))
+
+
+def _deadline_run(script, lazy: bool) -> list:
+    from meshsim.sim import Deadlines, Environment
+
+    env = Environment(1)
+    log: list = []
+    handles: list = []
+
+    def fired(v):
+        log.append((env.now, "deadline", v))
+        if v < 1000 and v % 5 == 0:  # a deadline that sets another (a retransmission's new timeout)
+            add(1.0, v + 1000)
+
+    dl = Deadlines(env, fired)
+
+    def add(delay, v):
+        if lazy:
+            handles.append(dl.add(delay, v))
+        else:
+            ev = env.call_later(delay, lambda e: fired(e.value), v)
+            handles.append(ev)
+
+    def cancel(k):
+        if handles:
+            h = handles[k % len(handles)]
+            if lazy:
+                Deadlines.cancel(h)
+            elif h.callbacks:
+                h.callbacks.clear()
+
+    def driver():
+        for n, (op, delay, k) in enumerate(script):
+            if op == "add":
+                add(delay if k % 7 else 1.0, n)
+            elif op == "cancel":
+                cancel(k)
+            elif op == "other":
+                env.call_later(delay, lambda e, n=n: log.append((env.now, "other", n)))
+            else:
+                yield env.timeout(delay / 2)
+
+    env.process(driver())
+    env.run()
+    return log
+
+
+@settings(max_examples=150, deadline=None)
+@given(script=st.lists(_step, max_size=60))
+def test_lazy_deadlines_fire_where_timers_would(script):
+    assert _deadline_run(script, lazy=True) == _deadline_run(script, lazy=False)
+
+
+class _StubNode:
+    def __init__(self):
+        from meshsim.sim import Environment
+
+        self.env = Environment(1)
+        self.alive = True
+        self.reliable = None
+
+    def on(self, *a, **kw):
+        pass
+
+    def send(self, *a, **kw):
+        return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrivals=st.lists(st.tuples(st.sampled_from(["A1", "A2"]), st.integers(1, 30)), max_size=80))
+def test_reliable_dedup_is_a_set(arrivals):
+    """The receiver's memory of handled request ids (sorted arrays, issue 22) answers as a set would,
+    whatever order copies arrive in."""
+    from meshsim.net.messages import Message
+    from meshsim.net.reliable import Reliable
+
+    r = Reliable(_StubNode())
+    seen: set = set()
+    for src, rid in arrivals:
+        first = (src, rid) not in seen
+        seen.add((src, rid))
+        assert r.accept(Message("task", src, "B", None, 64, 0.0, rid)) is first

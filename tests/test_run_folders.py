@@ -266,13 +266,13 @@ if os.environ.get("MESHSIM_TEST_PAUSE_MARKER"):
     import meshsim.runner as runner
     real, calls = runner.simulate, []
 
-    def simulate(world, progress=None):
+    def simulate(world, progress=None, tables=None):
         calls.append(1)
         if len(calls) == 2:
             open(os.environ["MESHSIM_TEST_PAUSE_MARKER"], "w").close()
             for _ in range(1200):  # Ctrl-C arrives here, in the middle of seed 2 (short sleeps: the
                 time.sleep(0.1)    # main thread sees the signal even if another thread took it)
-        return real(world, progress)
+        return real(world, progress, tables)
 
     runner.simulate = simulate
 """

@@ -6,6 +6,8 @@ raises :class:`~meshsim.errors.RunFolderError` naming the folder.
 """
 from __future__ import annotations
 
+from array import array
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -128,21 +130,20 @@ class RunFolder:
     _SLIM = ("task", "type", "q", "probe", "degraded")
     _SLIM_DET = ("ability", "state", "z")
 
-    def review_index(self) -> dict[str, list[dict[str, Any]]]:
+    def review_index(self) -> dict[str, "ReviewColumns"]:
         if "_rindex" not in self._cache:
-            intern: dict[Any, Any] = {}
-            index: dict[str, list[dict[str, Any]]] = {}
+            codes = _Codes()
+            index: dict[str, ReviewColumns] = {}
             for r in self.iter_jsonl("reviews.jsonl", why="a MeshHeal run writes it"):
-                slim = {k: r.get(k) for k in self._SLIM}
-                slim["type"] = intern.setdefault(slim["type"], slim["type"])
-                slim["detector"] = [{k: intern.setdefault(d.get(k), d.get(k)) if k != "z" else d.get(k)
-                                     for k in self._SLIM_DET} for d in r.get("detector") or ()]
                 agent = r["agent"]
-                index.setdefault(intern.setdefault(agent, agent), []).append(slim)
+                cols = index.get(agent)
+                if cols is None:
+                    cols = index[agent] = ReviewColumns(codes)
+                cols.append(r)
             self._cache["_rindex"] = index
         return self._cache["_rindex"]
 
-    def agent_reviews(self, agent: str) -> list[dict[str, Any]]:
+    def agent_reviews(self, agent: str) -> "ReviewColumns | list":
         """Slim review rows of ``agent`` (see :meth:`review_index`), in file order."""
         return self.review_index().get(agent, [])
 
@@ -190,6 +191,113 @@ class RunFolder:
                 names.update(self._task_scan()[0])
             self._cache["_agents"] = _order(names)
         return self._cache["_agents"]
+
+
+class _Codes:
+    """Small integer codes for the few distinct values of a column (types, abilities, states)."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self._code: dict[Any, int] = {}
+
+    def __call__(self, v: Any) -> int:
+        c = self._code.get(v)
+        if c is None:
+            c = self._code[v] = len(self.values)
+            self.values.append(v)
+        return c
+
+
+_NONE, _FALSE, _TRUE = 0, 1, 2
+
+
+def _flag(v: Any) -> int:
+    return _NONE if v is None else _TRUE if v is True else _FALSE if v is False else -1
+
+
+def _unflag(c: int, raw: Any) -> Any:
+    return None if c == _NONE else True if c == _TRUE else False if c == _FALSE else raw
+
+
+class ReviewColumns:
+    """One agent's slim review rows (``RunFolder._SLIM`` and the detector's
+    ``_SLIM_DET``), kept as columns: a 5,760-agent run has ~900k reviews, which as
+    dicts took ~600 MB (issue 22: ``meshsim report`` bounded). Iterating yields
+    the same dicts, one at a time."""
+
+    __slots__ = ("codes", "task", "type", "q", "q_none", "probe", "degraded", "ndet", "d_ability", "d_state", "d_z",
+                 "d_z_none", "other")
+
+    def __init__(self, codes: _Codes):
+        self.codes = codes
+        self.task, self.type = array("q"), array("l")
+        self.q, self.q_none = array("d"), bytearray()
+        self.probe, self.degraded = bytearray(), bytearray()
+        self.ndet = array("l")
+        self.d_ability, self.d_state = array("l"), array("l")
+        self.d_z, self.d_z_none = array("d"), bytearray()
+        self.other: dict[tuple[int, str], Any] = {}  # a value no column takes (never, from meshsim)
+
+    def append(self, r: dict[str, Any]) -> None:
+        i = len(self.task)
+        code = self.codes
+        t = r.get("task")
+        if type(t) is int:
+            self.task.append(t)
+        else:
+            self.task.append(0)
+            self.other[(i, "task")] = t
+        self.type.append(code(r.get("type")))
+        q = r.get("q")
+        if q is None or type(q) in (int, float):
+            self.q.append(0.0 if q is None else float(q))
+            self.q_none.append(1 if q is None else 2 if type(q) is int else 0)
+        else:
+            self.q.append(0.0)
+            self.q_none.append(3)
+            self.other[(i, "q")] = q
+        for name, col in (("probe", self.probe), ("degraded", self.degraded)):
+            v = r.get(name)
+            f = _flag(v)
+            col.append(f if f >= 0 else 3)
+            if f < 0:
+                self.other[(i, name)] = v
+        det = r.get("detector") or ()
+        self.ndet.append(len(det))
+        for d in det:
+            self.d_ability.append(code(d.get("ability")))
+            self.d_state.append(code(d.get("state")))
+            z = d.get("z")
+            if z is None or type(z) is float:
+                self.d_z.append(0.0 if z is None else z)
+                self.d_z_none.append(1 if z is None else 0)
+            else:  # an int or anything else: kept as it was read
+                self.d_z.append(0.0)
+                self.d_z_none.append(2)
+                self.other[(len(self.d_z) - 1, "z")] = z
+
+    def __len__(self) -> int:
+        return len(self.task)
+
+    def __iter__(self):
+        vals = self.codes.values
+        other = self.other
+        j = 0
+        for i in range(len(self.task)):
+            qn = self.q_none[i]
+            q = None if qn == 1 else self.q[i] if qn == 0 else int(self.q[i]) if qn == 2 else other[(i, "q")]
+            row = {"task": other.get((i, "task"), self.task[i]) if other else self.task[i],
+                   "type": vals[self.type[i]], "q": q,
+                   "probe": _unflag(self.probe[i], other.get((i, "probe"))),
+                   "degraded": _unflag(self.degraded[i], other.get((i, "degraded")))}
+            det = []
+            for _ in range(self.ndet[i]):
+                zn = self.d_z_none[j]
+                det.append({"ability": vals[self.d_ability[j]], "state": vals[self.d_state[j]],
+                            "z": None if zn == 1 else self.d_z[j] if zn == 0 else other[(j, "z")]})
+                j += 1
+            row["detector"] = det
+            yield row
 
 
 def _summary_agents(summary: dict) -> dict[str, dict]:

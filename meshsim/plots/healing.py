@@ -255,23 +255,25 @@ def state_heatmap(run: Any, agents: Optional[Sequence[str]] = None, ax=None, see
     rows = sorted(names, key=lambda a: (0 if a in deg else 1, tuple(deg.get(a, ())), node_order(a)))
     n = rf.n_tasks
     ax = _axes(ax, heatmap_height(len(rows)))
-    mat = np.zeros((len(rows), n), dtype=np.int8)
     code = {s: i for i, s in enumerate(STATES)}
     per: dict[str, list[dict]] = {}
     for s in rf.states():
         per.setdefault(s["agent"], []).append(s)
+    # more tasks than pixels: show the worst state per bin, so one-task blips stay visible
+    step = max(1, math.ceil(n / HEAT_COLUMNS))
+    pad = (-n) % step
+    # one agent's row at full resolution at a time, then binned: (agents x tasks) is never
+    # held (5,760 agents x 483,840 tasks would be 2.8 GB; issue 22, `meshsim report` bounded)
+    mat = np.zeros((len(rows), (n + pad) // step), dtype=np.int8)
+    row = np.zeros(n, dtype=np.int8)
     for i, a in enumerate(rows):
         cur, k0 = 0, 1
         for s in per.get(a, ()):
             k = max(1, min(int(s["task"]), n + 1))
-            mat[i, k0 - 1:k - 1] = cur
+            row[k0 - 1:k - 1] = cur
             cur, k0 = code.get(s["new"], 0), k
-        mat[i, k0 - 1:] = cur
-    # more tasks than pixels: show the worst state per bin, so one-task blips stay visible
-    step = max(1, math.ceil(n / HEAT_COLUMNS))
-    if step > 1:
-        pad = (-n) % step
-        mat = np.pad(mat, ((0, 0), (0, pad)), mode="edge").reshape(len(rows), -1, step).max(axis=2)
+        row[k0 - 1:] = cur
+        mat[i] = np.pad(row, (0, pad), mode="edge").reshape(-1, step).max(axis=1) if step > 1 else row
     cmap = ListedColormap([HEAT_COLORS[s] for s in STATES])
     ax.imshow(mat, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=2,
               extent=(0.5, n + pad + 0.5 if step > 1 else n + 0.5, len(rows) - 0.5, -0.5))

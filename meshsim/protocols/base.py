@@ -21,7 +21,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..net.routing import DistanceVector
     from ..sim import Environment
 
-__all__ = ["Protocol", "ProtocolContext", "NoParams"]
+__all__ = ["Protocol", "ProtocolContext", "NoParams", "TableRows"]
+
+
+class TableRows:
+    """Where a protocol's finished record rows go (``ProtocolContext.tables``):
+    kept in lists here, for a run without a folder (a sweep's worker sends
+    them back); a run with a folder swaps in :class:`meshsim.records.TableWriter`,
+    which writes each row as it comes (issue 22)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, name: str, row: dict[str, Any]) -> None:
+        rows = self.tables.get(name)
+        if rows is None:
+            rows = self.tables[name] = []
+        rows.append(row)
+
+    def extend(self, name: str, rows: Any) -> None:
+        self.tables.setdefault(name, []).extend(rows)
 
 
 class NoParams(BaseModel):
@@ -45,6 +64,9 @@ class ProtocolContext:
     progress: Callable[[int, int], None] = lambda done, total: None
     #: Observers of routing-table changes (metrics only).
     route_changed: Optional[Callable[[str, str, int], None]] = None
+    #: Where finished record rows go, in file order (:class:`TableRows`, or a
+    #: run folder's streaming writer); rows handed over are never touched again.
+    tables: Any = field(default_factory=TableRows)
     extra: dict = field(default_factory=dict)
 
 
@@ -75,8 +97,14 @@ class Protocol:
     def summary(self) -> dict[str, Any]:
         return {}
 
+    def close_records(self) -> None:
+        """The run ended: hand every finished row still held to ``ctx.tables``
+        (called before :meth:`summary` and :meth:`output_tables`)."""
+
     def output_tables(self) -> dict[str, list[dict[str, Any]]]:
-        """Extra JSONL files for the run folder: ``{"tasks.jsonl": rows, ...}``."""
+        """Extra JSONL files for the run folder: ``{"tasks.jsonl": rows, ...}``,
+        every table the protocol writes, each with the rows it has not already
+        streamed to ``ctx.tables`` (those come first in the file)."""
         return {}
 
     def routing_tables(self) -> dict[str, "DistanceVector"]:

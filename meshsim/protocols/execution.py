@@ -26,6 +26,7 @@ A method only decides routing, selection and aggregation.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any, Generator, Optional
 
@@ -34,6 +35,7 @@ from simpy.events import Event
 from ..backends.base import CallKind, Request, Response, TaskInfo, TaskRef
 from ..errors import InputError
 from .base import Protocol
+from .ledger import TaskLedger
 from .llm import LLMClient
 
 __all__ = ["Output", "TaskState", "ExecutionLayer", "infer_pair", "generate", "generate_answer", "answer_of"]
@@ -147,6 +149,9 @@ class ExecutionLayer(Protocol):
     """
 
     supports_degradation = True
+    #: a method's evidence about an agent: its reviewed outputs (MeshHeal's reviews.jsonl) or,
+    #: when False, the producers the layer records per task
+    reviews_are_evidence = False
 
     def __init__(self, params: Any, ctx):
         super().__init__(params, ctx)
@@ -169,8 +174,12 @@ class ExecutionLayer(Protocol):
         self.degraded: set[str] = set()
         self.fault_of: dict[str, dict] = {}
         self.degraded_log: list[dict] = []
-        # records (write-only from controllers)
-        self.task_rows: list[dict] = []
+        # records (write-only from controllers). A closed task's row goes to ctx.tables in
+        # index order (tasks.jsonl's order) and into the ledger the summary reads: rows are
+        # not kept (issue 22). Routing-state changes are few and every metric reads them.
+        self.ledger = TaskLedger(len(self.stream), producers=not self.reviews_are_evidence)
+        self._closed_rows: list[tuple[int, dict]] = []  # closed out of index order (Poisson arrivals)
+        self._next_row = 1
         self.state_rows: list[dict] = []
         # (task, {agent: linked neighbours}) from that task on: taken at a task's start when the
         # topology changed since the last one (observer only: collapse metrics, docs/outputs.md)
@@ -311,7 +320,7 @@ class ExecutionLayer(Protocol):
         if self.ctx.backend is not None:
             self.ctx.backend.forget(task.id)
         row["end"] = self.ctx.env.now
-        row["correct"] = bool(correct) and unanswered is None
+        row["correct"] = ok = bool(correct) and unanswered is None
         row["unanswered"] = unanswered
         if state is not None:
             row["inferred_pair"] = list(state.R) if state.R else None
@@ -320,10 +329,34 @@ class ExecutionLayer(Protocol):
             row["actions"] = [f"{a}:{b}" for a, b in state.actions]
         if extra:
             row.update(extra)
-        self.task_rows.append(row)
+        self.ledger.closed(task.index, ok)
+        self._release(row)
         ev = self._done.get(task.index)
         if ev is not None and not ev.triggered:
             ev.succeed()
+
+    def _release(self, row: dict) -> None:
+        """Hand closed rows on in index order: a row waits only for the tasks
+        before it that are still open (none, with sequential arrivals)."""
+        if row["index"] != self._next_row:
+            heapq.heappush(self._closed_rows, (row["index"], row))
+            return
+        self._row_out(row)
+        heap = self._closed_rows
+        while heap and heap[0][0] == self._next_row:
+            self._row_out(heapq.heappop(heap)[1])
+
+    def _row_out(self, row: dict) -> None:
+        self._next_row = row["index"] + 1
+        self.ledger.add(row)
+        self.ctx.tables.add("tasks.jsonl", row)
+
+    def close_records(self) -> None:
+        # tasks still open before a closed one (a run ended by its duration): in index order
+        heap, self._closed_rows = self._closed_rows, []
+        for _i, row in sorted(heap, key=lambda e: e[0]):
+            self._next_row = row["index"]
+            self._row_out(row)
 
     def current_row(self, task_index: int) -> Optional[dict]:
         """The open record of task ``task_index`` (observer side; None once closed)."""
@@ -358,10 +391,11 @@ class ExecutionLayer(Protocol):
 
     # -- outputs -------------------------------------------------------------------
     def output_tables(self) -> dict[str, list[dict]]:
-        return {"tasks.jsonl": sorted(self.task_rows, key=lambda r: r["index"]),
-                "states.jsonl": self.state_rows}
+        self.close_records()
+        return {"tasks.jsonl": [], "states.jsonl": self.state_rows}  # tasks: streamed
 
     def summary(self) -> dict[str, Any]:
         from ..metrics import execution_summary  # metrics sit above protocols
 
+        self.close_records()
         return execution_summary(self)

@@ -13,9 +13,10 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
 
-from ...errors import InputError
+from ...errors import InputError, SimulationError
 from ...types import parse_duration
 from ..execution import ExecutionLayer
+from ..ledger import ReviewLedger
 from .agent import MeshHealAgent
 from .defences import credibility
 from .byzantine import apply_behaviour
@@ -132,12 +133,17 @@ class MeshHeal(ExecutionLayer):
     name = "meshheal"
     Params = MeshHealParams
     supports_degradation = True
+    reviews_are_evidence = True
 
     def __init__(self, params: MeshHealParams, ctx):
         super().__init__(params, ctx)
         self.det_params = params.detector_params()
         self.detector_kind = params.detector if params.review else "none"
-        self.review_rows: list[dict] = []
+        # reviews.jsonl: a row is complete when the next one comes (its evidence rows are
+        # added at once, before the controller yields), then it goes to ctx.tables and the
+        # audit's running counts (issue 22: rows are not kept)
+        self.reviews = ReviewLedger(params.tau_to)
+        self._review: Optional[dict] = None
         self.unreviewed = 0
         # issue 20 defences: what each one did (summary.defences, only when one is on)
         self.defence_counts = {"updates": 0, "short_mu": 0, "short_pool": 0, "blocked_crossings": 0,
@@ -198,19 +204,22 @@ class MeshHeal(ExecutionLayer):
                 before = b.final_answer(self.task_ref(task.index), kw["output"].text) if b is not None else None
                 after = b.final_answer(self.task_ref(task.index), a.output.text) if b is not None else None
                 rec["answer_changed"] = (before != after) if (before is not None or after is not None) else None
-            self.review_rows.append(rec)
+            if self._review is not None:
+                self._review_out(self._review)
+            self._review = rec
             if row is not None:
                 row["reviews"].append(a.q)
                 row["takeovers"] += int(a.takeover)
         elif kind == "evidence":
             u = kw["update"]
-            for rec in reversed(self.review_rows):
-                if rec["task"] == kw["task"].index and rec["agent"] == kw["agent"]:
-                    rec.setdefault("detector", []).append(
-                        {"ability": kw["ability"], "matched": u.matched, "shortfall": u.shortfall, "xbar": u.xbar,
-                         "m": u.m, "p25": u.p25, "z": u.z, "state": u.state.value,
-                         **({"blocked": True} if u.blocked else {})})
-                    break
+            rec = self._review
+            if rec is None or rec["task"] != kw["task"].index or rec["agent"] != kw["agent"]:
+                raise SimulationError(f"detector evidence of {kw['agent']} on task {kw['task'].index} "
+                                      "without its review")  # the controller's order broke
+            rec.setdefault("detector", []).append(
+                {"ability": kw["ability"], "matched": u.matched, "shortfall": u.shortfall, "xbar": u.xbar,
+                 "m": u.m, "p25": u.p25, "z": u.z, "state": u.state.value,
+                 **({"blocked": True} if u.blocked else {})})
         elif kind == "unreviewed":
             self.unreviewed += 1
         elif kind == "defence":
@@ -230,13 +239,25 @@ class MeshHeal(ExecutionLayer):
                                         "outcome": kw["outcome"]})
 
     # -- outputs -------------------------------------------------------------------
+    def _review_out(self, rec: dict) -> None:
+        self.reviews.add(rec)
+        self.ctx.tables.add("reviews.jsonl", rec)
+
+    def close_records(self) -> None:
+        super().close_records()
+        if self._review is not None:
+            self._review_out(self._review)
+            self._review = None
+
     def output_tables(self) -> dict[str, list[dict]]:
-        return {"tasks.jsonl": sorted(self.task_rows, key=lambda r: r["index"]),
-                "states.jsonl": self.state_rows, "reviews.jsonl": self.review_rows}
+        out = super().output_tables()
+        out["reviews.jsonl"] = []  # streamed
+        return out
 
     def summary(self) -> dict[str, Any]:
         from ...metrics import meshheal_summary  # metrics sit above protocols
 
+        self.close_records()
         out = meshheal_summary(self)
         if self.params.defended:
             out["defences"] = self.defence_summary()

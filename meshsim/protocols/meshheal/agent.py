@@ -18,6 +18,7 @@ from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
+from ...sim import Deadlines
 from ...types import RoutingState
 from ..execution import generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
@@ -70,7 +71,9 @@ class MeshHealAgent:
                                  refresh=params.refresh, timeout=params.route_timeout,
                                  jitter=0.1 if params.refresh else 0.0, on_change=None)
         self._next_req = 0
-        self._waiting: dict[int, tuple[Event, Event]] = {}  # request id -> (reply, deadline timer)
+        self._waiting: dict[int, tuple[Event, list]] = {}  # request id -> (reply, deadline)
+        # review deadlines: nearly all are met, so they are queued lazily (meshsim.sim.Deadlines)
+        self._deadlines = Deadlines(self.env, self._deadline)
         # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
         self.byz: Optional[Lies] = None
         # bookkeeping is handled on arrival; work goes through the inbox
@@ -96,7 +99,8 @@ class MeshHealAgent:
     def _hello(self, peer: str) -> None:
         state = state_lie(self.byz, peer, sorted(self.node.links), self.state.value)
         self.reliable.send(peer, "hello", {"abilities": sorted(self.K_orig), "state": state,
-                                           "probe_at": self.probe_at}, size=HEADER_BYTES + 24 + 24 * len(self.K_orig))
+                                           "probe_at": self.probe_at}, size=HEADER_BYTES + 24 + 24 * len(self.K_orig),
+                          wait=False)
 
     def _on_link(self, peer: str, up: bool) -> None:
         if up:
@@ -138,7 +142,7 @@ class MeshHealAgent:
         order = sorted(self.node.links)
         for peer in self.node.neighbors:
             self.reliable.send(peer, "state", {"state": state_lie(self.byz, peer, order, self.state.value),
-                                               "probe_at": self.probe_at}, size=HEADER_BYTES + 24)
+                                               "probe_at": self.probe_at}, size=HEADER_BYTES + 24, wait=False)
 
     def _apply_state(self, old: RoutingState, task_index: int) -> None:
         new = self.state
@@ -442,9 +446,8 @@ class MeshHealAgent:
             ev = Event(self.env)
             body = dict(req, id=rid, task=X.task, abilities=sorted(H), action=y.action, context_items=len(X.Y),
                         output_text=y.text, drafts=[o.text for o in X.Y], producer=self.name)
-            self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y))
-            # the deadline: a bare timer event whose value is the request id (no closure per request)
-            self._waiting[rid] = (ev, self.env.call_later(self.params.review_timeout, self._deadline, rid))
+            self.reliable.send(reviewer, "review_req", body, size=HEADER_BYTES + 600 + 400 * len(X.Y), wait=False)
+            self._waiting[rid] = (ev, self._deadlines.add(self.params.review_timeout, rid))
             events.append(ev)
         results = []
         for ev in events:
@@ -452,9 +455,9 @@ class MeshHealAgent:
             results.append(res)
         return results
 
-    def _deadline(self, timer: Event) -> None:
+    def _deadline(self, rid: int) -> None:
         if self.node.alive:
-            self._expire(timer._value)
+            self._expire(rid)
 
     def _expire(self, rid: int) -> None:
         w = self._waiting.pop(rid, None)
@@ -465,9 +468,8 @@ class MeshHealAgent:
         w = self._waiting.pop(msg.payload["id"], None)
         if w is None:
             return
-        ev, timer = w
-        if timer.callbacks:
-            timer.callbacks.clear()  # answered: the deadline passes with nothing to do
+        ev, deadline = w
+        Deadlines.cancel(deadline)  # answered: the deadline passes with nothing to do
         if not ev.triggered:
             ev.succeed(msg.payload["result"])
 
@@ -478,7 +480,8 @@ class MeshHealAgent:
         result = yield from serve_review(self, req)
         if self.byz is not None:
             result = rescore(self.byz, req["mode"], req.get("producer"), result)
-        self.reliable.send(src, "review_rep", {"id": req["id"], "result": result}, size=HEADER_BYTES + 300)
+        self.reliable.send(src, "review_rep", {"id": req["id"], "result": result}, size=HEADER_BYTES + 300,
+                           wait=False)
 
     def sink_record(self, kind: str, task_index: int, agent: str) -> None:
         self.sink(kind, task_index=task_index, agent=agent)
