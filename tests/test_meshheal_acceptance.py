@@ -55,7 +55,11 @@ def test_sec61_persistent_degradation_accuracy_holds(name, tmp_path):
     cagg = control.aggregate["metrics"]
     drop = cagg["accuracy.by_phase.healthy"]["mean"] - cagg["accuracy.by_phase.degraded"]["mean"]
     assert drop >= 0.10, drop  # without healing, degradation costs accuracy
-    assert degraded - cagg["accuracy.by_phase.degraded"]["mean"] >= 0.15  # healing recovers most of it
+    # healing recovers most of it (more than half). Relative since issue 21: Finalize repair lifts the
+    # unhealed control too (seeds 1-5: gain / drop MATH 0.33 / 0.33, BBH 0.27 / 0.23, MMLU-Pro 0.15 / 0.26,
+    # where seeds 4 and 5 collapse)
+    gain = degraded - cagg["accuracy.by_phase.degraded"]["mean"]
+    assert gain > 0.5 * drop, (gain, drop)
 
 
 def test_sec63_576_sparse_isolates_every_degraded_agent_and_matches_complete():
