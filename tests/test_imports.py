@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "meshsim"
 
@@ -80,7 +79,6 @@ def test_no_import_circles():
     assert not bad, "import circles: " + " | ".join(_describe(G, c) for c in bad)
 
 
-@pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones
 def test_every_module_imports_on_its_own():
     """Each module, imported first into a fresh meshsim (no other module of it
     loaded), imports without error: no module relies on another having been
@@ -100,5 +98,5 @@ def test_every_module_imports_on_its_own():
         "print('\\n'.join(bad))\n"
         "sys.exit(1 if bad else 0)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)  # ~5 s idle; generous under load
     assert proc.returncode == 0, proc.stdout + proc.stderr
