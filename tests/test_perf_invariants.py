@@ -74,11 +74,12 @@ def _deadline_run(script, lazy: bool) -> list:
         if v < 1000 and v % 5 == 0:  # a deadline that sets another (a retransmission's new timeout)
             add(1.0, v + 1000)
 
-    dl = Deadlines(env, fired)
+    # two owners (two agents' acks): their deadlines of one delay share a line
+    owners = [Deadlines(env, fired), Deadlines(env, fired)]
 
     def add(delay, v):
         if lazy:
-            handles.append(dl.add(delay, v))
+            handles.append(owners[v % 2].add(delay, v))
         else:
             ev = env.call_later(delay, lambda e: fired(e.value), v)
             handles.append(ev)

@@ -144,6 +144,7 @@ def _finish(gen) -> Any:
 class _Reviewer:
     def __init__(self, name: str, abilities: frozenset, llm: _LLM):
         self.name, self.K_orig, self.llm = name, abilities, llm
+        self.K_sorted = tuple(sorted(abilities))
 
 
 class _Producer:

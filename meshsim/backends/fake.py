@@ -112,7 +112,7 @@ from ..errors import InputError
 from ..types import refuse_bool_numbers
 from .base import Backend, LatencyModel, Request, Response, TaskRef
 from .profiles import hash_unit, load_validated, model_role
-from .texts import Latent, TextStore
+from .texts import UNREADABLE, Latent, TextStore
 
 __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "TokenSpec", "SplitMix64",
            "CLASSES", "VERDICTS", "score_distribution"]
@@ -412,12 +412,13 @@ class FakeBackend(Backend):
         # dropped with the task's texts (forget), so a long stream holds only open tasks'
         self._memo: dict[str, dict[Any, float]] = {}
         self._nearest: dict[float, str] = {}
+        self._levels: dict[int, float] = {}  # score bin -> its level (_score)
         self._kinds: dict[str, Any] = {}  # call kind -> the method that models it
         self._token_specs: dict[str, Any] = {}  # call kind -> its TokenSpec (or None)
         self._type_z: dict[tuple[str, str], float] = {}
         self._thresholds: dict[tuple, float] = {}
-        self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str]]] = {}
-        self._common: dict[tuple[str, str, str], float] = {}
+        # (reviewer, action, class) -> (stick-breaking entries, 'otherwise' class, common share)
+        self._tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str], float]] = {}
         for role in profile.models:
             rs = profile.review.scores.get(role) or ReviewerScores()
             for action in ("contribute", "finalize"):
@@ -428,8 +429,8 @@ class FakeBackend(Backend):
                     for k, p in entries:
                         cond.append((k, p / left if left > 0 else 1.0))
                         left -= p
-                    self._tables[(role, action, cls)] = (tuple(cond), nxt)
-                    self._common[(role, action, cls)] = float(_raw_table(rs, action, cls).get("common", 0.0))
+                    self._tables[(role, action, cls)] = (tuple(cond), nxt,
+                                                         float(_raw_table(rs, action, cls).get("common", 0.0)))
         self.texts = TextStore("fake")
 
     # -- interface -----------------------------------------------------------
@@ -519,31 +520,43 @@ class FakeBackend(Backend):
                 ability: Optional[str] = None) -> bool:
         """Does this call work out its half (or, given ``ability``, that half of the
         task)? (the copula draw behind every outcome)"""
-        role = _role(req.model)
+        role = "weak" if req.model == "weak" else "strong"  # _role, inline: every derivation's path
         if ability is None:
             ability = req.abilities[0] if req.abilities else ""
-        th = self._threshold(role, req.task)
+        task = req.task
+        th = self._thresholds.get((role, task.dataset, task.type) if task else (role, "", ""))
+        if th is None:
+            th = self._threshold(role, task)
         if hint:
             th = _N.inv_cdf(min(0.999, _boost(_N.cdf(th), hint)))
         rho = self.profile.difficulty_rho
-        z = math.sqrt(rho) * self._z_task(req.task, ability)
+        tid = task.id if task else ""
+        memo = self._memo.get(tid)
+        if memo is None:
+            memo = self._memo[tid] = {}
+        zt = memo.get(ability)
+        if zt is None:
+            zt = self._z_task(task, ability)
+        z = math.sqrt(rho) * zt
         rest = 1.0 - rho
         if not persist:
             return z + math.sqrt(rest) * rnd.gauss(0.0, 1.0) < th  # rest * (1.0 - 0.0) == rest exactly
-        if persist:
-            tid = req.task.id if req.task else ""
-            memo = self._task_memo(tid)
-            vkey = ("view", req.agent, ability)
-            view = memo.get(vkey)
-            if view is None:  # the reviewer's lasting view: the same for its three calls
-                view = memo[vkey] = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, tid, ability))
-            z += math.sqrt(rest * persist) * view
+        vkey = ("view", req.agent, ability)
+        view = memo.get(vkey)
+        if view is None:  # the reviewer's lasting view: the same for its three calls
+            view = memo[vkey] = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, tid, ability))
+        z += math.sqrt(rest * persist) * view
         z += math.sqrt(rest * (1.0 - persist)) * rnd.gauss(0.0, 1.0)
         return z < th
 
     def _read(self, req: Request, text: Any) -> Latent:
-        """Reading a text given in the prompt (an output under review, a draft, a candidate)."""
-        return self.texts.read(req.task.id if req.task else "", text)
+        """Reading a text given in the prompt (an output under review, a draft, a candidate):
+        ``self.texts.read``, written out (several times on every review call's path)."""
+        if not text:
+            return UNREADABLE
+        texts = self.texts._by_task.get(req.task.id if req.task else "")
+        got = texts.get(text) if texts is not None else None
+        return UNREADABLE if got is None else got
 
     def _half(self, req: Request, rnd: SplitMix64, ok: bool, final: Optional[bool] = None,
               answer: Optional[str] = None) -> Latent:
@@ -642,13 +655,14 @@ class FakeBackend(Backend):
         return self._draw_verdict(rnd, _role(req.model), action, cls, req)
 
     def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
+        tables = self._tables
         for _ in range(len(CLASSES)):
-            entries, nxt = self._tables[(role, action, cls)]
-            common = self._common[(role, action, cls)]
+            entries, nxt, common = tables[(role, action, cls)]
             last = len(entries) - 1
             for i, (verdict, p) in enumerate(entries):
                 # the last listed verdict takes what is left without a draw (unless 'otherwise' follows)
-                if (i == last and nxt is None) or self._uniform(rnd, common, req, cls, i) < p:
+                if (i == last and nxt is None) or (
+                        rnd.random() if not common or req is None else self._uniform(rnd, common, req, cls, i)) < p:
                     return verdict
             if nxt is None:
                 break
@@ -677,7 +691,13 @@ class FakeBackend(Backend):
         x = r.anchors[verdict] + (rnd.gauss(0.0, r.noise) if r.noise else 0.0)
         x = min(1.0, max(0.0, x))
         g = r.granularity
-        return round(round(x / g) * g, 4) if g else round(x, 4)
+        if not g:
+            return round(x, 4)
+        k = round(x / g)  # the bin: an int; its rounded level is memoized (on every review call's path)
+        level = self._levels.get(k)
+        if level is None:
+            level = self._levels[k] = round(k * g, 4)
+        return level
 
     def _review(self, req, rnd):
         verdict = self._verdict(req, rnd, self._read(req, req.context.get("output_text")))
@@ -805,13 +825,16 @@ class FakeBackend(Backend):
     def _tokens(self, req: Request, rnd: SplitMix64) -> tuple[int, int]:
         spec = self._token_specs.get(req.kind, _MISSING)
         if spec is _MISSING:
-            spec = self._token_specs[req.kind] = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")
+            t = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")
+            # the spec's numbers as plain values (the same arithmetic, without attribute lookups per call)
+            spec = self._token_specs[req.kind] = None if t is None else (
+                t.prompt, t.per_context, t.completion, t.spread, t.spread ** 2 / 2)
         if spec is None:
             return 0, 0
+        prompt, per_context, completion, spread, shift = spec
         items = int(req.context.get("context_items", 0) or 0)
-        prompt = spec.prompt + spec.per_context * items
-        completion = int(round(spec.completion * math.exp(rnd.gauss(0.0, spec.spread) - spec.spread ** 2 / 2)))
-        return prompt, max(1, completion)
+        completion = int(round(completion * math.exp(rnd.gauss(0.0, spread) - shift)))
+        return prompt + per_context * items, max(1, completion)
 
 
 _TYPE_Z: dict[str, dict[str, float]] = {}

@@ -22,8 +22,8 @@ from typing import Optional
 __all__ = ["Latent", "TextStore", "UNREADABLE"]
 
 
-@dataclass(frozen=True, slots=True)
-class Latent:
+@dataclass(slots=True)
+class Latent:  # not frozen: built on every fake call (a frozen dataclass costs 3x); never mutated
     """What a reader of the text would find in it."""
 
     #: the content is right: a sound half, a correct candidate, an answer equal to the gold one

@@ -22,6 +22,7 @@ class Fabric(Protocol):
 
     env: "Environment"
     stats: dict[str, KindStats]
+    nodes: dict[str, Any]  # name -> node (a link delivers to the node at its far end)
     trace_messages: bool
 
     def kind_stats(self, kind: str) -> KindStats: ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 from functools import partial
+from heapq import heappush
 from typing import Any, Callable
 
 from simpy.events import NORMAL, Event
@@ -19,6 +20,8 @@ from .fabric import Fabric
 from .messages import Message
 
 __all__ = ["Link", "make_delay"]
+
+_new = object.__new__
 
 
 def make_delay(spec: LatencySpec, source: Any) -> Callable[[], float]:
@@ -45,7 +48,7 @@ class Link:
     """
 
     __slots__ = ("u", "v", "net", "env", "latency", "_loss", "_bandwidth", "up", "epoch", "batchable",
-                 "_delay", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
+                 "_delay", "_const", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
 
     def __init__(self, net: Fabric, u: str, v: str, latency: LatencySpec, loss: float,
                  bandwidth: float | None, rnd: "random.Random | Callable[[], random.Random]"):
@@ -69,6 +72,8 @@ class Link:
     def _refresh(self) -> None:
         # constant delay, lossless, no queueing: deliveries can share one event
         self.batchable = self.latency.dist == "constant" and not self._loss and not self._bandwidth
+        # a constant delay is read, not sampled (no call per message)
+        self._const = float(self.latency.value) if self.latency.dist == "constant" else None
 
     @property
     def loss(self) -> float:
@@ -126,7 +131,9 @@ class Link:
             st.dropped_loss += 1
             self.net.on_drop(msg, "loss")
             return True  # sent, lost on the way: the sender cannot tell
-        delay = self._delay()
+        delay = self._const
+        if delay is None:
+            delay = self._delay()
         if self._bandwidth:
             env = self.env
             now = env._now
@@ -136,17 +143,31 @@ class Link:
             done = start + msg.size / self._bandwidth
             self._busy[msg.src] = done
             delay += done - now
-        ev = Event(self.env)
+        # Event() and env.schedule(ev, NORMAL, delay), written out: one per message (issue 22)
+        env = self.env
+        ev = _new(Event)
+        ev.env = env
+        ev.callbacks = [self._arrive]
         ev._ok = True
         ev._value = (msg, self.epoch)
-        ev.callbacks.append(self._arrive)
-        self.env.schedule(ev, NORMAL, delay)
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
         return True
 
     def _arrive(self, ev: Event) -> None:
         msg, epoch = ev._value
+        net = self.net
         if epoch != self.epoch or not self.up:
             self._stats[msg.kind].dropped_down += 1
-            self.net.on_drop(msg, "down")
+            net.on_drop(msg, "down")
             return
-        self.net.deliver(msg)
+        if net.trace_messages:
+            net.deliver(msg)
+            return
+        # Network.deliver, inline (every message's path)
+        node = net.nodes.get(msg.dst)
+        st = self._stats[msg.kind]
+        if node is None or not node.alive:
+            st.dropped_down += 1
+            return
+        st.delivered += 1
+        node.receive(msg)

@@ -18,6 +18,8 @@ from .messages import HEADER_BYTES, Message, payload_size
 
 __all__ = ["Node"]
 
+_tuple_new = tuple.__new__
+
 Handler = Callable[[Message], Any]
 
 
@@ -66,7 +68,7 @@ class Node:
         """Send one message to neighbour ``dst``; False if it left no link."""
         if size is None:
             size = HEADER_BYTES + payload_size(payload)
-        msg = Message(kind, self.name, dst, payload, size, self.env._now, rid)
+        msg = _tuple_new(Message, (kind, self.name, dst, payload, size, self.env._now, rid))  # Message(...), inline
         link = self.links.get(dst)
         if link is None:
             self.net.drop_unlinked(msg)
@@ -116,8 +118,12 @@ class Node:
 
     # -- receiving -------------------------------------------------------
     def receive(self, msg: Message) -> None:
-        if msg.kind in self.inline:
-            self._dispatch(msg)
+        if msg.kind in self.inline:  # _dispatch, inline (on every message's path)
+            if msg.rid and self.reliable is not None and not self.reliable.accept(msg):
+                return
+            result = self.handlers[msg.kind](msg)
+            if result is not None:
+                self.spawn(result)
             return
         w = self._waiter
         if w is not None:
@@ -150,13 +156,6 @@ class Node:
                     self.spawn(result)
         except Interrupt:
             return
-
-    def _dispatch(self, msg: Message) -> None:
-        if msg.rid and self.reliable is not None and not self.reliable.accept(msg):
-            return
-        result = self.handlers[msg.kind](msg)
-        if result is not None:
-            self.spawn(result)
 
     # -- processes and timers -------------------------------------------
     def spawn(self, gen: Generator) -> Process:

@@ -91,6 +91,7 @@ class LLMClient:
         self.fault = fault  # infrastructure: the agent's injected gray failure, if any
         self._rnd = env.pyrandom("llm", agent)
         self._fault_rnd = env.pyrandom("fault", agent)
+        self._latency_models: dict[str, Any] = {}
 
     def request(self, kind: str, task: Optional[TaskRef | TaskInfo], abilities: Iterable[str],
                 context: Optional[dict] = None, sample: int = 0) -> Request:
@@ -111,7 +112,10 @@ class LLMClient:
         if resp.latency is not None:
             lat = resp.latency
         else:
-            lat = self.backend.latency_model(req.model)(resp.prompt_tokens, resp.completion_tokens)
+            model = self._latency_models.get(req.model)
+            if model is None:  # a backend's latency model depends on the model name only
+                model = self._latency_models[req.model] = self.backend.latency_model(req.model)
+            lat = model(resp.prompt_tokens, resp.completion_tokens)
         if "latency_factor" in req.context:
             lat *= float(req.context["latency_factor"])
         return lat
@@ -127,7 +131,8 @@ class LLMClient:
 
     def _sync_answers(self, reqs: list[Request]) -> list[Response]:
         complete = self.backend.complete_sync
-        return self._faulted([complete(r) for r in reqs])
+        out = [complete(r) for r in reqs]
+        return self._faulted(out) if self.fault is not None else out
 
     def _faulted(self, out: list[Response]) -> list[Response]:
         spec = self.fault() if self.fault is not None else None
@@ -140,7 +145,11 @@ class LLMClient:
     def call(self, req: Request) -> Generator[Any, Any, Response]:
         """``resp = yield from llm.call(req)``: one call, its latency in sim time."""
         if self.backend.synchronous:  # fakes and replays: no generator round trip per call
-            (resp,) = self._sync_answers([req])
+            resp = self.backend.complete_sync(req)
+            if self.fault is not None:  # _faulted, inline (every call's path)
+                spec = self.fault()
+                if spec and spec.get("mode") == "errors" and self._fault_rnd.random() < spec.get("rate", 0.3):
+                    resp = Response(error="injected fault", prompt_tokens=resp.prompt_tokens)
         else:
             (resp,) = yield from self._answers([req])
         lat = self._latency(req, resp)
@@ -152,7 +161,10 @@ class LLMClient:
 
     def call_many(self, reqs: list[Request]) -> Generator[Any, Any, list[Response]]:
         """Independent calls issued together: they overlap, so the wait is the longest."""
-        resps = yield from self._answers(reqs)
+        if self.backend.synchronous:  # no generator round trip (as in call)
+            resps = self._sync_answers(reqs)
+        else:
+            resps = yield from self._answers(reqs)
         lats = [self._latency(q, r) for q, r in zip(reqs, resps)]
         longest = max(lats) if lats else 0.0
         if longest > 0:

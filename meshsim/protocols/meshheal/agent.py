@@ -50,6 +50,7 @@ class MeshHealAgent:
         self.pairs = pairs  # the documented vocabulary of ability pairs (InferAbilities input)
         self.sink = sink  # write-only: records for metrics, never read back
         self.K_orig = frozenset(abilities)
+        self.K_sorted = tuple(sorted(self.K_orig))
         self.rnd = node.env.pyrandom("meshheal", node.name)
         self.probe_at: float = float("-inf")  # p_i^probe: task index of isolation / last probe
         # L_i: what neighbours told us

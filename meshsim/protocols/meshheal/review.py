@@ -27,6 +27,7 @@ class MeshHealAgent(Protocol):
     rnd: Any
     llm: Any
     K_orig: frozenset
+    K_sorted: tuple
     peer_state: dict
     state: RoutingState
 
@@ -193,7 +194,7 @@ def serve_review(agent: MeshHealAgent, req: dict) -> Generator[Any, Any, dict]:
     H = tuple(sorted(req["abilities"]))
     ctx = {"action": req["action"], "context_items": req["context_items"], "output_text": req.get("output_text", ""),
            "drafts": req.get("drafts", []), "producer": req.get("producer"),
-           "reviewer_abilities": sorted(agent.K_orig)}
+           "reviewer_abilities": list(agent.K_sorted)}
     llm = agent.llm
     if mode == "initial":
         reqs = [llm.request(CallKind.REVIEW, task, H, ctx, sample=k) for k in range(req["n"])]
