@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
+import functools
 import json
 import math
 import os
@@ -289,6 +291,22 @@ def parse_yaml(text: str, source: str, field: Optional[str] = None, syntax_error
     ``syntax_error_as_text``: text that is not YAML at all comes back as the
     string itself (a ``--set`` value such as ``a: b: c``); refused documents
     (too deep, alias bombs, duplicate keys) are errors either way."""
+    if not syntax_error_as_text and len(text) <= _CACHED_TEXT:
+        # the same file is often read several times in one command (a fake profile: checked
+        # at preflight, then built, per seed); parsing is the slow part, so it is done once
+        return copy.deepcopy(_parse_once(text, source, field, max_values))
+    return _parse(text, source, field, syntax_error_as_text, max_values)
+
+
+_CACHED_TEXT = 256 * 1024  # larger texts (long event scripts) are parsed each time, not kept
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_once(text: str, source: str, field: Optional[str], max_values: int) -> Any:
+    return _parse(text, source, field, False, max_values)
+
+
+def _parse(text: str, source: str, field: Optional[str], syntax_error_as_text: bool, max_values: int) -> Any:
     # A cheap bound before the (pure-Python, slow) parser runs: every mapping
     # entry holds a ':', so a text with more of them than values allowed is
     # refused at once rather than after seconds of parsing.
