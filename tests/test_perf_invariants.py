@@ -121,6 +121,7 @@ class _StubNode:
         self.env = Environment(1)
         self.alive = True
         self.reliable = None
+        self.links: dict = {}  # no link: Reliable falls back to send()
 
     def on(self, *a, **kw):
         pass

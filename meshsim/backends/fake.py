@@ -356,6 +356,7 @@ def score_distribution(review: ReviewSpec, role: str, action: str, cls: str) -> 
 
 _M64 = (1 << 64) - 1
 _MISSING = object()
+_new = object.__new__
 
 
 class SplitMix64:
@@ -441,7 +442,8 @@ class FakeBackend(Backend):
         return {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
 
     def complete_sync(self, req: Request) -> Response:
-        rnd = SplitMix64(req.seed ^ self._mix)
+        rnd = _new(SplitMix64)  # SplitMix64(seed), without the constructor's frame
+        rnd.s = (req.seed ^ self._mix) & _M64
         fn = self._kinds.get(req.kind)
         if fn is None:
             fn = self._kinds[req.kind] = getattr(self, "_" + req.kind, None)

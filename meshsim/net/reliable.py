@@ -22,6 +22,8 @@ from .node import Node
 __all__ = ["Reliable", "ACK"]
 
 ACK = "ack"
+_ACK_BYTES = HEADER_BYTES + 8
+_tuple_new = tuple.__new__
 
 
 class Reliable:
@@ -64,7 +66,12 @@ class Reliable:
 
     def _transmit(self, rid: int, state: list) -> None:
         dst, kind, payload, size, _left, timeout, _done, _timer = state
-        self.node.send(dst, kind, payload, size, rid=rid)
+        node = self.node
+        link = node.links.get(dst) if size is not None else None
+        if link is not None:  # Node.send, inline (every reliable message's path)
+            link.transmit(_tuple_new(Message, (kind, node.name, dst, payload, size, node.env._now, rid)))
+        else:
+            node.send(dst, kind, payload, size, rid=rid)
         state[7] = self._deadlines.add(timeout, rid)
 
     def _expire(self, rid: int) -> None:
@@ -93,7 +100,12 @@ class Reliable:
 
     def accept(self, msg: Message) -> bool:
         """Acknowledge ``msg``; True when it is the first copy to handle."""
-        self.node.send(msg.src, ACK, msg.rid, size=HEADER_BYTES + 8)
+        node = self.node
+        link = node.links.get(msg.src)
+        if link is not None:  # Node.send, inline (every reliable message's path)
+            link.transmit(_tuple_new(Message, (ACK, node.name, msg.src, msg.rid, _ACK_BYTES, node.env._now, 0)))
+        else:
+            node.send(msg.src, ACK, msg.rid, size=_ACK_BYTES)
         rid = msg.rid
         seen = self._seen.get(msg.src)
         if seen is None:
