@@ -22,8 +22,6 @@ from .node import Node
 __all__ = ["Reliable", "ACK"]
 
 ACK = "ack"
-_ACK_BYTES = HEADER_BYTES + 8
-_tuple_new = tuple.__new__
 
 
 class Reliable:
@@ -66,12 +64,7 @@ class Reliable:
 
     def _transmit(self, rid: int, state: list) -> None:
         dst, kind, payload, size, _left, timeout, _done, _timer = state
-        node = self.node
-        link = node.links.get(dst) if size is not None else None
-        if link is not None:  # Node.send, inline (every reliable message's path)
-            link.transmit(_tuple_new(Message, (kind, node.name, dst, payload, size, node.env._now, rid)))
-        else:
-            node.send(dst, kind, payload, size, rid=rid)
+        self.node.send(dst, kind, payload, size, rid=rid)
         state[7] = self._deadlines.add(timeout, rid)
 
     def _expire(self, rid: int) -> None:
@@ -100,12 +93,7 @@ class Reliable:
 
     def accept(self, msg: Message) -> bool:
         """Acknowledge ``msg``; True when it is the first copy to handle."""
-        node = self.node
-        link = node.links.get(msg.src)
-        if link is not None:  # Node.send, inline (every reliable message's path)
-            link.transmit(_tuple_new(Message, (ACK, node.name, msg.src, msg.rid, _ACK_BYTES, node.env._now, 0)))
-        else:
-            node.send(msg.src, ACK, msg.rid, size=_ACK_BYTES)
+        self.node.send(msg.src, ACK, msg.rid, size=HEADER_BYTES + 8)
         rid = msg.rid
         seen = self._seen.get(msg.src)
         if seen is None:
