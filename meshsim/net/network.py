@@ -162,12 +162,7 @@ class Network:
             if self.trace_messages:
                 self.trace("deliver", kind=msg.kind, src=msg.src, dst=dst, size=msg.size, sent_at=msg.sent_at)
             st.delivered += 1
-            if msg.kind in node.inline:
-                result = node.handlers[msg.kind](msg)  # unreliable, inline: straight to the handler
-                if result is not None:
-                    node.spawn(result)
-            else:
-                node.receive(msg)
+            node.receive(msg)
 
     def _deliver_traced(self, msg: Message) -> None:
         self.trace("deliver", kind=msg.kind, src=msg.src, dst=msg.dst, size=msg.size,

@@ -1,17 +1,17 @@
-"""The agent node runtime: inbox, controller process, handlers, timers.
+"""The agent node runtime: handlers, the processes they start, timers.
 
 A node knows only its own links (whether each is up: its interface state)
-and what arrives in its inbox. Handlers are plain callables run by the
-controller; one that returns a generator is started as its own process so
-that slow work (an LLM call) never blocks routing traffic.
+and what arrives on them. A message is handed to the handler of its kind the
+moment it arrives (like an interrupt handler; handlers take no simulated
+time). A handler that returns a generator has it started as its own process
+so that slow work (an LLM call) never blocks routing traffic.
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Callable, Generator
 
 from simpy import Interrupt
-from simpy.events import NORMAL, Event, Process
+from simpy.events import Event, Process
 
 from .fabric import Fabric, Wire
 from .messages import HEADER_BYTES, Message, payload_size
@@ -19,6 +19,7 @@ from .messages import HEADER_BYTES, Message, payload_size
 __all__ = ["Node"]
 
 _tuple_new = tuple.__new__
+_new = object.__new__
 
 Handler = Callable[[Message], Any]
 
@@ -30,16 +31,12 @@ class Node:
         self.name = name
         self.links: dict[str, Wire] = {}
         self.handlers: dict[str, Handler] = {}
-        self.inline: set[str] = set()
         self.link_listeners: list[Callable[[str, bool], None]] = []
         self.alive = True
         self.reliable = None  # set by net.reliable.Reliable
-        self._queue: deque[Message] = deque()
-        self._waiter: Event | None = None
         # insertion-ordered (a dict, not a set of objects hashed by address): shutdown
         # interrupts them in the order they started, the same in every run
         self._procs: dict[Process, None] = {}
-        self.process = self.env.process(self._run())
 
     # -- local knowledge -------------------------------------------------
     @property
@@ -47,20 +44,14 @@ class Node:
         """Peers on this node's links that are up (its own interface state)."""
         return [p for p, link in self.links.items() if link.up]
 
-    def on(self, kind: str, handler: Handler, inline: bool = False) -> None:
-        """Dispatch messages of ``kind`` to ``handler``.
+    def on(self, kind: str, handler: Handler) -> None:
+        """Hand messages of ``kind`` to ``handler`` as they arrive.
 
-        ``inline=True`` runs the handler the moment the message arrives instead
-        of queueing it for the controller process (like an interrupt handler):
-        for bookkeeping that never blocks (acks, adverts, summaries). It saves
-        the inbox round trip on the hot path; the outcome is the same because
-        such handlers take no simulated time.
+        A handler takes no simulated time: bookkeeping runs in it, and slow
+        work goes in the generator it returns, which is started at once as a
+        process of this node (see :meth:`receive`).
         """
         self.handlers[kind] = handler
-        if inline:
-            self.inline.add(kind)
-        else:
-            self.inline.discard(kind)
 
     # -- sending ---------------------------------------------------------
     def send(self, dst: str, kind: str, payload: Any = None, size: int | None = None,
@@ -118,44 +109,18 @@ class Node:
 
     # -- receiving -------------------------------------------------------
     def receive(self, msg: Message) -> None:
-        if msg.kind in self.inline:  # _dispatch, inline (on every message's path)
-            if msg.rid and self.reliable is not None and not self.reliable.accept(msg):
-                return
-            result = self.handlers[msg.kind](msg)
-            if result is not None:
-                self.spawn(result)
+        """Handle one arriving message now (issue 22: there is no inbox process;
+        a queue in front of handlers that take no time only delayed them to a
+        later event of the same instant)."""
+        if msg.rid and self.reliable is not None and not self.reliable.accept(msg):
+            return  # a retransmission we already handled
+        handler = self.handlers.get(msg.kind)
+        if handler is None:
+            self.net.unhandled(msg)
             return
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            w._ok = True
-            w._value = msg
-            self.env.schedule(w, NORMAL, 0)
-        else:
-            self._queue.append(msg)
-
-    def _run(self) -> Generator[Event, Message, None]:
-        queue = self._queue
-        handlers = self.handlers
-        env = self.env
-        try:
-            while True:
-                if queue:
-                    msg = queue.popleft()
-                else:
-                    ev = self._waiter = Event(env)
-                    msg = yield ev
-                if msg.rid and self.reliable is not None and not self.reliable.accept(msg):
-                    continue  # a retransmission we already handled
-                handler = handlers.get(msg.kind)
-                if handler is None:
-                    self.net.unhandled(msg)
-                    continue
-                result = handler(msg)
-                if result is not None:
-                    self.spawn(result)
-        except Interrupt:
-            return
+        result = handler(msg)
+        if result is not None:
+            self.start(result)
 
     # -- processes and timers -------------------------------------------
     def spawn(self, gen: Generator) -> Process:
@@ -164,6 +129,25 @@ class Node:
         self._procs[proc] = None
         proc.callbacks.append(self._procs_discard)
         return proc
+
+    def start(self, gen: Generator) -> None:
+        """Run ``gen`` as a detached process of this node, starting now.
+
+        For a handler's work, which nothing waits on: it runs to its first
+        ``yield`` inside this call (not at a later Initialize event) and ends
+        without an event of its own; an error it raises still stops the run,
+        and :meth:`shutdown` interrupts it like any process of the node.
+        Use :meth:`spawn` for a process that others wait on.
+        """
+        proc = _new(_Detached)
+        proc.env = env = self.env
+        proc.callbacks = []
+        proc._generator = gen
+        proc.node = self
+        self._procs[proc] = None
+        active = env._active_proc
+        proc._resume(_STARTED)
+        env._active_proc = active
 
     def _procs_discard(self, proc: Event) -> None:
         self._procs.pop(proc, None)  # type: ignore[call-overload]
@@ -186,8 +170,6 @@ class Node:
         for proc in list(self._procs):
             if proc.is_alive:
                 proc.interrupt(cause)
-        if self.process.is_alive:
-            self.process.interrupt(cause)
 
     def link_changed(self, peer: str, up: bool) -> None:
         """Called by the network when one of this node's links changes state."""
@@ -196,3 +178,62 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.name}>"
+
+
+#: the value a detached process starts with (what SimPy's Initialize event carries)
+_STARTED = _new(Event)
+_STARTED._ok = True
+_STARTED._value = None
+
+
+class _Detached(Process):
+    """A node's process that nothing waits on (see :meth:`Node.start`).
+
+    ``_resume`` is SimPy's ``Process._resume`` with a different end: a
+    finished (or interrupted) process leaves its node's table at once instead
+    of scheduling its own end event for nobody; one that failed is scheduled
+    as a failed event, so the run stops with its error as SimPy's would.
+    """
+
+    def _resume(self, event: Event) -> None:
+        env = self.env
+        env._active_proc = self
+        gen = self._generator
+        while True:
+            try:
+                if event._ok:
+                    event = gen.send(event._value)
+                else:
+                    event._defused = True
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    event = gen.throw(exc)
+            except StopIteration as e:
+                self._ok = True
+                self._value = e.args[0] if e.args else None
+                self.node._procs.pop(self, None)
+                event = None
+                break
+            except Interrupt as e:
+                self._ok = False
+                self._value = e
+                self.node._procs.pop(self, None)
+                event = None
+                break
+            except BaseException as e:
+                self._ok = False
+                e.__traceback__ = e.__traceback__.tb_next  # type: ignore[union-attr]
+                self._value = e
+                self.node._procs.pop(self, None)
+                env.schedule(self)  # nobody defuses it: the run raises it
+                event = None
+                break
+            try:
+                if event.callbacks is not None:
+                    event.callbacks.append(self._resume)
+                    break
+            except AttributeError:
+                raise RuntimeError(f'Invalid yield value "{event}" in {self._generator!r}') from None
+            # an event that has already happened: go on with its value at once (as SimPy does)
+        self._target = event
+        env._active_proc = None

@@ -45,7 +45,7 @@ class Reliable:
         self.retransmissions = 0
         self.failures = 0
         node.reliable = self
-        node.on(ACK, self._on_ack, inline=True)
+        node.on(ACK, self._on_ack)
 
     def send(self, dst: str, kind: str, payload: Any = None, size: int | None = None,
              timeout: float | None = None, retries: int | None = None, wait: bool = True) -> Event | None:

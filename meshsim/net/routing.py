@@ -52,7 +52,7 @@ class DistanceVector:
         # A Byzantine controller's false distances (issue 20): ability -> advertised
         # distance, or None (the truth). Only adverts change; the table stays true.
         self.lie: Callable[[str], int | None] | None = None
-        node.on(DV, self._on_dv, inline=True)
+        node.on(DV, self._on_dv)
         node.link_listeners.append(self._on_link)
         # First full advertisement right away, then periodic refresh.
         node.call_later(0.0, self._advertise_all)

@@ -97,7 +97,7 @@ class AgentNetAgent(ChainAgent):
         self.executed: dict[int, str] = {}  # task -> its type, until the entry's feedback arrives
         self.peer_record: dict[str, dict[str, tuple[int, int]]] = {}  # what neighbours' status said
         self.node.on("feedback", self._on_feedback)
-        self.node.on("status", self._on_status, inline=True)
+        self.node.on("status", self._on_status)
 
     def weight(self, j: str) -> float:
         return self.w.get(j, self.params.w_init)

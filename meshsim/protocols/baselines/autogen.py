@@ -79,7 +79,7 @@ class AutoGenAgent(ChainAgent):
         self._waiting: dict[int, Event] = {}
         self.node.on("request", self._on_request)
         self.node.on("work", self._on_work)
-        self.node.on("work_done", self._on_work_done, inline=True)
+        self.node.on("work_done", self._on_work_done)
 
     @property
     def is_manager(self) -> bool:

@@ -210,7 +210,7 @@ class ChainAgent:
         self.rnd = node.env.pyrandom(self.method, node.name)
         self.peer_abilities: dict[str, frozenset] = {}
         self.reliable = Reliable(node, timeout=params.ack_timeout, retries=params.retries)
-        node.on("hello", self._on_hello, inline=True)
+        node.on("hello", self._on_hello)
         node.on("task", self._on_task)
         node.on("result", self._on_result)
         node.link_listeners.append(self._on_link)
@@ -249,7 +249,7 @@ class ChainAgent:
     # ------------------------------------------------------------ task flow
     def start(self, task) -> None:
         """The task enters the network here (the entry agent)."""
-        self.node.spawn(self._work(TaskState(task=task)))
+        self.node.start(self._work(TaskState(task=task)))
 
     def _on_task(self, msg) -> Generator:
         return self._work(msg.payload)

@@ -37,7 +37,7 @@ class PlanAgent(ChainAgent):
         super().__init__(*a, **kw)
         self._replies: dict[tuple[int, int, int], Event] = {}
         self.node.on("plan", self._on_plan)
-        self.node.on("plan_step", self._on_plan_step, inline=True)
+        self.node.on("plan_step", self._on_plan_step)
 
     # -- the coordinator -------------------------------------------------------------------
     def run_plans(self, plans: list[tuple[TaskState, list[str]]],

@@ -85,7 +85,7 @@ class RAPSAgent(ChainAgent):
         self.blacklist: set[str] = set()
         self.subscribed: set[str] = set(self.K)  # its intents: the abilities it takes work for
         self.own: dict[str, list[float]] = {}  # ability -> [alpha, beta] of the verdicts on its own work
-        self.node.on("verdict", self._on_verdict, inline=True)
+        self.node.on("verdict", self._on_verdict)
 
     def _hello(self, peer: str) -> None:
         """Announce the current subscriptions (all declared abilities unless Reactive Subscription

@@ -77,7 +77,7 @@ class SACTeamsAgent(PlanAgent):
         super().__init__(*a, **kw)
         self._buf: dict[tuple[int, int], dict[str, dict]] = {}
         self._wait: dict[tuple[int, int], tuple[set, Event]] = {}
-        self.node.on("sac_team", self._on_round, inline=True)
+        self.node.on("sac_team", self._on_round)
 
     # -- the entry agent: teams and the majority --------------------------------------------
     def start(self, task) -> None:

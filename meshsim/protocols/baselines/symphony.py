@@ -216,7 +216,7 @@ class SymphonyAgent(PlanAgent):
         self._steps: dict[tuple[int, int], dict[int, tuple[str, list[float], float]]] = {}
         self._plan_waits: dict[tuple[int, int], Event] = {}
         self.node.on("plan_req", self._on_plan_req)
-        self.node.on("plan_rep", self._on_plan_rep, inline=True)
+        self.node.on("plan_rep", self._on_plan_rep)
 
     def start(self, task) -> None:
         self.node.spawn(self._coordinate(task))

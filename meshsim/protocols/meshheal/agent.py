@@ -77,11 +77,11 @@ class MeshHealAgent:
         self._deadlines = Deadlines(self.env, self._deadline)
         # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
         self.byz: Optional[Lies] = None
-        # bookkeeping is handled on arrival; work goes through the inbox
-        node.on("hello", self._on_hello, inline=True)
-        node.on("state", self._on_state, inline=True)
-        node.on("summary", self._on_summary, inline=True)
-        node.on("review_rep", self._on_review_rep, inline=True)
+        # every message is handled on arrival; a handler's generator (work) runs as its own process
+        node.on("hello", self._on_hello)
+        node.on("state", self._on_state)
+        node.on("summary", self._on_summary)
+        node.on("review_rep", self._on_review_rep)
         node.on("task", self._on_task)
         node.on("probe", self._on_task)
         node.on("review_req", self._on_review_req)
@@ -189,7 +189,7 @@ class MeshHealAgent:
     # ------------------------------------------------------------ task flow
     def start(self, task: TaskInfo) -> None:
         """The task enters the network here (entry agent, Alg. 1 line 4)."""
-        self.node.spawn(self._work(TaskState(task=task)))
+        self.node.start(self._work(TaskState(task=task)))
 
     def _on_task(self, msg) -> Generator:
         X: TaskState = msg.payload
