@@ -133,7 +133,7 @@ def test_reliable_gives_up_when_link_is_down():
     assert env.now == pytest.approx(0.3)
 
 
-def test_handler_generators_run_as_processes_and_do_not_block_inbox():
+def test_handler_generators_run_as_processes_and_do_not_block_others():
     env, net = build_net(nx.path_graph(2), latency=LatencySpec("constant", 0.01))
     log = []
 
@@ -147,6 +147,65 @@ def test_handler_generators_run_as_processes_and_do_not_block_inbox():
     net.nodes["A1"].send("A2", "fast")
     env.run()
     assert log == [("fast", 0.01), ("slow-done", 5.01)]
+
+
+def test_a_handler_process_starts_on_arrival_and_leaves_no_trace():
+    from meshsim.net.messages import Message
+
+    env, net = build_net(nx.path_graph(2), latency=LatencySpec("constant", 0.5))
+    node = net.nodes["A2"]
+    log = []
+
+    def work(m):
+        log.append(("start", env.now))
+        yield env.timeout(1)
+        log.append(("end", env.now))
+        return "value nobody reads"
+
+    node.on("w", work)
+    queued = len(env._queue)
+    node.receive(Message("w", "A1", "A2", None, 64, 0.0, 0))
+    # run to its first yield inside the arrival: no start event, just its own timeout queued
+    assert log == [("start", 0.0)] and len(env._queue) == queued + 1
+    assert len(node._procs) == 1
+    env.run()
+    assert log[-1] == ("end", 1.0)
+    assert node._procs == {}  # finished: gone from the node, with no end event
+    assert len(env._queue) == 0
+
+
+def test_a_failing_handler_process_stops_the_run_with_its_error():
+    env, net = build_net(nx.path_graph(2), latency=LatencySpec("constant", 0.1))
+
+    def boom(m):
+        yield env.timeout(1)
+        raise ZeroDivisionError("in a handler's process")
+
+    net.nodes["A2"].on("b", boom)
+    net.nodes["A1"].send("A2", "b")
+    with pytest.raises(ZeroDivisionError, match="in a handler's process"):
+        env.run()
+    assert env.now == pytest.approx(1.1)
+
+
+def test_shutdown_interrupts_handler_processes():
+    env, net = build_net(nx.path_graph(2), latency=LatencySpec("constant", 0.1))
+    node = net.nodes["A2"]
+    log = []
+
+    def long(m):
+        try:
+            yield env.timeout(10)
+            log.append("finished")
+        finally:
+            log.append(("stopped", env.now))
+
+    node.on("l", long)
+    net.nodes["A1"].send("A2", "l")
+    env.run(until=1)
+    node.shutdown("removed")
+    env.run()
+    assert log == [("stopped", 1)] and node._procs == {}
 
 
 def test_unknown_kind_is_counted_not_fatal():
