@@ -20,7 +20,14 @@ model) in one process and prints each pair's ratio and their median. (Timing the
 run was tried and dropped: inside the run the collector state is the run's,
 and the bursts ran cache-cold, both biasing the comparator.)
 
-Run: python tests/benchmarks/bench_meshheal.py [--tasks N] [--scenario PATH] [--repeat N]
+``--alongside`` times the bare model in a second process on the other core
+*while* MeshHeal runs, in chunks of 100,000 messages, and prices MeshHeal's
+message count at the CPU time per message of the chunks that ran inside
+MeshHeal's run: both sides then see the same minutes of the machine's load
+(the separate process keeps its own collector and warm caches). It needs two
+free cores.
+
+Run: python tests/benchmarks/bench_meshheal.py [--tasks N] [--scenario PATH] [--repeat N] [--alongside]
   full stream: no --tasks (48,384 tasks);  slice: --tasks 4032
 """
 from __future__ import annotations
@@ -48,6 +55,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=None, help="shorten the stream (keeps the half-way degradation)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1, help="pairs of runs (MeshHeal, bare SimPy); prints the median ratio")
+    ap.add_argument("--alongside", action="store_true",
+                    help="time the bare model on the other core during the run (same minutes of machine load)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be >= 1, got {args.repeat}")
@@ -61,7 +70,7 @@ def main() -> None:
     for k in range(args.repeat):
         if args.repeat > 1:
             print(f"--- pair {k + 1} of {args.repeat}", flush=True)
-        ratios.append(_pair(sc, args.seed))
+        ratios.append(_pair(sc, args.seed, args.alongside))
     if args.repeat > 1:
         cpu_r = sorted(r[0] for r in ratios)
         wall_r = sorted(r[1] for r in ratios)
@@ -74,8 +83,10 @@ def _median(xs: list[float]) -> float:
     return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
 
 
-def _pair(sc, seed: int) -> tuple[float, float]:
-    """One MeshHeal run, then the bare model on the same messages: (cpu ratio, wall ratio)."""
+def _pair(sc, seed: int, alongside: bool = False) -> tuple[float, float]:
+    """One MeshHeal run, then (or, ``alongside``, during it) the bare model on the same
+    messages: (cpu ratio, wall ratio)."""
+    side = _Alongside(sc, seed) if alongside else None
     t0 = time.perf_counter()
     c0 = time.process_time()
     res = meshsim.run(sc, seed=seed)
@@ -92,6 +103,15 @@ def _pair(sc, seed: int) -> tuple[float, float]:
     isolated = sum(1 for a in s["agents"].values() if a["isolated_at"] is not None)
     print(f"isolation  : {isolated}/{degraded} degraded agents isolated, {s['detection']['false_isolations']} agents isolated while healthy")
     delivered = s["messages"]["total"]["delivered"]
+    if side is not None:
+        bare_cpu, bare, k = side.price(delivered, t0, t0 + wall)
+        print(f"bare simpy : {bare:.1f} s (cpu {bare_cpu:.1f} s) for the same {delivered:,} messages on the same graph, "
+              f"priced from {k} chunks timed on the other core during the run")
+        print(f"ratio      : cpu {cpu / bare_cpu:.2f}, wall {wall / bare:.2f} (MeshHeal / bare SimPy, same minutes; "
+              f"goal: cpu <= 2.0; {s['messages']['total']['sent'] / n:.0f} messages per task)")
+        print(f"peak RSS   : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process)",
+              flush=True)
+        return cpu / bare_cpu, wall / bare
     nbrs, lat = _same_network(sc, seed)
     # the run's records would otherwise sit on the heap and make the collector
     # slow the bare model down (it walks every live object)
@@ -107,6 +127,48 @@ def _pair(sc, seed: int) -> tuple[float, float]:
     print(f"peak RSS   : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (the whole process)",
           flush=True)
     return cpu / bare_cpu, wall / bare
+
+
+CHUNK = 100_000
+
+
+def _bare_chunks(nbrs: dict, lat: dict, seed: int, conn) -> None:
+    """The other core's side of ``--alongside``: the bare model in chunks until told to stop."""
+    while not conn.poll():
+        w0, c0 = time.perf_counter(), time.process_time()
+        n, _w = bare_simpy_on(nbrs, lat, CHUNK, seed)
+        conn.send((n, time.process_time() - c0, w0, time.perf_counter()))
+    conn.recv()  # the stop
+    conn.send(None)
+
+
+class _Alongside:
+    """A process running the bare model on the run's graph during the run (``--alongside``)."""
+
+    def __init__(self, sc, seed: int):
+        import multiprocessing as mp
+
+        nbrs, lat = _same_network(sc, seed)
+        self.conn, child = mp.Pipe()
+        self.proc = mp.get_context("fork").Process(target=_bare_chunks, args=(nbrs, lat, seed, child), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn.recv()  # one chunk done: the side is warm and running
+
+    def price(self, messages: int, start: float, end: float) -> tuple[float, float, int]:
+        """(cpu, wall) the bare model needs for ``messages``, at the rate of the chunks
+        that ran wholly inside [start, end] (if none did: every chunk that overlapped it)."""
+        self.conn.send("stop")
+        chunks = []
+        while (c := self.conn.recv()) is not None:
+            chunks.append(c)
+        self.proc.join()
+        inside = [c for c in chunks if c[2] >= start and c[3] <= end]
+        if not inside:
+            inside = [c for c in chunks if c[3] > start and c[2] < end]
+        n = sum(c[0] for c in inside)
+        return (messages * sum(c[1] for c in inside) / n, messages * sum(c[3] - c[2] for c in inside) / n,
+                len(inside))
 
 
 def _same_network(sc, seed: int) -> tuple[dict, dict]:
