@@ -105,26 +105,24 @@ def _pair(sc, seed: int, alongside: bool = False) -> tuple[float, float]:
     delivered = s["messages"]["total"]["delivered"]
     if side is not None:
         bare_cpu, bare, k = side.price(delivered, t0, t0 + wall)
-        print(f"bare simpy : {bare:.1f} s (cpu {bare_cpu:.1f} s) for the same {delivered:,} messages on the same graph, "
-              f"priced from {k} chunks timed on the other core during the run")
-        print(f"ratio      : cpu {cpu / bare_cpu:.2f}, wall {wall / bare:.2f} (MeshHeal / bare SimPy, same minutes; "
-              f"goal: cpu <= 2.0; {s['messages']['total']['sent'] / n:.0f} messages per task)")
-        print(f"peak RSS   : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process)",
-              flush=True)
-        return cpu / bare_cpu, wall / bare
-    nbrs, lat = _same_network(sc, seed)
-    # the run's records would otherwise sit on the heap and make the collector
-    # slow the bare model down (it walks every live object)
-    del res
-    gc.collect()
-    c1 = time.process_time()
-    n_bare, bare = bare_simpy_on(nbrs, lat, delivered, seed)
-    bare_cpu = time.process_time() - c1
-    print(f"bare simpy : {bare:.1f} s (cpu {bare_cpu:.1f} s) to deliver the same {n_bare:,} messages on the "
-          f"same graph ({n_bare / bare:,.0f} msgs/s)")
-    print(f"ratio      : cpu {cpu / bare_cpu:.2f}, wall {wall / bare:.2f} (MeshHeal / bare SimPy, same run; "
+        what = (f"for the same {delivered:,} messages on the same graph, priced from {k} chunks timed on the "
+                "other core during the run")
+        when = "same minutes"
+    else:
+        nbrs, lat = _same_network(sc, seed)
+        # the run's records would otherwise sit on the heap and make the collector
+        # slow the bare model down (it walks every live object)
+        del res
+        gc.collect()
+        c1 = time.process_time()
+        n_bare, bare = bare_simpy_on(nbrs, lat, delivered, seed)
+        bare_cpu = time.process_time() - c1
+        what = f"to deliver the same {n_bare:,} messages on the same graph ({n_bare / bare:,.0f} msgs/s)"
+        when = "same run"
+    print(f"bare simpy : {bare:.1f} s (cpu {bare_cpu:.1f} s) {what}")
+    print(f"ratio      : cpu {cpu / bare_cpu:.2f}, wall {wall / bare:.2f} (MeshHeal / bare SimPy, {when}; "
           f"goal: cpu <= 2.0; {s['messages']['total']['sent'] / n:.0f} messages per task)")
-    print(f"peak RSS   : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (the whole process)",
+    print(f"peak RSS   : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process)",
           flush=True)
     return cpu / bare_cpu, wall / bare
 
