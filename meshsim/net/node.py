@@ -163,7 +163,7 @@ class Node:
         return self.env.call_later(delay, fire)
 
     def shutdown(self, cause: str = "removed") -> None:
-        """Stop the controller and every process this node started."""
+        """Stop every process this node started (its handlers' work included)."""
         if not self.alive:
             return
         self.alive = False
