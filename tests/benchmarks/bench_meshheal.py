@@ -12,22 +12,29 @@ the machine is shared, and CPU time is what other load disturbs least) and in
 wall time: what MeshHeal costs beyond moving its messages (LLM calls, reviews,
 detectors, records). Goal: CPU ratio <= 2.0 on the full stream (issue 22).
 
-The two halves run one after the other, so a change of the machine's load
-between them moves the ratio: on the shared 2-core machine the bare model's
-CPU time for the same 1.65M messages ranged 12-20 s across runs. Quote the
-median of a few runs: ``--repeat N`` runs N pairs (MeshHeal, then the bare
-model) in one process and prints each pair's ratio and their median. (Timing the bare model in bursts interleaved with the
-run was tried and dropped: inside the run the collector state is the run's,
-and the bursts ran cache-cold, both biasing the comparator.)
+The machine is shared, and each side's CPU time moves by ±20 % from one
+minute to the next: quote the median of a few pairs (``--repeat N`` runs N
+pairs and prints each ratio and their median). ``--comparator`` chooses where
+the bare model runs, each way with its own small bias:
 
-``--alongside`` times the bare model in a second process on the other core
-*while* MeshHeal runs, in chunks of 100,000 messages, and prices MeshHeal's
-message count at the CPU time per message of the chunks that ran inside
-MeshHeal's run: both sides then see the same minutes of the machine's load
-(the separate process keeps its own collector and warm caches). It needs two
-free cores.
+- ``same-process`` (default): after MeshHeal, in the same process (the run's
+  heap freed first). The bare model runs a little slower there than in a
+  fresh process.
+- ``fresh-process``: after MeshHeal, in a process forked before the run (a
+  fresh heap), on the same core time slot one after the other.
+- ``alongside``: in a process forked before the run, *during* the run on the
+  other core, in chunks of 100,000 messages; MeshHeal's message count is
+  priced at the CPU time per message of the chunks that ran inside the run.
+  Both sides see the same minutes of the machine's load, but share its
+  cache: MeshHeal, with the larger working set, loses more to that. Needs
+  two free cores.
 
-Run: python tests/benchmarks/bench_meshheal.py [--tasks N] [--scenario PATH] [--repeat N] [--alongside]
+(Timing the bare model in bursts interleaved with the run, in the run's own
+process, was tried and dropped: the collector state was the run's, and the
+bursts ran cache-cold.)
+
+Run: python tests/benchmarks/bench_meshheal.py [--tasks N] [--scenario PATH] [--repeat N]
+     [--comparator same-process|fresh-process|alongside]
   full stream: no --tasks (48,384 tasks);  slice: --tasks 4032
 """
 from __future__ import annotations
@@ -55,8 +62,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=None, help="shorten the stream (keeps the half-way degradation)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1, help="pairs of runs (MeshHeal, bare SimPy); prints the median ratio")
-    ap.add_argument("--alongside", action="store_true",
-                    help="time the bare model on the other core during the run (same minutes of machine load)")
+    ap.add_argument("--comparator", choices=COMPARATORS, default="same-process",
+                    help="where the bare model runs: after the run in this process (default), after it in a "
+                         "fresh process, or alongside it on the other core")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be >= 1, got {args.repeat}")
@@ -70,7 +78,7 @@ def main() -> None:
     for k in range(args.repeat):
         if args.repeat > 1:
             print(f"--- pair {k + 1} of {args.repeat}", flush=True)
-        ratios.append(_pair(sc, args.seed, args.alongside))
+        ratios.append(_pair(sc, args.seed, args.comparator))
     if args.repeat > 1:
         cpu_r = sorted(r[0] for r in ratios)
         wall_r = sorted(r[1] for r in ratios)
@@ -83,10 +91,10 @@ def _median(xs: list[float]) -> float:
     return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
 
 
-def _pair(sc, seed: int, alongside: bool = False) -> tuple[float, float]:
+def _pair(sc, seed: int, comparator: str = "same-process") -> tuple[float, float]:
     """One MeshHeal run, then (or, ``alongside``, during it) the bare model on the same
     messages: (cpu ratio, wall ratio)."""
-    side = _Alongside(sc, seed) if alongside else None
+    side = None if comparator == "same-process" else _Side(sc, seed, comparator == "alongside")
     t0 = time.perf_counter()
     c0 = time.process_time()
     res = meshsim.run(sc, seed=seed)
@@ -103,11 +111,16 @@ def _pair(sc, seed: int, alongside: bool = False) -> tuple[float, float]:
     isolated = sum(1 for a in s["agents"].values() if a["isolated_at"] is not None)
     print(f"isolation  : {isolated}/{degraded} degraded agents isolated, {s['detection']['false_isolations']} agents isolated while healthy")
     delivered = s["messages"]["total"]["delivered"]
-    if side is not None:
+    if side is not None and side.alongside:
         bare_cpu, bare, k = side.price(delivered, t0, t0 + wall)
         what = (f"for the same {delivered:,} messages on the same graph, priced from {k} chunks timed on the "
                 "other core during the run")
         when = "same minutes"
+    elif side is not None:
+        del res
+        n_bare, bare_cpu, bare = side.deliver(delivered)
+        what = f"to deliver the same {n_bare:,} messages on the same graph, in a fresh process"
+        when = "one after the other"
     else:
         nbrs, lat = _same_network(sc, seed)
         # the run's records would otherwise sit on the heap and make the collector
@@ -128,30 +141,48 @@ def _pair(sc, seed: int, alongside: bool = False) -> tuple[float, float]:
 
 
 CHUNK = 100_000
+COMPARATORS = ("same-process", "fresh-process", "alongside")
 
 
-def _bare_chunks(nbrs: dict, lat: dict, seed: int, conn) -> None:
-    """The other core's side of ``--alongside``: the bare model in chunks until told to stop."""
-    while not conn.poll():
-        w0, c0 = time.perf_counter(), time.process_time()
-        n, _w = bare_simpy_on(nbrs, lat, CHUNK, seed)
-        conn.send((n, time.process_time() - c0, w0, time.perf_counter()))
-    conn.recv()  # the stop
-    conn.send(None)
+def _side(nbrs: dict, lat: dict, seed: int, conn, alongside: bool) -> None:
+    """The bare model's process: ``alongside``, in chunks until told to stop;
+    otherwise once, for the message count it is sent."""
+    if alongside:
+        while not conn.poll():
+            w0, c0 = time.perf_counter(), time.process_time()
+            n, _w = bare_simpy_on(nbrs, lat, CHUNK, seed)
+            conn.send((n, time.process_time() - c0, w0, time.perf_counter()))
+        conn.recv()  # the stop
+        conn.send(None)
+        return
+    target = conn.recv()
+    c0 = time.process_time()
+    n, wall = bare_simpy_on(nbrs, lat, target, seed)
+    conn.send((n, time.process_time() - c0, wall))
 
 
-class _Alongside:
-    """A process running the bare model on the run's graph during the run (``--alongside``)."""
+class _Side:
+    """The bare model in a process forked before the run (a fresh heap)."""
 
-    def __init__(self, sc, seed: int):
+    def __init__(self, sc, seed: int, alongside: bool):
         import multiprocessing as mp
 
         nbrs, lat = _same_network(sc, seed)
+        self.alongside = alongside
         self.conn, child = mp.Pipe()
-        self.proc = mp.get_context("fork").Process(target=_bare_chunks, args=(nbrs, lat, seed, child), daemon=True)
+        self.proc = mp.get_context("fork").Process(target=_side, args=(nbrs, lat, seed, child, alongside),
+                                                   daemon=True)
         self.proc.start()
         child.close()
-        self.conn.recv()  # one chunk done: the side is warm and running
+        if alongside:
+            self.conn.recv()  # one chunk done: the side is warm and running
+
+    def deliver(self, messages: int) -> tuple[int, float, float]:
+        """(messages delivered, cpu, wall) of the bare model run for ``messages``, now."""
+        self.conn.send(messages)
+        n, cpu, wall = self.conn.recv()
+        self.proc.join()
+        return n, cpu, wall
 
     def price(self, messages: int, start: float, end: float) -> tuple[float, float, int]:
         """(cpu, wall) the bare model needs for ``messages``, at the rate of the chunks
