@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Generator
 
 from simpy import Interrupt
-from simpy.events import Event, Process
+from simpy.events import PENDING, Event, Process
 
 from .fabric import Fabric, Wire
 from .messages import HEADER_BYTES, Message, payload_size
@@ -211,22 +211,13 @@ class _Detached(Process):
             except StopIteration as e:
                 self._ok = True
                 self._value = e.args[0] if e.args else None
-                self.node._procs.pop(self, None)
-                event = None
-                break
-            except Interrupt as e:
-                self._ok = False
-                self._value = e
-                self.node._procs.pop(self, None)
-                event = None
                 break
             except BaseException as e:
                 self._ok = False
-                e.__traceback__ = e.__traceback__.tb_next  # type: ignore[union-attr]
                 self._value = e
-                self.node._procs.pop(self, None)
-                env.schedule(self)  # nobody defuses it: the run raises it
-                event = None
+                if not isinstance(e, Interrupt):  # an error nobody defuses: the run raises it
+                    e.__traceback__ = e.__traceback__.tb_next  # type: ignore[union-attr]
+                    env.schedule(self)
                 break
             try:
                 if event.callbacks is not None:
@@ -235,5 +226,9 @@ class _Detached(Process):
             except AttributeError:
                 raise RuntimeError(f'Invalid yield value "{event}" in {self._generator!r}') from None
             # an event that has already happened: go on with its value at once (as SimPy does)
-        self._target = event
         env._active_proc = None
+        if self._value is PENDING:
+            self._target = event
+        else:  # ended: it leaves its node (no end event: nothing waits on it)
+            self._target = None
+            self.node._procs.pop(self, None)
