@@ -816,6 +816,25 @@ def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: s
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path())
+@click.option("--agent", default=None, metavar="NAME", help="Only this agent's isolations (and missed intervals).")
+@click.option("--seed", type=SEED, default=None, help="A multi-seed folder: only this seed (default: every seed).")
+@click.option("--json", "as_json", is_flag=True, help="The evidence as JSON (one object per seed).")
+@click.option("--brief", is_flag=True, help="Per isolation the reviewers only, not the window's outputs.")
+def explain(run_dir: str, agent: str | None, seed: int | None, as_json: bool, brief: bool) -> None:
+    """Which reviews isolated each agent of a MeshHeal run: per isolation the detector window's
+    outputs, who scored them, whether that reviewer was degraded and its own state then, and who was
+    pivotal; then the degraded intervals never detected (docs/meshheal.md#collapse)."""
+    from .evidence import explain_folder, format_explanation, seed_folders
+
+    texts = []
+    for f in seed_folders(run_dir, seed):
+        ex = explain_folder(f, agent=agent)
+        texts.append(json.dumps(ex.to_dict(), sort_keys=True) if as_json else format_explanation(ex, rows=not brief))
+    click.echo(("\n" if as_json else "\n\n").join(texts))
+
+
 @main.group()
 def backends() -> None:
     """LLM backends: explain, calibrate and fit fake profiles (docs/backends.md)."""
