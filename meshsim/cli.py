@@ -731,6 +731,10 @@ def uncertainty(scenario: str, metrics: tuple[str, ...], budget: int | None, see
             raise InputError("expected METRIC=NUMBER", field="--paper", value=item)
     study = plan_uncertainty(scenario, metrics, budget, seeds, top, design_seed, sets, smoke, paper)
     check_metrics(study)
+    from .uncertainty.core import noise_warning
+
+    if noise_warning(len(study.seeds)):
+        click.echo(noise_warning(len(study.seeds)), err=True)
     a = study.alloc
     out_dir = Path(out) if out else Path("runs") / f"uncertainty-{_safe(study.name)}"
 
