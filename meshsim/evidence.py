@@ -135,7 +135,8 @@ class Isolation:
 
 @dataclass(frozen=True)
 class Miss:
-    """A degradation interval never detected, and what its outputs met."""
+    """A degradation interval never detected, and what its outputs met (listed only when the agent
+    produced at least one output in it)."""
 
     agent: str
     degraded_at: int

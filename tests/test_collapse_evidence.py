@@ -73,7 +73,7 @@ def test_hand_made_isolation_names_its_reviewers_their_health_state_and_the_pivo
     # without C's scores only D's shortfall 0.1 is left: z 1 < beta, so C was pivotal; without D z = 4.5
     assert c.z_without == pytest.approx(1.0) and c.pivotal is True
     assert d.z_without == pytest.approx(4.5) and d.pivotal is False and d.degraded_entries == 0
-    # C degraded from task 8 and never isolated: its interval is a miss (it produced no output here)
+    # C degraded from task 8, never isolated, produced no output: no Miss (only intervals with outputs are listed)
     assert ex.misses == ()
     text = format_explanation(ex)
     assert "B isolated at task 12 (healthy: a false isolation)" in text and "C 0.5 DEG normal" in text
