@@ -162,6 +162,16 @@ def test_meshsim_explain_prints_the_evidence_and_json(collapse_run):
     assert d["seed"] == 9916 and len(d["isolations"]) == 5 and d["isolations"][0]["degraded_only"] >= 7
 
 
+def test_the_run_report_has_an_isolation_evidence_table(collapse_run):
+    from meshsim.plots.report import tables
+
+    (t,) = [t for t in tables(collapse_run / "seed-9916") if t.name == "evidence"]
+    assert [r[:3] for r in t.rows] == [["A4", "284", "yes"], ["A1", "312", "yes"], ["A4", "339", "yes"],
+                                       ["A4", "421", "yes"], ["A2", "460", "yes"]]
+    assert t.rows[0][5].startswith("A3 (degraded, normal) 6/8, pivotal")
+    assert "A4,284,True" in t.to_csv()
+
+
 @pytest.mark.parametrize("args, message", [(["--agent", "A9"], "--agent: this agent never changed state"),
                                            (["--seed", "3"], "--seed: no such seed")])
 def test_meshsim_explain_bad_input_is_one_line_exit_2(collapse_run, args, message):
