@@ -20,7 +20,9 @@ scores it took part in no longer reaches β (the same leave-reviewers-out test
 as the ``min_reviewers`` defence, :func:`meshsim.protocols.meshheal.defences.k_witnessed`,
 at k = 2). The rebuilt x̄ and z are checked against the recorded ones; under
 ``credibility: weight`` the weights are not recorded, so an isolation is then
-marked ``exact: false`` and no reviewer is called pivotal.
+marked ``exact: false`` and no reviewer is called pivotal; under
+``credibility: exclude`` a reviewer whose score the producer dropped is still
+listed (credibility is not recorded either), while x̄ and z stay exact.
 
 A reviewer is *degraded* at a review when the review's task lies in one of
 its injected degradation intervals [b, r) (a change at task k takes effect
