@@ -462,3 +462,139 @@ def test_a_trial_cut_mid_ask_gets_the_parameters_the_uninterrupted_ask_drew(numb
     cut.sampler = _sampler(sp, 0)  # a resumed process: whatever sampler the study was opened with
     got = _params(sp, cut, cut.get_trials(deepcopy=False)[number])
     assert got == want
+
+
+def test_refinement_spends_seeds_where_the_recommendation_is_decided_and_drops_a_point_a_new_seed_breaks():
+    """Issue 29: extra seeds go to the recommendation and the points it cannot yet be told from, not to the
+    ends of the front; a point that broke ``missed==0`` on a refinement seed is never recommended."""
+    from types import SimpleNamespace
+
+    from meshsim.sweep.search import SearchPlan, _refine
+
+    import numpy as np
+
+    def noise(seed, salt, sd):  # a shared part per seed (common random numbers) and an own part per point
+        shared = np.random.default_rng([seed, 0]).normal()
+        return sd * (shared + np.random.default_rng([seed, salt]).normal())
+
+    def pt(d, f, salt, missed=lambda s: 0.0):
+        return {"d": lambda s: d + noise(s, salt, 0.3), "f": lambda s: max(0.0, f + noise(s, salt + 100, 0.02)),
+                "detection.missed": missed}
+
+    # along the front: a fast end that isolates many (told apart on both objectives), the middle where
+    # the choice is made (points the seeds cannot tell apart yet), a slow end no better on false isolations
+    table = {"p0-fast-end": pt(1.0, 0.9, 1), "p1": pt(2.0, 0.7, 2), "p2": pt(3.0, 0.06, 3), "p3": pt(3.05, 0.06, 4),
+             "p4-slow-end": pt(9.0, 0.05, 5),
+             "trap": pt(2.9, 0.03, 6, missed=lambda s: 1.0 if s == 4 else 0.0)}  # breaks the constraint on seed 4
+    sp = SearchPlan(SimpleNamespace(seeds=[1, 2]), SearchSpec([], _OBJS, [parse_constraint("detection.missed==0")],
+                                                              max_seeds=8, refine_runs=60))
+
+    class Runner:
+        points = {k: SimpleNamespace(key=k, values={}) for k in table}
+        ran: list = []
+
+        def run(self, pairs, label):
+            self.ran += [(p.key, s) for p, s in pairs]
+
+        def values(self, k, s):
+            return {m: f(s) for m, f in table[k].items()}
+
+        def series(self, k, m, seeds):
+            return {s: float(table[k][m](s)) for s in seeds}
+
+    runner = Runner()
+    complete = [SimpleNamespace(number=i, user_attrs={"point": k}) for i, k in enumerate(table)]
+    rows, rec = _refine(sp, runner, complete, lambda m: None)
+    grown = {k for k, _s in runner.ran}
+    assert ("trap", 4) in runner.ran  # it led after the trials' seeds, so it was refined ...
+    assert rec["point"] != "trap" and "trap" not in {r["point"] for r in rows}  # ... and seed 4 ruled it out
+    assert not grown & {"p0-fast-end", "p4-slow-end"}  # the ends are told apart: no seeds there
+    assert rec["point"] in grown and rec["constraints"]["detection.missed==0"]["worst_seed"] == 0.0
+    (row,) = [r for r in rows if r["point"] == rec["point"]]
+    assert rec["seeds"] == row["seeds"] == 2 + sum(1 for k, _s in runner.ran if k == rec["point"])
+
+
+def _search_data(out: Path, **search):
+    """The search folder as the plots read it, with its manifest's search section changed (what another
+    search with these objectives / constraints would hold)."""
+    from meshsim.plots.sweeps import SweepData
+    from meshsim.sweep.results import read_table
+
+    cols, rows, man = read_table(out, "runs")
+    man = json.loads(json.dumps(man))
+    man["search"].update(search)
+    return SweepData(out, cols, rows, man)
+
+
+def test_a_search_folders_trade_off_draws_its_objectives_its_violators_and_its_recommendation(study):
+    """Issue 29: the trade-off of a search folder plots the search's own objectives, never puts a constraint
+    violator on the front, marks the recommendation and states each point's seed count truly."""
+    pytest.importorskip("matplotlib")
+    from meshsim.plots.sweeps import open_sweep, seed_counts, tradeoff, tradeoff_points
+
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    res = _rows(out / "results.csv")
+    sd = open_sweep(out)
+    pts = tradeoff_points(sd)
+    assert {p["metrics"]["fi"] for p in pts} == {"detection.false_isolation_rate"}  # x: the second objective
+    assert {p["metrics"]["delay"] for p in pts} == {"detection.delay_mean"}  # y: the first
+    (r,) = [p for p in pts if p["recommended"]]
+    assert r["point"] == rec["point"] and r["pareto"] and not r["violates"]
+    for p in pts:  # missed==0 judged on every seed of the point
+        missed = [float(x["detection.missed"]) for x in res if x["point"] == p["point"] and x["status"] == "ok"]
+        assert bool(p["violates"]) == any(m != 0 for m in missed)
+        assert not (p["violates"] and p["pareto"])
+    per = {}
+    for x in res:
+        per[x["point"]] = per.get(x["point"], 0) + (x["status"] == "ok")
+    counts = sorted(set(per.values()))
+    text = seed_counts(sd)
+    for n in counts:
+        assert f"× {n} seed" in text
+    if len(counts) > 1:
+        assert text.startswith(f"{len(per)} points: ")
+    # another search's objectives are drawn, and a bound on the mean makes violators, never on the front
+    delays = sorted(float(x["detection.delay_mean"]) for x in res if x["detection.delay_mean"])
+    other = _search_data(out, objectives=["minimize detection.delay_outputs_mean",
+                                          "maximize accuracy.overall"],
+                         constraints=[f"detection.delay_mean<={delays[len(delays) // 2]}"])
+    pts = tradeoff_points(other)
+    assert {p["metrics"]["fi"] for p in pts} == {"accuracy.overall"}
+    assert {p["metrics"]["delay"] for p in pts} == {"detection.delay_outputs_mean"}
+    bad = [p for p in pts if p["violates"]]
+    assert bad and not any(p["pareto"] for p in bad) and any(p["pareto"] for p in pts)
+    front = [p for p in pts if p["pareto"]]
+    for p in front:  # maximised accuracy: no feasible point has more accuracy and less delay
+        assert not any(q["fi"] > p["fi"] and q["delay"] < p["delay"] for q in pts if not q["violates"])
+    fig = tradeoff(other)
+    texts = " ".join([fig._suptitle.get_text() if fig._suptitle else ""] + [a.get_title() for a in fig.axes]
+                     + [t.get_text() for a in fig.axes for t in a.get_legend().get_texts()] if fig.axes[0].get_legend()
+                     else [])
+    assert "violates detection.delay_mean<=" in texts and seed_counts(other) in texts
+
+
+def test_a_search_folders_report_section_states_the_recommendation(study):
+    from meshsim.plots.sweeps import _search_section, open_sweep, search_info
+
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    sd = open_sweep(out)
+    page = _search_section(sd, search_info(sd), sd.names())
+    assert "Recommended" in page and rec["set"] in page and f"{rec['seeds']} seeds" in page
+    assert "detection.missed==0" in page and "worst seed 0" in page
+    assert "detection.false_isolation_rate to [0, 1]" in page  # a clipped interval says so
+
+
+@pytest.mark.slow  # ~10 s: every figure of the report
+def test_a_search_folders_report_states_the_recommendation(study, tmp_path):
+    pytest.importorskip("matplotlib")
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    res = CliRunner().invoke(main, ["report", str(out), "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output + res.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "<h2>Search</h2>" in page and "Recommended" in page and rec["set"] in page
+    assert "★ recommended" in page and "Trade-off of the search: detection.delay_mean against " \
+        "detection.false_isolation_rate" in page
+    assert "detection.missed==0" in page and "worst seed 0" in page
