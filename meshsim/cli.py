@@ -150,7 +150,8 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
     sc = _load(scenario, sets, smoke)
     out_dir = Path(out) if out else Path("runs") / sc.folder_name()
     planned = [seed] if seed is not None else sc.seed_list()
-    check_plan_runs(len(planned), yes, "--seeds" if seeds is not None else "seeds", seeds)
+    check_plan_runs(len(planned), yes, "--seeds" if seeds is not None else "seeds",
+                    seeds if seeds is not None else len(planned), file=None if seeds is not None else scenario)
     if len(planned) > 1 and not quiet:  # the plan's size before any work (issue 29)
         click.echo(f"{sc.name}: {len(planned)} runs ({_seed_text(planned)}) -> {out_dir}/", err=True)
     show = not quiet and sys.stderr.isatty()

@@ -186,13 +186,16 @@ def seeds_option(text: Any, first: int, field: str = "--seeds") -> list[int]:
         raise InputError(str(exc), field=field, value=text) from None
 
 
-def check_plan_runs(runs: int, yes: bool, field: str = "--seeds", value: Any = None, what: str = "runs") -> None:
+def check_plan_runs(runs: int, yes: bool, field: str = "--seeds", value: Any = None, what: str = "runs",
+                    file: Optional[str] = None) -> None:
     """Refuse a plan of more than :data:`CONFIRM_RUNS` runs without ``--yes``, before any work starts."""
     from .errors import InputError
 
     if runs > CONFIRM_RUNS and not yes:
+        where = {"file": file} if file else {}
         raise InputError(f"the plan holds {runs:,} {what}, more than {CONFIRM_RUNS:,}; pass --yes to run them "
-                         "(a count of seeds is 'count:N'; a bare number is one seed)", field=field, value=value)
+                         "(a count of seeds is 'count:N'; a bare number is one seed)", field=field, value=value,
+                         **where)
 
 
 #: ``seeds``: a count (from ``seed`` on) or an explicit list (a range text becomes a list)

@@ -24,16 +24,22 @@ settings (detector thresholds) on the sweep's executors (docs/sweeps.md,
   on an append-only file: each write is one fsync'd line, a line cut by
   ``kill -9`` is dropped on reopen). A rerun tells no finished trial again
   and reuses every finished run.
-- **Seed refinement:** the points of the front, and the challengers just
-  behind it that no front point beats distinguishably, get more seeds (the
-  next seeds after the trials' ones, the same for every point) until each
-  front point is distinguishable from its neighbours on some objective
-  (:func:`meshsim.sweep.stats.distinguishable`, paired on shared seeds), has
-  ``max_seeds``, or the refinement's run budget is spent.
-- **Recommendation:** among the feasible front points, keep those that are
-  not distinguishably worse than the best on the second objective (then the
-  third, …); of those, the one with the best 95 % bound on the first
-  objective (the smallest upper bound when minimising).
+- **Constraints:** ``==`` holds on every seed of a point (``detection.missed==0``:
+  no run missed an agent), ``<=`` / ``>=`` on the mean over its seeds; both over
+  every seed the point ran, refinement seeds included.
+- **Seed refinement:** the current recommendation and its contenders (points
+  no objective yet tells apart from it, :func:`meshsim.sweep.stats.distinguishable`,
+  paired on shared seeds) get more seeds (the next seeds after the trials' ones,
+  the same for every point), the recommendation recomputed after each round,
+  until it is told apart from every contender, each has ``max_seeds``, or the
+  refinement's run budget is spent. The ends of the front, already told apart,
+  get none.
+- **Recommendation** (:func:`_choose`): among the feasible front points, drop
+  those another front point dominates by the interval rule; keep those not
+  distinguishably worse than the best on the second objective (then the third,
+  …); take the best 95 % bound on the first objective and every kept point it
+  does not beat distinguishably; of those, the best means on the later
+  objectives. Intervals of rates and counts are clipped to their range.
 """
 from __future__ import annotations
 
@@ -1148,7 +1154,8 @@ def describe_search(sp: SearchPlan, out: Path) -> list[str]:
     n = len(sp.seeds)
     lines = [f"{sp.plan.name}: search (Optuna NSGA-II, seed {s.seed}): {s.trials} trials in batches of {s.batch} "
              f"x {n} seed{'s' if n != 1 else ''} ({_seeds_text(sp.seeds)}) = up to {s.trials * n} runs; "
-             f"front points refined up to {sp.max_seeds} seeds, at most {sp.refine_runs} more runs -> {out}/",
+             f"the recommendation and its contenders refined up to {sp.max_seeds} seeds, at most "
+             f"{sp.refine_runs} more runs -> {out}/",
              "  ranges: " + ", ".join(f"{names[r.path]} {_num(r.low)}..{_num(r.high)} ({r.kind})" for r in s.ranges),
              "  " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives)
              + ("; subject to " + ", ".join(c.text() for c in s.constraints) if s.constraints else "")]
