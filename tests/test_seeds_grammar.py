@@ -175,3 +175,20 @@ def test_calibrate_takes_seed_lists(monkeypatch):
     _invoke("backends", "calibrate", "fake-default")
     assert got["seeds"] == [1, 2, 3, 4, 5]
     _one_line_exit_2(_invoke("backends", "calibrate", "fake-default", "--seeds", "count:101"), "at most 100")
+
+
+def test_a_sweep_folder_made_when_a_bare_number_was_a_count_resumes_as_that_count(tmp_path):
+    import json
+
+    from meshsim.sweep.core import resume_args
+
+    out = tmp_path / "old"
+    out.mkdir()
+    cmd = {"path": STAGGERED, "grid": ["protocol.params.beta=2.5"], "zip": [], "seeds": "3", "set": [],
+           "output": None, "smoke": True}
+    (out / "manifest.json").write_text(json.dumps({"format": "meshsim-sweep/1", "command": cmd,
+                                                   "runs": [["p-1", 1], ["p-1", 2], ["p-1", 3]]}))
+    assert resume_args(out)["seeds"] == "count:3"
+    (out / "manifest.json").write_text(json.dumps({"format": "meshsim-sweep/1", "command": cmd,
+                                                   "runs": [["p-1", 3]]}))  # today's: seed 3
+    assert resume_args(out)["seeds"] == "3"
