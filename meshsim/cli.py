@@ -1049,7 +1049,8 @@ def reproduce(which: str, seeds: str, out: str | None, quick: bool, workers: int
     from . import reproduce as rep
 
     out_dir = Path(out) if out else Path("runs") / f"reproduce-{which}"
-    report = rep.reproduce(which, out_dir, seeds=_seeds_capped(seeds, 1, 50, keep_count=True), quick=quick, workers=workers,
+    report = rep.reproduce(which, out_dir, seeds=_seeds_capped(seeds, 1, 50, keep_count=True), quick=quick,
+                           workers=workers,
                            only=[x.strip() for x in only.split(",")] if only else None,
                            sensitivity=not no_sensitivity,
                            progress=lambda m: click.echo(f"  {m}", err=True),

@@ -476,7 +476,8 @@ def render_comparison(table: dict[str, Any], title: str = "Comparison") -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_comparison(scenarios: list[str], out: Path, methods: tuple[str, ...] = METHODS, seeds: Optional["int | list[int]"] = None,
+def run_comparison(scenarios: list[str], out: Path, methods: tuple[str, ...] = METHODS,
+                   seeds: Optional["int | list[int]"] = None,
                    sets: tuple[str, ...] = (), workers: int = 1,
                    progress: Optional[Callable[[int, int, float], None]] = None) -> dict[str, Any]:
     """Run every method on every scenario (cached under ``out/runs``) and write
