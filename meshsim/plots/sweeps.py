@@ -407,7 +407,8 @@ def _objectives(sd: SweepData, metrics: Optional[str | Sequence[str]]) -> tuple[
     if info and info["objectives"]:  # a search folder draws its own objectives: x the second, y the first
         om = [m for _d, m in info["objectives"]]
         if len(om) == 1:
-            extra = [c.metric for c in info["constraints"] if c.metric != om[0] and c.metric in sd.columns]
+            extra = [c.metric for c in info["constraints"] if c.metric != om[0] and c.metric in sd.columns] + \
+                [m for m in (FALSE_ISO, DELAY) if m != om[0] and m in sd.columns]
             if not extra:
                 raise InputError("the search has one objective: name a second metric with --metric X,Y",
                                  file=str(sd.path))
@@ -1319,11 +1320,19 @@ def _search_section(sd: SweepData, info: dict[str, Any], names: Mapping[str, str
     if rec is None:
         return out[0] + '<p class="note">No recommendation: recommended.json is absent (the search has not '\
             "finished) or holds none (no point met the constraints).</p>"
+    try:
+        return out[0] + _recommendation_html(rec, names)
+    except (TypeError, ValueError, AttributeError, KeyError):  # a hand-edited or damaged file: say so
+        return out[0] + '<p class="note">recommended.json could not be read as meshsim writes it.</p>'
+
+
+def _recommendation_html(rec: dict[str, Any], names: Mapping[str, str]) -> str:
+    out: list[str] = []
     vals = " ".join(f"{names.get(p, p)}={_fmt(v)}" for p, v in (rec.get("values") or {}).items())
     rows = []
     for m, iv in (rec.get("objectives") or {}).items():
         ci = f" [{_g(iv.get('lo'))}, {_g(iv.get('hi'))}]" if iv.get("lo") is not None else ""
-        rows.append([m, f"{_g(iv.get('mean'))}{ci}", str(iv.get("n"))])
+        rows.append([str(m), f"{_g(iv.get('mean'))}{ci}", str(iv.get("n"))])
     for c, v in (rec.get("constraints") or {}).items():
         rows.append([f"constraint {c}", f"mean {_g(v.get('mean'))}, worst seed {_g(v.get('worst_seed'))}",
                      str(v.get("seeds"))])
@@ -1331,8 +1340,9 @@ def _search_section(sd: SweepData, info: dict[str, Any], names: Mapping[str, str
     note = ("Intervals of " + ", ".join(f"{m} to [{_g(b[0])}, {_g(b[1]) if b[1] is not None else '∞'}]"
                                         for m, b in clipped.items()) + " are clipped to the metric's range. "
             if clipped else "")
-    out.append(f"<p><b>Recommended</b> (front point {rec.get('rank')}, trial {rec.get('trial')}, "
-               f"{rec.get('seeds')} seeds): {html.escape(vals)}</p><pre>{html.escape(str(rec.get('set', '')))}</pre>"
+    e = {k: html.escape(str(rec.get(k))) for k in ("rank", "trial", "seeds")}
+    out.append(f"<p><b>Recommended</b> (front point {e['rank']}, trial {e['trial']}, "
+               f"{e['seeds']} seeds): {html.escape(vals)}</p><pre>{html.escape(str(rec.get('set', '')))}</pre>"
                + _table(["", "mean [95 % interval]", "seeds"], rows)
                + f'<p class="note">{html.escape(note)}Rule: {html.escape(str(rec.get("rule", "")))}.</p>')
     return "".join(out)
