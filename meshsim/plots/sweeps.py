@@ -254,6 +254,19 @@ def _ci(c: Any) -> str:
     return f"{_g(c.mean)} [{_g(c.lo)}, {_g(c.hi)}]"
 
 
+def _in_range(c: Optional["Cell"], metric: str) -> Optional["Cell"]:
+    """A cell's interval clipped to the metric's range (a rate to [0, 1], a count or delay to >= 0:
+    :func:`meshsim.sweep.stats.metric_bounds`); the report says so."""
+    from dataclasses import replace
+
+    from ..sweep.stats import metric_bounds
+
+    if c is None or not math.isfinite(c.lo):
+        return c
+    lo, hi = metric_bounds(metric)
+    return replace(c, lo=min(max(c.lo, lo), hi), hi=max(min(c.hi, hi), lo))
+
+
 def _pick(sd: SweepData, candidates: Sequence[str]) -> Optional[str]:
     return next((m for m in candidates if m in sd.columns), None)
 
@@ -1265,7 +1278,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
         rp = refs.get(pid)
         for h in cols:
             c = stats[h].get(k)
-            cell = html.escape(_ci(c) + (f" (n={c.n})" if c is not None and c.mean is not None and c.n < n else ""))
+            cell = html.escape(_ci(_in_range(c, h)) + (f" (n={c.n})" if c is not None and c.mean is not None
+                                                        and c.n < n else ""))
             if rp is not None and rp != pid:
                 d = paired(by_point.get(pid, {}).get(h, {}), by_point.get(rp, {}).get(h, {}))
                 if d.n:
@@ -1288,8 +1302,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     ref_txt = _reference_text(ref, axes, names, reference is None)
     parts.append('<h2>Points</h2><div style="overflow-x:auto">' + _table(head, rows, raw=True).replace(
                  "<td>", '<td class="c">') + "</div>"
-                 + f'<p class="note">mean [95 % interval] over the finished seeds (Student t; one seed: no '
-                 "interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
+                 + f'<p class="note">mean [95 % interval] over the finished seeds (Student t, clipped to the '
+                 "metric's range: rates to [0, 1], counts and delays to ≥ 0; one seed: no interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
                  "paired difference to the point's reference on the seeds both ran, with its 95 % "
                  f"interval, <b>red</b> when the interval excludes 0. {html.escape(ref_txt)} front: rank on the "
                  "trade-off's Pareto front (along its x axis: the false-isolation rate, or a search's second "
