@@ -21,6 +21,8 @@ from .redact import scrub
 
 #: seeds are 0 .. 2**63-1 (meshsim.fields.MAX_SEED), on the command line too
 SEED = click.IntRange(0, 2 ** 63 - 1)
+#: the seed grammar's help for commands whose counts start at seed 1 (reproduce, backends calibrate)
+_SEEDS_FROM_1 = SEEDS_HELP.replace("the scenario's seed", "seed 1")
 
 
 def _fail(exc: BaseException, code: int) -> None:
@@ -965,9 +967,8 @@ def _range_text(spec: dict) -> str:
 @click.option("--scenario", default=None, type=click.Path(dir_okay=False),
               help="Audit scenario (default: scenarios/meshheal/persistent-bbh.yaml, as App. C.5).")
 @click.option("--seeds", default="count:5", show_default=True, metavar="SEEDS",
-              help=f"Audit seeds, at most 100: {SEEDS_HELP.replace('scenario', 'seed 1')}; count:5 (seeds 1-5) as App. "
-                   "C.5, which leaves about ±0.06 of sampling error on the Takeover rates (the shipped profile was "
-                   "fitted on 20).")
+              help=f"Audit seeds, at most 100: {_SEEDS_FROM_1}; count:5 (seeds 1-5) as App. C.5, which leaves "
+                   "about ±0.06 of sampling error on the Takeover rates (the shipped profile was fitted on 20).")
 @click.option("--fit", "out", default=None, type=click.Path(dir_okay=False),
               help="Move the profile's calibrated parameters to the targets and write the result here.")
 @click.option("--sweeps", default=3, show_default=True, type=click.IntRange(1, 10),
@@ -1025,7 +1026,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 @main.command()
 @click.argument("which", type=click.Choice(["meshheal", "sac"]))
 @click.option("--seeds", default="count:5", show_default=True, metavar="SEEDS",
-              help=f"Seeds per setting, at most 50: {SEEDS_HELP.replace('scenario', 'seed 1')}.")
+              help=f"Seeds per setting, at most 50: {_SEEDS_FROM_1}.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Report folder (default: runs/reproduce-WHICH); finished runs there are reused.")
 @click.option("--quick", is_flag=True, help="Skip the most expensive settings (MeshHeal: 576 agents).")
