@@ -376,8 +376,13 @@ def resume_args(out: str | Path) -> dict[str, Any]:
     if not Path(cmd["path"]).is_file():
         raise InputError("the scenario this sweep was made from is gone", file=str(out / "manifest.json"),
                          field="command.path", value=cmd["path"])
+    seeds = cmd.get("seeds")
+    if isinstance(seeds, str) and seeds.strip().isdigit():  # written when a bare number was a count (issue 29)
+        ran = {r[1] for r in m.get("runs") or [] if isinstance(r, list) and len(r) == 2}
+        if len(ran) == int(seeds) and ran != {int(seeds)}:
+            seeds = f"count:{int(seeds)}"
     return {"path": cmd["path"], "grid": list(cmd.get("grid") or []), "zips": list(cmd.get("zip") or []),
-            "seeds": cmd.get("seeds"), "sets": list(cmd.get("set") or []), "output": cmd.get("output"),
+            "seeds": seeds, "sets": list(cmd.get("set") or []), "output": cmd.get("output"),
             "smoke": bool(cmd.get("smoke"))}
 
 
