@@ -737,7 +737,9 @@ def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.
         return
     if G is None:
         G = build_graph(scenario, seed)
-    paired = simulate(build(without_liars(scenario), seed, G))
+    pair = without_liars(scenario)  # its trace is not kept: none (the trace level changes no outcome)
+    pair = pair.model_copy(update={"output": pair.output.model_copy(update={"trace": "none"})})
+    paired = simulate(build(pair, seed, G))
     result.summary["adversarial"] = attribute(adv, paired.tables.get("states.jsonl", []), review_reach(scenario, G))
 
 

@@ -65,10 +65,8 @@ def _run(path: Path, data: dict, seed: int) -> RunResult:
     return run_one(parse_scenario(data, str(path), path.parent), seed)
 
 
-def chain_stats(method: str, seed: int, perm: dict[str, str], tasks: int = 8,
-                params: Optional[dict] = None) -> tuple[float, float]:
-    """(share of committed producing steps by degraded agents, accuracy): six agents, complete
-    graph, MATH profile, A3 and A5 (relabelled) degraded from the first task."""
+def _chain_data(method: str, perm: dict[str, str], tasks: int, params: Optional[dict]) -> tuple[dict, list[str]]:
+    """The six-agent scenario relabelled by ``perm``: abilities and degradation move with the names."""
     base, ab = _base(CHAIN)
     data = copy.deepcopy(base)
     deg = [perm["A3"], perm["A5"]]
@@ -78,6 +76,14 @@ def chain_stats(method: str, seed: int, perm: dict[str, str], tasks: int = 8,
     data["events"] = [{"at_task": 1, "type": "degrade", "agents": deg}]
     data["output"] = {"trace": "none"}
     data["agents"]["abilities"] = {perm[a]: ks for a, ks in ab.items()}
+    return data, deg
+
+
+def chain_stats(method: str, seed: int, perm: dict[str, str], tasks: int = 8,
+                params: Optional[dict] = None) -> tuple[float, float]:
+    """(share of committed producing steps by degraded agents, accuracy): six agents, complete
+    graph, MATH profile, A3 and A5 (relabelled) degraded from the first task."""
+    data, deg = _chain_data(method, perm, tasks, params)
     res = _run(CHAIN, data, seed)
     prods = [p for r in res.tables["tasks.jsonl"] for p in (r.get("producers") or [])]
     share = sum(p in deg for p in prods) / max(1, len(prods))
@@ -86,13 +92,13 @@ def chain_stats(method: str, seed: int, perm: dict[str, str], tasks: int = 8,
 
 def consensus_stats(method: str, seed: int, perm: dict[str, str]) -> tuple[float, float, float]:
     """(strong agents' final accuracy, weak agents', round accuracy): SAC's K7 with A5, A6 weak
-    and A7 adversarial (relabelled), four queries, two rounds."""
+    and A7 adversarial (relabelled), three queries, two rounds."""
     base, _ab = _base(CONSENSUS)
     data = copy.deepcopy(base)
     data["agents"]["roles"] = {perm[a]: r for a, r in base["agents"]["roles"].items()}
     data["protocol"]["name"] = method
     data["protocol"]["params"]["rounds"] = 2
-    data["tasks"]["count"] = 4
+    data["tasks"]["count"] = 3
     s = _run(CONSENSUS, data, seed).summary
     return float(s["strong"]["faa"]), float(s["weak"]["faa"]), float(s["ra"])
 
@@ -116,6 +122,28 @@ def invariance(stats, method: str, n: int, **kw) -> tuple[float, int, list, list
     perm = [stats(method, s, _perm(s, n), **kw) for s in SEEDS]
     p, k = _worst_p(orig, perm)
     return p, k, orig, perm
+
+
+def test_a_relabelled_scenario_is_the_same_network_under_other_names():
+    """What the tests below compare: every agent's abilities, the degraded agents and the SAC roles
+    move with the permutation; the complete graphs are unchanged by any relabelling."""
+    _data0, ab = _base(CHAIN)
+    for seed in SEEDS:
+        perm = _perm(seed, 6)
+        assert sorted(perm.values()) == _names(6) and perm != {a: a for a in _names(6)}
+        data, deg = _chain_data("meshheal", perm, 8, None)
+        sc = parse_scenario(data, str(CHAIN), CHAIN.parent)
+        G = build_graph(sc)
+        got, _targets = agent_abilities(sc, G)
+        assert {a: got[perm[a]] for a in ab} == ab
+        assert sc.events[0].agents == [perm["A3"], perm["A5"]] == deg
+        assert G.number_of_edges() == 15
+    base, _ab = _base(CONSENSUS)
+    perm = _perm(SEEDS[0], 7)
+    data = copy.deepcopy(base)
+    data["agents"]["roles"] = {perm[a]: r for a, r in base["agents"]["roles"].items()}
+    sc = parse_scenario(data, str(CONSENSUS), CONSENSUS.parent)
+    assert {perm[a]: r for a, r in base["agents"]["roles"].items()} == dict(sc.agents.roles)
 
 
 @pytest.mark.parametrize("method", METHODS)
