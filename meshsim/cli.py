@@ -340,6 +340,8 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
     _notes(sc, info.get("links"))
+    for w in info.get("warnings", ()):
+        click.echo(f"warning: {w}", err=True)
     n = len(info["seeds"])
     click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))

@@ -38,6 +38,7 @@ from .protocols.base import TableRows
 from . import redact
 from .records import TableWriter, json_default, read_records, write_atomic, write_records
 from .backends import make_backend
+from .attribution import attribute, reach_warnings, review_reach, without_liars
 from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
 from .sim import Environment, long_run_gc
@@ -510,7 +511,18 @@ def _validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = 
     if preflight:
         _preflight(scenario)
     G = graphs[seeds[0]]
-    return {"agents": G.number_of_nodes(), "links": G.number_of_edges(), "seeds": seeds}
+    warnings: list[str] = []  # liars that can never reach their targets (issue 34), per distinct graph
+    seen: set = set()
+    for s in seeds if any(e.type in ("frame", "shield") for e in scenario.events) else ():
+        key = _topology_key(scenario, s)
+        if key in seen:
+            continue
+        seen.add(key)
+        g = graphs.get(s)
+        for w in reach_warnings(scenario, g if g is not None else build_graph(scenario, s)):
+            if w not in warnings:
+                warnings.append(w)
+    return {"agents": G.number_of_nodes(), "links": G.number_of_edges(), "seeds": seeds, "warnings": warnings}
 
 
 def _resolved_data(scenario: Scenario) -> dict[str, Any]:
@@ -690,6 +702,7 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
             if world is None:
                 world = build(scenario, seed, G)
             result = simulate(world, progress, writer)
+            _attribute(scenario, seed, result, G)
         except MeshsimError as exc:
             if folder is not None:
                 write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
@@ -714,6 +727,20 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
         if writer is not None:
             writer.abort()  # (after a commit: nothing left to remove)
     return result
+
+
+def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.Graph]) -> None:
+    """A run with Byzantine agents: its attack counts limited to what the attack caused, against
+    the paired run of the same seed without the liars (in memory; issue 34, meshsim/attribution.py)."""
+    adv = result.summary.get("adversarial")
+    if adv is None:
+        return
+    if G is None:
+        G = build_graph(scenario, seed)
+    pair = without_liars(scenario)  # its trace is not kept: none (the trace level changes no outcome)
+    pair = pair.model_copy(update={"output": pair.output.model_copy(update={"trace": "none"})})
+    paired = simulate(build(pair, seed, G))
+    result.summary["adversarial"] = attribute(adv, paired.tables.get("states.jsonl", []), review_reach(scenario, G))
 
 
 def _resumed(folder: Path, seed: int) -> RunResult:

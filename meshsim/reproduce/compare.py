@@ -262,6 +262,7 @@ def assumption_experiments(seeds: "int | list[int]" = 5) -> list[Experiment]:
         "symphony": ("symphony", ""),
         "symphony-random-ties": ("symphony", "tie_break: random"),
         "symphony-top-6": ("symphony", "top_l: 6"),
+        "symphony-name-registry": ("symphony", "registry: name"),
         "autogen": ("autogen", ""),
         "autogen-reflection": ("autogen", "summary: reflection"),
         "raps": ("raps", ""),
@@ -278,6 +279,8 @@ def assumption_experiments(seeds: "int | list[int]" = 5) -> list[Experiment]:
                                 "strict > in registry order does)",
         "symphony-top-6": "every candidate shortlisted (the authors' BBH runner passes topL 32; default: the "
                           "orchestrator's 3)",
+        "symphony-name-registry": "the registry in name order, so every tie goes to the first agents by name "
+                                  "(the reading before issue 34; default: an order drawn per run)",
         "autogen-reflection": "the manager summarises with its model (AutoGen's reflection_with_llm) "
                               "instead of returning the last message (AutoGen's default summary_method)",
         "raps-0.3": "RAPS blacklists below reputation 0.3 (default 0.5)",
