@@ -154,8 +154,10 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
     planned = [seed] if seed is not None else sc.seed_list()
     check_plan_runs(len(planned), yes, "--seeds" if seeds is not None else "seeds",
                     seeds if seeds is not None else len(planned), file=None if seeds is not None else scenario)
-    if len(planned) > 1 and not quiet:  # the plan's size before any work (issue 29)
-        click.echo(f"{sc.name}: {len(planned)} runs ({_seed_text(planned)}) -> {out_dir}/", err=True)
+    # The plan's size before any work (issue 29), printed when the clock starts, i.e. after every
+    # check passed: an invalid scenario still gets its one error line only.
+    plan_line = [f"{sc.name}: {len(planned)} runs ({_seed_text(planned)}) -> {out_dir}/"] \
+        if len(planned) > 1 and not quiet else []
     show = not quiet and sys.stderr.isatty()
     if show:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -166,9 +168,17 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
             task = bar.add_task(sc.name, total=1.0)
 
             def progress(kind: str, done: float, total: float) -> None:
+                if plan_line:
+                    bar.console.print(plan_line.pop(), highlight=False)
                 bar.update(task, completed=(done / total) if total else 0)
 
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
+    elif plan_line:
+        def announce(kind: str, done: float, total: float) -> None:
+            if plan_line:
+                click.echo(plan_line.pop(), err=True)
+
+        result = run_api(sc, seed=seed, out=out_dir, progress=announce, force=force, seed_folder=True)
     else:
         result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
     _notes(sc, result=result)  # after the run's own checks: an invalid scenario gets its one error line only
