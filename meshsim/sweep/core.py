@@ -401,7 +401,14 @@ def plan_inputs(plan: Plan) -> list[Path]:
 
     paths = [plan.scenario_path] + ([Path(plan.command["path"])] if plan.command.get("path") else [])
     seen: set[str] = set()
+    parsed: set[str] = set()
     for data in [plan.base] + [p.data for p in plan.points]:
+        # only what names files decides them: each distinct combination is parsed once
+        key = json.dumps([data.get(k) for k in ("network", "agents", "tasks", "backend")], sort_keys=True,
+                         default=str)
+        if key in parsed:
+            continue
+        parsed.add(key)
         sc = parse_scenario(copy.deepcopy(data), plan.source, plan.base_dir)
         for f in scenario_inputs(sc):
             if str(f) not in seen:
