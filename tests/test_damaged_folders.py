@@ -165,6 +165,17 @@ class TestADamagedStudyJournal:
             assert line.startswith(f"error: {f}: damaged study journal: {what}"), line
         assert f.read_bytes() == before  # refused, not rewritten
 
+    def test_a_journal_with_every_line_twice_is_refused_not_read_as_more_trials(self, search, tmp_path):
+        out = tmp_path / "s"
+        shutil.copytree(search, out)
+        f = out / "study.journal"
+        lines = f.read_bytes().split(b"\n")[:-1]
+        f.write_bytes(b"\n".join(line for line in lines for _twice in (0, 1)) + b"\n")
+        res = invoke("sweep", *SEARCH, "--out", out)
+        assert res.exit_code == 2, res.output + res.stderr
+        assert "line 2 repeats line 1 (the same study or trial created twice)" in one_line(res)
+        assert (out / "trials.csv").read_text() == (search / "trials.csv").read_text()
+
     def test_the_advice_holds_a_journal_moved_aside_is_rebuilt_from_the_finished_runs(self, search, tmp_path):
         out = tmp_path / "s"
         shutil.copytree(search, out)

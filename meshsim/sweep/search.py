@@ -525,6 +525,7 @@ def check_journal(f: Path) -> None:
     lines = data.split(b"\n")
     if lines and lines[-1]:  # cut short by kill -9: not a record yet
         lines.pop()
+    creates: dict[bytes, int] = {}
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -534,6 +535,15 @@ def check_journal(f: Path) -> None:
             raise _damaged(f, f"line {i} is not a JSON record") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("op_code"), int) or isinstance(rec["op_code"], bool):
             raise _damaged(f, f"line {i} is not an Optuna journal record (no op_code)")
+        if rec["op_code"] in (_CREATE_STUDY, _CREATE_TRIAL):
+            # a creation carries its own time stamp: the same line twice is a copy, and would add a trial
+            if line in creates:
+                raise _damaged(f, f"line {i} repeats line {creates[line]} (the same study or trial created twice)")
+            creates[line] = i
+
+
+#: Optuna's journal operation codes for creating a study and a trial (optuna.storages.journal's JournalOperation)
+_CREATE_STUDY, _CREATE_TRIAL = 0, 4
 
 
 def _read_trials(out: Path) -> Optional[list]:
