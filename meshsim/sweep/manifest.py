@@ -103,7 +103,7 @@ def checked(m: dict[str, Any], f: Path) -> dict[str, Any]:
         v = cmd.get(key)
         if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
             raise bad(f"command.{key}", "must be a list of strings, not", v)
-    for key in ("path", "seeds", "output"):
+    for key in ("path", "output"):  # (command.seeds: parse_seeds judges it, as it judges --seeds)
         if cmd.get(key) is not None and not isinstance(cmd[key], str):
             raise bad(f"command.{key}", "must be a string, not", cmd[key])
     return m
