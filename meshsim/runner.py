@@ -39,8 +39,9 @@ from .protocols.base import TableRows
 from . import redact
 from .records import TableWriter, json_default, read_records, write_atomic, write_records
 from .backends import make_backend
-from .runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment, input_record, read_json,
-                        refuse_inputs_inside, remove_stale_tmp, resume_problem, scenario_inputs)
+from .runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment,
+                        input_record, read_json, refuse_inputs_inside, remove_stale_tmp, resume_problem,
+                        scenario_inputs)
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
 from .sim import Environment, long_run_gc
 from .types import LatencySpec
