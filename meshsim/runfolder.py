@@ -328,7 +328,7 @@ def refuse_inputs_inside(out: Path | str, inputs: list[Path], option: str = "--o
     target = Path(os.path.realpath(os.path.abspath(out)))
     for p in inputs:
         for loc in _locations(p):
-            if target in loc.parents:
+            if loc == target or target in loc.parents:
                 via = "" if Path(os.path.abspath(out)) == target else f" (it leads to {target})"
                 raise RunFolderError(f"{option} holds an input of the scenario, {p}{via}; outputs go to a folder of "
                                      "their own: choose an --out outside the inputs' folders", file=str(out))

@@ -31,7 +31,7 @@ protocol: {name: meshheal}
 backend: {kind: fake, profile: fake-default}
 tasks: {dataset: bbh, file: tasks.jsonl, count: 14, block: 7}
 """
-GRID = ["--grid", "protocol.params.beta=2,3", "--seeds", "1-2", "--workers", "1", "-q"]
+GRID = ["--grid", "protocol.params.beta=2", "--seeds", "1-2", "--workers", "1", "-q"]
 
 
 def invoke(*args):
@@ -75,7 +75,6 @@ class TestARunNeverWritesAmongItsInputs:
         line = one_line(res)
         assert "holds an input of the scenario" in line and str(tmp_path / "in") in line, line
         assert tree(tmp_path) == before  # nothing written, nothing removed: tasks.jsonl is still there
-        assert invoke("run", scen, "--out", tmp_path / "out", "-q").exit_code == 0  # the inputs still run
 
     def test_out_through_a_link_to_the_inputs_folder_is_refused_with_force_too(self, tmp_path):
         scen = inputs(tmp_path / "in")
