@@ -81,7 +81,7 @@ def checked(m: dict[str, Any], f: Path) -> dict[str, Any]:
     for i, r in enumerate(m["runs"]):
         if not (isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and isinstance(r[1], int)
                 and not isinstance(r[1], bool)):
-            raise bad(f"runs.{i}", "must be [point, seed], not", r)
+            raise bad(f"runs.{i}", f"must be [point, integer seed], not {_short(r)}")
         if r[0] not in m["points"]:
             raise bad(f"runs.{i}", f"names point {r[0]!r}, which points does not list")
         if (r[0], r[1]) not in seen:
@@ -91,7 +91,7 @@ def checked(m: dict[str, Any], f: Path) -> dict[str, Any]:
     skipped, keys = [], set()
     for i, s in enumerate(m.get("skipped") or []):
         if not isinstance(s, dict) or not isinstance(s.get("values"), dict):
-            raise bad(f"skipped.{i}", "must be {values: ..., reason: ...}, not", s)
+            raise bad(f"skipped.{i}", f"must be {{values: ..., reason: ...}}, not {_short(s)}")
         k = json.dumps(s["values"], sort_keys=True, default=str)
         if k not in keys:
             keys.add(k)
