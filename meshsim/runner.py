@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -39,7 +40,9 @@ from . import redact
 from .records import TableWriter, json_default, read_records, write_atomic, write_records
 from .backends import make_backend
 from .attribution import attribute, reach_warnings, review_reach, without_liars
-from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
+from .runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment,
+                        input_record, read_json, refuse_inputs_inside, remove_stale_tmp, resume_problem,
+                        scenario_inputs)
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
 from .sim import Environment, long_run_gc
 from .types import LatencySpec
@@ -560,17 +563,11 @@ def _folder_identity(folder: Path) -> Optional[str]:
         return None
 
 
-#: files a run writes into its seed folder (cleared before a seed reruns, so a
-#: rerun of another scenario leaves none of the old run's tables behind)
-_TABLES = ("events", "tasks", "reviews", "states", "rounds", "queries")
-_OWN = ("summary.json", "error.txt", PROVENANCE, "scenario.resolved.yaml", "report.html")
-
-
-def _clear(folder: Path) -> None:
-    for name in _OWN + tuple(f"{t}.jsonl{z}" for t in _TABLES for z in ("", ".gz")):
-        p = folder / name
-        if p.is_file():
-            p.unlink()
+def _clear(own: OwnFiles) -> None:
+    """Before a seed (re)runs: remove the files an earlier run wrote into its
+    folder (so a rerun of another scenario leaves none of the old run's tables
+    behind), and only those (runfolder.OwnFiles)."""
+    own.remove(SEED_FILES)
 
 
 class _Session:
@@ -589,18 +586,43 @@ class _Session:
         self.lock = RunLock(top)
         self.started = time.time()
         self.wrote = False
+        self._own: dict[Path, OwnFiles] = {}
+
+    def own(self, folder: Path) -> OwnFiles:
+        """The list of meshsim's files in ``folder``: a name joins it before its file is written."""
+        if folder not in self._own:
+            self._own[folder] = OwnFiles(folder)
+        return self._own[folder]
 
     def folder(self, seed: int) -> Path:
         return self.top / f"seed-{seed}" if self.multi else self.top
 
     # -- before any seed runs ------------------------------------------------
     def open(self) -> dict[int, str]:
-        """Lock, check the layout, remove stale temp files, decide per seed
-        ``run`` or ``resume`` (or refuse)."""
+        """Refuse a folder holding files meshsim did not write under the names
+        the run writes; lock, check the layout, remove stale temp files, decide
+        per seed ``run`` or ``resume`` (or refuse)."""
+        self._check_own()
         self.lock.acquire({"scenario": self.scenario.name})
         remove_stale_tmp(self.top)
         self._check_layout()
         return {s: self._plan(s) for s in self.seeds}
+
+    def _check_own(self) -> None:
+        """A file the run would write, replace or remove that meshsim did not write stops the run (issue 30)."""
+        folders = [(self.top, TOP_FILES)] if self.multi else []
+        folders += [(self.folder(s), SEED_FILES) for s in self.seeds]
+        for folder, names in folders:
+            if folder != self.top and os.path.islink(folder):
+                raise RunFolderError("is a link; a seed folder is the run's own: remove the link or choose "
+                                     "another --out", file=str(folder))
+            if not folder.is_dir():
+                continue  # (not there yet; a path that is no folder: RunLock says so)
+            foreign = OwnFiles(folder).foreign(names)
+            if foreign:
+                raise RunFolderError(f"holds {foreign[0]}, which meshsim did not write (it is not listed in "
+                                     f"{OWN_FILES}); a run never replaces or deletes a file it did not write: "
+                                     "move it, or choose another --out", file=str(folder))
 
     def _check_layout(self) -> None:
         top, out = self.top, str(self.top)
@@ -650,8 +672,10 @@ class _Session:
     def start(self, seed: int) -> Path:
         folder = self.folder(seed)
         folder.mkdir(parents=True, exist_ok=True)
-        _clear(folder)
         self.wrote = True
+        own = self.own(folder)
+        _clear(own)
+        own.claim(["scenario.resolved.yaml"])
         write_atomic(folder / "scenario.resolved.yaml", _resolved_yaml(self.scenario, seed))
         return folder
 
@@ -705,10 +729,12 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
             _attribute(scenario, seed, result, G)
         except MeshsimError as exc:
             if folder is not None:
+                _claim(session, folder, ["error.txt"])
                 write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
             raise
         except Exception as exc:
             if folder is not None:
+                _claim(session, folder, ["error.txt"])
                 write_atomic(folder / "error.txt", traceback.format_exc())
             raise SimulationError(f"internal error in seed {seed}: {type(exc).__name__}: {exc}"
                                   + (f" (traceback in {folder / 'error.txt'})" if folder else "")) from exc
@@ -717,6 +743,9 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
             assert folder is not None and session is not None
             result.out = folder
             fmt = scenario.output.format
+            tables = ["events.jsonl"] + list(result.tables) + writer.names()
+            session.own(folder).claim([t + (".gz" if fmt == "jsonl.gz" else "") for t in tables]
+                                      + [PROVENANCE, "summary.json"])
             write_records(folder, "events.jsonl", result.records, fmt)
             for name, rows in result.tables.items():  # (none: the writer streamed them)
                 write_records(folder, name, rows, fmt)
@@ -743,6 +772,11 @@ def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.
     result.summary["adversarial"] = attribute(adv, paired.tables.get("states.jsonl", []), review_reach(scenario, G))
 
 
+def _claim(session: Optional[_Session], folder: Path, names: list[str]) -> None:
+    if session is not None:
+        session.own(folder).claim(names)
+
+
 def _resumed(folder: Path, seed: int) -> RunResult:
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     return RunResult(seed, summary, read_records(folder, "events.jsonl"), folder, resumed=True)
@@ -751,6 +785,7 @@ def _resumed(folder: Path, seed: int) -> RunResult:
 def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
          multi: bool) -> RunResult | MultiRunResult:
     graphs = prepare(scenario, seeds)  # every check before the folder is touched,
+    refuse_inputs_inside(top, scenario_inputs(scenario))  # (a run never writes among its inputs)
     session = _Session(scenario, top, seeds, multi, force)
     first: Optional[World] = None
     if force or not (session.folder(seeds[0]) / "summary.json").exists():  # (a seed to resume needs no world)
@@ -776,6 +811,7 @@ def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Pro
                                   graphs.pop(s, None)))
         if multi:
             session.wrote = True
+            session.own(top).claim([PROVENANCE] + (["aggregate.json"] if len(seeds) > 1 else []))
             write_atomic(top / PROVENANCE, session.provenance(None, session.started, {
                 "seeds": {str(r.seed): "resumed" if r.resumed else "ran" for r in runs}}))
         if multi and len(seeds) > 1:

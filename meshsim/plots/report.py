@@ -498,10 +498,13 @@ def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str]
                  with_tables: bool = True) -> Path:
     """Write ``RUN_DIR/report.html`` (and the tables as CSV + Markdown); returns its path."""
     from ..records import write_atomic
+    from ..runfolder import claim_report
 
     rs = open_run(run)
     text = build_report(rs, seed)
     path = Path(out) if out is not None else rs.path / "report.html"
+    if out is None:
+        claim_report(path.parent, path.name)  # a run folder's own file: a rerun may replace it
     write_atomic(path, text)
     if with_tables:
         tabs = tables(rs)

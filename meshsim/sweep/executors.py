@@ -64,9 +64,10 @@ class PoolExecutor(Executor):
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        from .lifeline import lifeline, pool_initializer
+        from .lifeline import lifeline, mark_temp_dir, pool_initializer
 
         self.workers = workers
+        mark_temp_dir()  # the forkserver's temp folder: removed at the next start if this process is killed
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.runner"])
         # the workers end when this process does, however it ends (lifeline.py)

@@ -33,11 +33,79 @@ def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
     if not f.is_file():
         return None
     try:
-        m = json.loads(f.read_text())
-    except ValueError:
-        raise RunFolderError("manifest.json is not valid JSON (not written by meshsim sweep?)", file=str(f)) from None
+        m = json.loads(f.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):
+        raise RunFolderError("manifest.json is not valid JSON (cut short, or not written by meshsim sweep?)",
+                             file=str(f)) from None
+    except OSError as exc:
+        raise RunFolderError(f"cannot read: {exc.strerror or exc}", file=str(f)) from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise RunFolderError(f"not a {FORMAT} manifest", file=str(f))
+    return checked(m, f)
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+def checked(m: dict[str, Any], f: Path) -> dict[str, Any]:
+    """``m`` with every field the sweep reads of the type it needs (else one
+    line naming the field, exit 2: a damaged or hand-edited manifest), and
+    its lists without repeats (a run listed twice is one run: results.csv
+    gets one row for it). Issue 30."""
+
+    def bad(field: str, what: str, *value: Any) -> RunFolderError:
+        kind = f" {_kind(value[0])}" if value else ""
+        return RunFolderError(f"damaged manifest: {what}{kind} (restore the file, or sweep into "
+                              "another --out)", file=str(f), field=field)
+
+    want = {"base": dict, "axes": list, "output": str, "points": dict, "runs": list}
+    for key, typ in want.items():
+        if key not in m:
+            raise bad(key, "is missing")
+        if not isinstance(m[key], typ):
+            raise bad(key, f"must be {_kind(typ())}, not", m[key])
+    for key in ("scenario", "command", "search"):
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            raise bad(key, "must be an object, not", m[key])
+    if not isinstance(m.get("skipped", []), list):
+        raise bad("skipped", "must be a list, not", m["skipped"])
+    for i, a in enumerate(m["axes"]):
+        if not isinstance(a, str):
+            raise bad(f"axes.{i}", "must be a path (a string), not", a)
+    for k, v in m["points"].items():
+        if not isinstance(v, dict):
+            raise bad(f"points.{k}", "must be an object (path: value), not", v)
+    runs, seen = [], set()
+    for i, r in enumerate(m["runs"]):
+        if not (isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and isinstance(r[1], int)
+                and not isinstance(r[1], bool)):
+            raise bad(f"runs.{i}", f"must be [point, integer seed], not {_short(r)}")
+        if r[0] not in m["points"]:
+            raise bad(f"runs.{i}", f"names point {r[0]!r}, which points does not list")
+        if (r[0], r[1]) not in seen:
+            seen.add((r[0], r[1]))
+            runs.append(r)
+    m["runs"] = runs
+    skipped, keys = [], set()
+    for i, s in enumerate(m.get("skipped") or []):
+        if not isinstance(s, dict) or not isinstance(s.get("values"), dict):
+            raise bad(f"skipped.{i}", f"must be {{values: ..., reason: ...}}, not {_short(s)}")
+        k = json.dumps(s["values"], sort_keys=True, default=str)
+        if k not in keys:
+            keys.add(k)
+            skipped.append(s)
+    m["skipped"] = skipped
+    m["axes"] = list(dict.fromkeys(m["axes"]))
+    cmd = m.get("command") or {}
+    for key in ("grid", "zip", "set"):
+        v = cmd.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise bad(f"command.{key}", "must be a list of strings, not", v)
+    for key in ("path", "output"):  # (command.seeds: parse_seeds judges it, as it judges --seeds)
+        if cmd.get(key) is not None and not isinstance(cmd[key], str):
+            raise bad(f"command.{key}", "must be a string, not", cmd[key])
     return m
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -510,6 +511,7 @@ def _open_study(sp: SearchPlan, out: Path):
 
     f = out / JOURNAL
     if f.exists():  # a line cut by kill -9 would corrupt the next append: drop it; a lock left behind is stale
+        check_journal(f)
         data = f.read_bytes()
         if data and not data.endswith(b"\n"):
             with open(f, "r+b") as fh:
@@ -518,8 +520,53 @@ def _open_study(sp: SearchPlan, out: Path):
     if lock.exists() or lock.is_symlink():
         lock.unlink()
     storage = JournalStorage(JournalFileBackend(str(f), lock_obj=JournalFileOpenLock(str(f))))
-    return optuna.create_study(storage=storage, study_name=STUDY_NAME, load_if_exists=True,
-                               directions=[o.direction for o in sp.spec.objectives], sampler=_sampler(sp, 0))
+    try:
+        return optuna.create_study(storage=storage, study_name=STUDY_NAME, load_if_exists=True,
+                                   directions=[o.direction for o in sp.spec.objectives], sampler=_sampler(sp, 0))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # records that do not replay
+        raise _damaged(f, f"its records do not replay ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _damaged(f: Path, what: str) -> RunFolderError:
+    return RunFolderError(f"damaged study journal: {what}; the finished runs stay in runs/: move {f.name} aside "
+                          "and rerun the search to rebuild the study (its runs are reused)", file=str(f))
+
+
+def check_journal(f: Path) -> None:
+    """One line (exit 2) for a ``study.journal`` that is not Optuna's journal:
+    a line that is not a JSON record with an ``op_code``. A last line cut
+    short by ``kill -9`` (no newline) is not damage: it is dropped when the
+    study opens. Issue 30."""
+    if not f.is_file():
+        if os.path.lexists(f):
+            raise _damaged(f, "it is not a file")
+        return
+    try:
+        data = f.read_bytes()
+    except OSError as exc:
+        raise RunFolderError(f"cannot read: {exc.strerror or exc}", file=str(f)) from None
+    lines = data.split(b"\n")
+    if lines and lines[-1]:  # cut short by kill -9: not a record yet
+        lines.pop()
+    creates: dict[bytes, int] = {}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            raise _damaged(f, f"line {i} is not a JSON record") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("op_code"), int) or isinstance(rec["op_code"], bool):
+            raise _damaged(f, f"line {i} is not an Optuna journal record (no op_code)")
+        if rec["op_code"] in (_CREATE_STUDY, _CREATE_TRIAL):
+            # a creation carries its own time stamp: the same line twice is a copy, and would add a trial
+            if line in creates:
+                raise _damaged(f, f"line {i} repeats line {creates[line]} (the same study or trial created twice)")
+            creates[line] = i
+
+
+#: Optuna's journal operation codes for creating a study and a trial (optuna.storages.journal's JournalOperation)
+_CREATE_STUDY, _CREATE_TRIAL = 0, 4
 
 
 def _read_trials(out: Path) -> Optional[list]:
@@ -537,16 +584,19 @@ def _read_trials(out: Path) -> Optional[list]:
                 if i >= log_number_from and line.strip():
                     try:
                         yield json.loads(line)
-                    except ValueError:
+                    except ValueError:  # the last line, cut short (check_journal refused any other)
                         return
 
         def append_logs(self, logs):  # pragma: no cover - never called by a read
             raise RuntimeError("read only")
 
+    check_journal(f)
     try:
         study = optuna.load_study(study_name=STUDY_NAME, storage=JournalStorage(_ReadOnly()))
     except KeyError:
         return None
+    except (IndexError, TypeError, ValueError, AttributeError) as exc:  # records that do not replay
+        raise _damaged(f, f"its records do not replay ({type(exc).__name__}: {str(exc)[:120]})") from None
     return study.get_trials(deepcopy=False)
 
 
@@ -712,7 +762,7 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
                announce: Optional[Callable[[], None]] = None) -> SearchOutcome:
     """Run (or resume) the study into ``out``, refine the front and write
     trials.csv, front.csv, recommended.json and the sweep tables."""
-    from .core import _Lock
+    from .core import _Lock, check_folder, remove_stale_tmp, repair_runs
     from .executors import make_executor
     from .manifest import merge, read_manifest, write_manifest
     from .results import write_results
@@ -721,15 +771,11 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
     from optuna.trial import TrialState
 
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise RunFolderError("output path exists and is not a folder", file=str(out))
     new = sp.manifest()
-    old = read_manifest(out) if out.is_dir() else None
-    if old is None and out.is_dir() and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
-        raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
-                             "choose another --out", file=str(out))
+    old = check_folder(sp.plan, out)  # (not among the inputs; a folder, empty or a sweep's)
     if old is not None:
         check_study_compatible(old, new, out)
+    check_journal(out / JOURNAL)
     ex = make_executor(executor, workers, scheduler)  # connect before writing anything
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -746,8 +792,8 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
             manifest["search"] = new["search"]
         else:
             manifest = new
-        for tmp in out.glob(".*.tmp"):
-            tmp.unlink()
+        remove_stale_tmp(out)
+        repair_runs(out, manifest)  # a damaged summary.json: its run counts as not run
         write_manifest(out, manifest)
         study = _open_study(sp, out)
         if announce is not None:
@@ -1146,8 +1192,7 @@ def _write_trials(sp: SearchPlan, out: Path, study) -> None:
 
 def describe_search(sp: SearchPlan, out: Path) -> list[str]:
     """What ``--dry-run`` prints (and refuses, as the run would): never writes."""
-    from .core import short_names
-    from .manifest import read_manifest
+    from .core import check_folder, short_names
 
     s = sp.spec
     names = short_names([r.path for r in s.ranges])
@@ -1159,7 +1204,7 @@ def describe_search(sp: SearchPlan, out: Path) -> list[str]:
              "  ranges: " + ", ".join(f"{names[r.path]} {_num(r.low)}..{_num(r.high)} ({r.kind})" for r in s.ranges),
              "  " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives)
              + ("; subject to " + ", ".join(c.text() for c in s.constraints) if s.constraints else "")]
-    old = read_manifest(out) if out.is_dir() else None
+    old = check_folder(sp.plan, out)  # refused as the run would refuse it
     if old is not None:
         check_study_compatible(old, sp.manifest(), out)
         trials = _read_trials(out) or []

@@ -372,9 +372,10 @@ def run_uncertainty(study: Study, out: str | Path, executor: str = "local", work
                     echo: Callable[[str], None] = lambda s: None, every: float = 10.0,
                     announce: Optional[Callable[[], None]] = None) -> UncertaintyOutcome:
     """Screen, pick the top factors, run the band, write the tables, figure and report."""
-    from ..sweep.core import run_sweep
+    from ..sweep.core import check_folder, run_sweep
 
     out = Path(out)
+    check_folder(_sweep_plan(study, study.samples), out)  # refused before the first line is printed
     lock: Optional[_Lock] = None
     failures: list[dict[str, Any]] = []
 
