@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 from helpers import send_json
 from meshsim.cli import main
@@ -133,6 +134,23 @@ def test_set_items_lose_secret_values_by_field_and_keep_the_rest():
     for plain in ("network.links.loss=0.1", "seeds=3", "backend.backend.base_url=http://127.0.0.1:8/v1",
                   f"backend.backend.headers.X={MASK}"):
         assert redact_set(plain) == (plain, False)
+
+
+_SECRET = st.text(st.sampled_from("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789-_"), min_size=8,
+                  max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(secret=_SECRET, where=st.sampled_from(["header", "key", "userinfo", "query", "mapping"]))
+def test_a_set_item_never_keeps_a_piece_of_its_secret(secret, where):
+    item = {"header": f"backend.backend.headers.X-Any={secret}",
+            "key": f"backend.backend.api_key={secret}",
+            "userinfo": f"backend.backend.base_url=http://me:{secret}@h:9/v1",
+            "query": f"backend.backend.models.weak.base_url=http://h/v1?sig={secret}&x=1",
+            "mapping": f"backend.backend={{headers: {{X-Any: '{secret}'}}, base_url: 'http://u:{secret}@h/'}}"}[where]
+    text, removed = redact_set(item)
+    assert removed and pieces(secret, text.split("=", 1)[1]) == [], text
+    assert text.split("=", 1)[0] == item.split("=", 1)[0]  # the path stays: resuming names it
 
 
 def test_the_written_manifest_is_redacted_and_still_matches_its_scenario(tmp_path):
