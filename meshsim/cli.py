@@ -571,7 +571,7 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
     if scenario is None:
         if out is None:
             raise InputError("give a SCENARIO, or --out DIR of a sweep folder to resume it", field="SCENARIO")
-        args = resume_args(out)
+        args = resume_args(out, sets, bool(grid or zips))
         if grid or zips:  # new axes replace the stored ones, as they replace a file's
             args["grid"], args["zips"] = list(grid), list(zips)
         scenario = args["path"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 import traceback
@@ -368,6 +369,8 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
             _fire(i, ev)
 
     pctx.task_starting = task_starting
+    timers = protocol.timers()
+    _check_timers(scenario, timers, backend)  # budget before the clock: every periodic timer (issue 30)
     progress, sink = yield  # built: the clock starts when simulate() sends the progress callback
     if sink is not None:
         pctx.tables = sink  # the run folder's tables, written as rows close (issue 22)
@@ -392,6 +395,13 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
             over_budget()
             if progress is not None and done_ev is None:
                 progress("time", env.now, end)
+    elif timers:
+        # a run without a duration whose periodic timers keep the queue full: the budget is checked
+        # about every hundredth of it, not only at task starts (a task could outlast it by far)
+        step = budget / (100.0 * sum(t.messages / t.period for t in timers))
+        while not stopped[0] and env.peek() != float("inf"):
+            env.run(until=max(env.now + step, math.nextafter(env.now, math.inf)))
+            over_budget()
     else:
         env.run()
     convergence.close()
@@ -526,6 +536,37 @@ def _validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = 
             if w not in warnings:
                 warnings.append(w)
     return {"agents": G.number_of_nodes(), "links": G.number_of_edges(), "seeds": seeds, "warnings": warnings}
+
+
+def _horizon(scenario: Scenario, backend: Any) -> tuple[float, str]:
+    """How long the run lasts at least (simulated seconds), and how that was found."""
+    if scenario.duration:
+        return float(scenario.duration), f"duration {float(scenario.duration):g}s"
+    tasks = scenario.tasks
+    if tasks is None:
+        return 0.0, ""
+    rate = tasks.poisson_rate()
+    if rate:
+        return tasks.count / rate, f"{tasks.count} tasks arriving at {rate:g}/s"
+    # one after another, each needing at least one model call: the fastest call, one token
+    fastest = min(backend.latency_model(m)(0, 1) for m in ("strong", "weak"))
+    return tasks.count * fastest, f"{tasks.count} sequential tasks x at least {fastest:g}s (the fastest model call)"
+
+
+def _check_timers(scenario: Scenario, timers: list, backend: Any) -> None:
+    """Refuse, before the clock starts, a periodic timer that would send more than
+    limits.events messages over the run's shortest possible length (issue 30)."""
+    if not timers:
+        return
+    horizon, how = _horizon(scenario, backend)
+    budget = scenario.limits.events
+    for t in timers:
+        est = t.messages * horizon / t.period
+        if est > budget:
+            raise ScenarioError(f"about {est:.3g} messages from {t.what} ({t.messages} every {t.period:g}s over "
+                                f"{how}) is above limits.events ({budget:,}); raise {t.field.rsplit('.', 1)[-1]}, "
+                                "or limits.events if you mean it", file=scenario.source, field=t.field,
+                                value=t.period)
 
 
 def _resolved_data(scenario: Scenario) -> dict[str, Any]:

@@ -110,7 +110,11 @@ def _fmt(v: Any) -> str:
 
 
 def _key(data: dict[str, Any]) -> str:
-    d = {k: v for k, v in data.items() if k not in ("seed", "seeds", "smoke")}
+    from ..redact import structural
+
+    # the redacted form (secrets by field), as the run's scenario.resolved.yaml holds it: a rotated
+    # token or password is the same point, and no hash of a secret names a folder
+    d = {k: v for k, v in structural(data).items() if k not in ("seed", "seeds", "smoke")}
     text = json.dumps(d, sort_keys=True, default=str, separators=(",", ":"))
     return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -442,11 +446,13 @@ def remove_stale_tmp(out: Path) -> None:
         tmp.unlink()
 
 
-def resume_args(out: str | Path) -> dict[str, Any]:
+def resume_args(out: str | Path, sets: tuple[str, ...] | list[str] = (), axes: bool = False) -> dict[str, Any]:
     """The arguments of :func:`plan_sweep` (``path``, ``grid``, ``zips``,
     ``seeds``, ``sets``, ``output``, ``smoke``) of the last sweep command that
     wrote the folder ``out``, from its manifest: ``meshsim sweep --out DIR``
-    resumes without retyping the grid."""
+    resumes without retyping the grid. The manifest keeps no secrets: a
+    ``--set`` whose value it withheld must be among ``sets`` (given again), and
+    a withheld ``--grid`` / ``--zip`` needs new axes (``axes``)."""
     out = Path(out)
     m = read_manifest(out) if out.is_dir() else None
     if m is None:
@@ -464,8 +470,16 @@ def resume_args(out: str | Path) -> dict[str, Any]:
         ran = {r[1] for r in m.get("runs") or [] if isinstance(r, list) and len(r) == 2}
         if len(ran) == int(seeds) and ran != {int(seeds)}:
             seeds = f"count:{int(seeds)}"
+    withheld = [str(w) for w in cmd.get("withheld") or []]
+    given = {str(x).split("=", 1)[0].strip() for x in sets}
+    for w in withheld:
+        if w.startswith("--") and not axes or not w.startswith("--") and w not in given:
+            opt = f"{w} PATH=..." if w.startswith("--") else f"--set {w}=..."
+            raise InputError(f"the manifest keeps no secrets: give {opt} again to resume this sweep",
+                             file=str(out / "manifest.json"), field="command.withheld", value=w)
+    kept = [x for x in cmd.get("set") or [] if str(x).split("=", 1)[0].strip() not in withheld]
     return {"path": cmd["path"], "grid": list(cmd.get("grid") or []), "zips": list(cmd.get("zip") or []),
-            "seeds": seeds, "sets": list(cmd.get("set") or []), "output": cmd.get("output"),
+            "seeds": seeds, "sets": kept, "output": cmd.get("output"),
             "smoke": bool(cmd.get("smoke"))}
 
 

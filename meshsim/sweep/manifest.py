@@ -9,6 +9,14 @@ only to extend it, so a folder killed at any moment still describes itself.
 A rerun may change the grid and the seeds (the folder grows: points and runs
 are a union), nothing else: :func:`check_compatible` compares the base
 scenarios with every swept path masked and names the first difference.
+
+Secrets never reach it (docs/sweeps.md): the base scenario, the points' values
+and the ``--set`` echoes are written with secrets removed *by field*
+(:mod:`meshsim.redact`: URL user-info and query values, header values,
+secret-named fields), and bases are compared in that redacted form, so the
+manifest a sweep wrote still matches the scenario it was made from. A ``--set``
+whose value was removed is listed in ``command.withheld``: resuming with
+``--out DIR`` alone asks for it again.
 """
 from __future__ import annotations
 
@@ -19,8 +27,9 @@ from typing import Any, Optional
 
 from ..errors import RunFolderError
 from ..records import write_atomic
+from ..redact import redact_set, redact_value, structural
 
-__all__ = ["MANIFEST", "FORMAT", "read_manifest", "write_manifest", "check_compatible", "merge", "masked"]
+__all__ = ["MANIFEST", "FORMAT", "read_manifest", "write_manifest", "check_compatible", "merge", "masked", "public"]
 
 MANIFEST = "manifest.json"
 FORMAT = "meshsim-sweep/1"
@@ -110,7 +119,38 @@ def checked(m: dict[str, Any], f: Path) -> dict[str, Any]:
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    write_atomic(Path(folder) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False, default=str) + "\n")
+    m = public(manifest)
+    write_atomic(Path(folder) / MANIFEST, json.dumps(m, indent=1, sort_keys=False, default=str) + "\n")
+
+
+def public(manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` as it is written: secrets removed by field (never by searching text)."""
+    m = dict(manifest)
+    if "base" in m:
+        m["base"] = structural(m["base"])
+    if isinstance(m.get("points"), dict):
+        m["points"] = {k: {p: redact_value(p, v) for p, v in vals.items()} if isinstance(vals, dict) else vals
+                       for k, vals in m["points"].items()}
+    if isinstance(m.get("skipped"), list):
+        m["skipped"] = [dict(s, values={p: redact_value(p, v) for p, v in s["values"].items()})
+                        if isinstance(s, dict) and isinstance(s.get("values"), dict) else s for s in m["skipped"]]
+    cmd = m.get("command")
+    if isinstance(cmd, dict):
+        cmd = dict(cmd)
+        withheld = [str(w) for w in cmd.get("withheld") or []]
+        for opt in ("set", "grid", "zip"):
+            if isinstance(cmd.get(opt), list):
+                items = []
+                for item in cmd[opt]:
+                    text, removed = redact_set(item)
+                    items.append(text)
+                    if removed:  # --set: its path; --grid / --zip: the option (resuming needs new axes)
+                        withheld.append(text.split("=", 1)[0].strip() if opt == "set" else f"--{opt}")
+                cmd[opt] = items
+        if withheld:
+            cmd["withheld"] = list(dict.fromkeys(withheld))
+        m["command"] = cmd
+    return m
 
 
 def _delete(data: Any, path: str) -> None:
@@ -194,7 +234,8 @@ def check_compatible(old: dict[str, Any], new: dict[str, Any], folder: Path) -> 
         raise RunFolderError(f"the folder keeps output level '{old.get('output')}', this sweep asks for "
                              f"'{new.get('output')}'; use the same output level or another --out", file=where)
     paths = list(dict.fromkeys(list(old.get("axes", [])) + list(new.get("axes", []))))
-    d = _first_difference(masked(old["base"], paths), masked(new["base"], paths))
+    # both as written (secrets removed by field): a manifest matches the scenario it was made from
+    d = _first_difference(masked(structural(old["base"]), paths), masked(structural(new["base"]), paths))
     if d is not None:
         path, a, b = d
         raise RunFolderError(f"the folder holds a sweep of a different scenario: {path} is {_short(a)} there and "
