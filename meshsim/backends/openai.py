@@ -31,8 +31,12 @@ starts, so an unreachable server or a refused key is one line, not a run of
 recorded connection failures.
 
 ``timeout`` is a deadline for the whole request, from sending it to the last
-byte of the reply (not per read): a server that drips a byte every second
-never holds a call longer than ``timeout``.
+byte of the reply (connect, headers and body; not per read): a server that
+drips a byte every second never holds a request longer than ``timeout``, nor
+the preflight longer than ``min(timeout, PREFLIGHT_DEADLINE)``. Bodies, the
+preflight's included, are read and inflated under ``max_reply_bytes`` as they
+arrive (:mod:`.wire`), and a reply text is cut at ``CHARS_PER_TOKEN_MAX``
+characters per ``max_tokens`` token.
 
 Calls run on the backend's own event loop in a background thread (one
 ``httpx.AsyncClient`` with its connection pool and one
