@@ -517,7 +517,11 @@ class OpenAIBackend(Backend):
         """
         wait = self.preflight_deadline()
         fut = asyncio.run_coroutine_threadsafe(self._preflight(wait), self._ensure_loop())
-        fut.result()  # _preflight ends within ``wait`` (asyncio.wait_for), whatever the server does
+        try:
+            fut.result()  # _preflight ends within ``wait`` (asyncio.wait_for), whatever the server does
+        except BaseException:
+            fut.cancel()  # Ctrl-C: the request stops with the caller
+            raise
 
     def preflight_deadline(self) -> float:
         """Seconds the preflight may take per endpoint: ``timeout``, at most ``PREFLIGHT_DEADLINE``."""
