@@ -395,11 +395,14 @@ def test_more_layers_than_allowed_or_unknown_codings_are_refused():
 
 
 # ------------------------------------------------------------------ cassettes: wrong types are input errors
-def _cassette_line(**response) -> str:
+def _cassette_line(request=None, **response) -> str:
     resp = {"text": "Answer: 3", "fields": {"answer": "3"}, "correct": True, "prompt_tokens": 5,
             "completion_tokens": 2, "latency": None, "error": None}
     resp.update(response)
-    return json.dumps({"v": 1, "key": "ab" * 32, "backend": "openai:x", "response": resp}) + "\n"
+    req = {"kind": "finalize", "agent": "A1", "model": "strong", "abilities": ["arithmetic"], "sample": 0,
+           "task": {"index": 1, "id": "bbh/x/1", "type": "x", "dataset": "bbh"}, "context": {"round": 1}}
+    req = request if request is not None else req
+    return json.dumps({"v": 1, "key": "ab" * 32, "backend": "openai:x", "request": req, "response": resp}) + "\n"
 
 
 WRONG = {
@@ -413,24 +416,30 @@ WRONG = {
     "correct a string": (_cassette_line(correct="yes"), "response.correct"),
     "pair a string": (_cassette_line(fields={"pair": "ab"}), "response.fields.pair"),
     "score a list": (_cassette_line(fields={"score": [1]}), "response.fields.score"),
+    "request a list": (_cassette_line(request=[1]), "request: must be an object"),
+    "request.task a string": (_cassette_line(request={"task": "t"}), "request.task: must be an object"),
+    "request.context.round a word": (_cassette_line(request={"context": {"round": "two"}}),
+                                     "request.context.round: must be a number"),
     "response a string": (json.dumps({"key": "k", "response": "ok"}) + "\n", "response: the recorded reply"),
     "key a list": (json.dumps({"key": [1], "response": {}}) + "\n", "line 2: key"),
     "nested 100k deep": ('{"key": "k", "response": ' + "[" * 100_000 + "\n", "line 2: corrupt cassette line"),
 }
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("command", ["validate", "run", "backends fit"])
 @pytest.mark.parametrize("case", list(WRONG))
 def test_a_wrong_typed_cassette_value_is_one_line_naming_line_call_and_field(tmp_path, case, command):
     line, needle = WRONG[case]
     sc = endpoint_scenario(tmp_path, 9, "replay", "hostile", KEY_VAR)
     # a good first line, the bad one second, a good third (so the bad one is not a crash's partial tail)
     (tmp_path / "cas.jsonl").write_text(_cassette_line() + line + _cassette_line())
-    args = [command, str(sc)] + (["--out", str(tmp_path / "run")] if command == "run" else [])
+    args = {"validate": ["validate", str(sc)], "run": ["run", str(sc), "--out", str(tmp_path / "run")],
+            "backends fit": ["backends", "fit", str(tmp_path / "cas.jsonl"), "-o", str(tmp_path / "fit.yaml")]}
+    args = args[command]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2, (res.exit_code, res.output)
     err = one_error_line(res.stderr)
     assert "cas.jsonl: line 2" in err and needle in err, err
     if case not in ("response a string", "key a list", "nested 100k deep"):
         assert "(call abababababab)" in err, err
-    assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "run").exists() and not (tmp_path / "fit.yaml").exists()

@@ -153,6 +153,23 @@ _FIELD_TYPES: dict[str, tuple[str, Any]] = {
 }
 
 
+_ENTRY_TYPES: dict[str, tuple[str, Any]] = {
+    "request": ("an object", lambda v: v is None or isinstance(v, dict)),
+    "call": ("an object", lambda v: v is None or isinstance(v, dict)),
+    "wall": ("a number of seconds >= 0", lambda v: v is None or (_number(v) and v >= 0)),
+    **{f"request.{k}": ("a string or null", lambda v: v is None or isinstance(v, str))
+       for k in ("kind", "agent", "model")},
+    "request.task": ("an object or null", lambda v: v is None or isinstance(v, dict)),
+    "request.abilities": ("a list of ability names",
+                          lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
+    "request.context": ("an object", lambda v: v is None or isinstance(v, dict)),
+    **{f"request.task.{k}": ("a string or null", lambda v: v is None or isinstance(v, str))
+       for k in ("id", "type", "dataset")},
+    **{f"request.context.{k}": ("a number", lambda v: v is None or _number(v))
+       for k in ("round", "context_items")},
+}
+
+
 def _check_entry(d: dict[str, Any], path: str, n: int) -> None:
     """An entry's key and recorded reply have the types a replay serves (issue 30): a wrong-typed
     value is an input error naming the line, the call's key and the field."""
@@ -172,6 +189,14 @@ def _check_entry(d: dict[str, Any], path: str, n: int) -> None:
         if name in fields and not ok(fields[name]):
             raise InputError(f"must be {what}", file=path, field=f"{call}: response.fields.{name}",
                              value=fields[name])
+    # what `meshsim backends fit` reads of the request record
+    for name, (what, ok) in _ENTRY_TYPES.items():
+        *parents, leaf = name.split(".")
+        holder: Any = d
+        for part in parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and leaf in holder and not ok(holder[leaf]):
+            raise InputError(f"must be {what}", file=path, field=f"{call}: {name}", value=holder[leaf])
 
 
 def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
