@@ -773,12 +773,12 @@ def uncertainty(scenario: str, metrics: tuple[str, ...], budget: int | None, see
     check_metrics(study)
     from .uncertainty.core import noise_warning
 
-    if noise_warning(len(study.seeds)):
-        click.echo(noise_warning(len(study.seeds)), err=True)
     a = study.alloc
     out_dir = Path(out) if out else Path("runs") / f"uncertainty-{_safe(study.name)}"
 
-    def announce() -> None:
+    def announce() -> None:  # (after the folder's checks: bad input still gets its one line only)
+        if noise_warning(len(study.seeds)):
+            click.echo(noise_warning(len(study.seeds)), err=True)
         click.echo(f"{study.name}: {study.k} assumption factors of {study.profile_path}; metrics "
                    f"{', '.join(study.metrics)}")
         click.echo(f"budget {a.budget} runs: {a.samples} samples x {len(study.seeds)} seeds "

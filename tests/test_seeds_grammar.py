@@ -186,9 +186,9 @@ def test_a_sweep_folder_made_when_a_bare_number_was_a_count_resumes_as_that_coun
     out.mkdir()
     cmd = {"path": STAGGERED, "grid": ["protocol.params.beta=2.5"], "zip": [], "seeds": "3", "set": [],
            "output": None, "smoke": True}
-    (out / "manifest.json").write_text(json.dumps({"format": "meshsim-sweep/1", "command": cmd,
-                                                   "runs": [["p-1", 1], ["p-1", 2], ["p-1", 3]]}))
+    base = {"format": "meshsim-sweep/1", "base": {}, "axes": [], "output": "summary", "points": {"p-1": {}},
+            "skipped": [], "command": cmd}
+    (out / "manifest.json").write_text(json.dumps({**base, "runs": [["p-1", 1], ["p-1", 2], ["p-1", 3]]}))
     assert resume_args(out)["seeds"] == "count:3"
-    (out / "manifest.json").write_text(json.dumps({"format": "meshsim-sweep/1", "command": cmd,
-                                                   "runs": [["p-1", 3]]}))  # today's: seed 3
+    (out / "manifest.json").write_text(json.dumps({**base, "runs": [["p-1", 3]]}))  # today's: seed 3
     assert resume_args(out)["seeds"] == "3"
