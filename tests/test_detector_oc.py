@@ -100,7 +100,7 @@ def test_cli_prints_the_paper_setting_and_json(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["detector", "fake-default", "--samples", "300"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "alpha 1.2, beta 2, window 8, floor 0.1, min_obs 3, 2 consecutive" in r.output
-    assert "P(a healthy agent is isolated within one stream)" in r.output and "P(delay = n)" in r.output
+    assert "P(a healthy agent is isolated within one stream of 168 outputs)" in r.output and "P(delay = n)" in r.output
     assert list((tmp_path / "cache" / "scores").glob("*.json"))  # the Monte Carlo is cached
     r = CliRunner().invoke(main, ["detector", "fake-default", "--samples", "300", "--json", "--vary",
                                   "window=6,8"], catch_exceptions=False)
