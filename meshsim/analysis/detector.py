@@ -675,11 +675,17 @@ def finite_pool(model: ScoreModel, params: DetectorParams, per: int, pool: int =
     spread = np.maximum(mm - q25, params.spread_floor)
     cb, ca = mm + params.beta * spread + off, mm + params.alpha * spread + off
     order = np.argsort(cb)
+    hc, hinfo = window_chain(model, params, "relative", 70_000, cases=_HEALTHY)
     p = p_also = 0.0
     for b in np.array_split(order, bins):
         c_b, c_a = float(cb[b].mean()), float(ca[b].mean())
-        _ic, _p1, _p0, pb, pa = _sum_chain(model.shortfalls, params, per, (lambda x, c=c_b: x >= c - 1e-9),
-                                           (lambda x, c=c_a: x >= c - 1e-9), step, also)
+        iso, watch = (lambda x, c=c_b: x >= c - 1e-9), (lambda x, c=c_a: x >= c - 1e-9)
+        if hinfo["exact_levels"]:  # the same exact chain as the limit's, at the drawn thresholds
+            wc = replace(hc, iso=iso, watch=watch, _means=hc._means)
+            ic = wc.run(wc.start(), 0, max(per, also), "healthy")
+            pb, pa = ic.p_within(per), ic.p_within(also)
+        else:
+            _ic, _p1, _p0, pb, pa = _sum_chain(model.shortfalls, params, per, iso, watch, step, also)
         p += len(b) / samples * pb
         p_also += len(b) / samples * pa
     return {"p": p, "p_also": p_also, "also": also, "pool": pool, "ref": ref, "bins": bins, "samples": samples,
