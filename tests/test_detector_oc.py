@@ -263,3 +263,28 @@ def test_note_names_what_is_left_out_when_the_large_pool_limit_is_outside_its_ra
     lo = D.operating_characteristics(m, dataclasses.replace(AGENT, beta=1.5), outputs=168, pool=5)
     assert lo.info["finite_pool"]["ratio"] <= 2
     assert "OUTSIDE" not in "\n".join(report.lines(_source(m), lo))
+
+
+def test_run_folder_false_isolations_are_decomposed_by_phase_reviewer_and_re_isolation(tmp_path):
+    """stream.simulated: each isolation of an agent while healthy is placed before / after the first
+    degradation, with a degraded and still trusted reviewer in its isolating window or not, after a degraded
+    agent's isolation or not, and as a re-isolation or not."""
+    from meshsim.analysis.stream import simulated
+
+    f = tmp_path / "seed-1"
+    f.mkdir()
+    det = {"healthy_agents": 2, "false_isolations": 2, "false_isolation_events": 3}
+    (f / "summary.json").write_text(json.dumps({"detection": det, "agents": {
+        "A3": {"degraded_at": 10, "isolated_at": 20}}}))
+    reviews = [(3, "A1", ["A2"]), (11, "A2", ["A3"]), (12, "A2", ["A1"]), (21, "A1", ["A2"]), (22, "A1", ["A3"]),
+               (15, "A3", ["A1"])]
+    (f / "reviews.jsonl").write_text("".join(json.dumps({"task": t, "agent": a, "reviewers": rv, "detector": [
+        {"matched": True}]}) + "\n" for t, a, rv in reviews))
+    states = [("A1", 5, "isolated"), ("A1", 7, "watched"), ("A2", 14, "isolated"), ("A3", 20, "isolated"),
+              ("A1", 25, "isolated")]
+    (f / "states.jsonl").write_text("".join(json.dumps({"agent": a, "task": t, "new": n}) + "\n"
+                                            for a, t, n in states))
+    s = simulated(tmp_path, window=2)
+    assert s.breakdown() == {"events": 3, "before_first_degradation": 1, "with_degraded_reviewer_in_window": 1,
+                             "after_a_degraded_agent_isolated": 1, "re_isolations": 1}
+    assert s.describe()["false_isolations_per_agent"] == 1.5  # the summary's events, per healthy agent

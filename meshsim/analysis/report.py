@@ -65,7 +65,7 @@ def resolve(source: str, dataset: Optional[str] = None, samples: int = 20000, us
             raise InputError("no scenario.resolved.yaml in the run folder", file=str(path))
         st = stream.from_scenario(resolved, sets)
         model = scores.from_records(path)
-        return Source("run", model, st, st.params, stream.simulated(path))
+        return Source("run", model, st, st.params, stream.simulated(path, int(getattr(st.params, "window", 8))))
     if not path.is_file():
         if path.suffix.lower() in (".yaml", ".yml") or "/" in source:
             raise InputError("file or folder not found", file=source)
@@ -209,6 +209,13 @@ def lines(src: Source, oc: OC, seconds: Optional[float] = None) -> list[str]:
                    f"{_f(s['outputs_per_healthy_agent'], 0)} outputs per healthy agent; "
                    f"delay mean {_f(s['delay_outputs_mean'], 2)} outputs ({_f(s['delay_tasks_mean'], 1)} tasks), "
                    f"missed {s['missed']}")
+        b = s["false_isolation_breakdown"]
+        if b["events"]:
+            out.append(f"          isolations while healthy: {b['events']} events, {b['re_isolations']} of them "
+                       f"re-isolations; {b['before_first_degradation']} before the first degradation; after it "
+                       f"{b['with_degraded_reviewer_in_window']} with a degraded, still trusted reviewer's review "
+                       f"in the isolating window and {b['after_a_degraded_agent_isolated']} after a degraded "
+                       f"agent's isolation (thinner pool)")
     out.append("")
     out.append("closed form: docs/detector.md (what it leaves out: degraded peers in the pool, finite pools, "
                "collapse, the network)" + (f"; computed in {seconds:.2f} s" if seconds is not None else ""))
