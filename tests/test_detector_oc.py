@@ -257,7 +257,8 @@ def test_note_names_what_is_left_out_when_the_large_pool_limit_is_outside_its_ra
     assert fp["ratio"] > 2 and fp["p"] > hi.p_false > 0
     text = "\n".join(report.lines(_source(m), hi))
     assert "OUTSIDE the limit's range" in text and report.fmt_p(fp["p"]) in text
-    assert "left out: re-isolation after reintegration" in text and "degraded reviewers' scores" in text
+    assert "left out: degraded reviewers' scores" in text and "re-isolation after reintegration" in text
+    assert "60x the finite-pool value" in text  # the size of what is left out, next to the number
     rs = report.range_summary(_source(m), hi)
     assert rs["outside_large_pool_range"] and rs["per_run_finite_pool"] > rs["per_run_large_pool_limit"]
     lo = D.operating_characteristics(m, dataclasses.replace(AGENT, beta=1.5), outputs=168, pool=5)

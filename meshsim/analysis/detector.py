@@ -39,7 +39,8 @@ from ..errors import InputError
 from ..protocols.meshheal.detector import DetectorParams
 from .scores import Dist, ScoreModel
 
-__all__ = ["Chain", "OC", "finite_pool", "RunLength", "operating_characteristics", "curve", "levels_for", "healthy_pool",
+__all__ = ["Chain", "OC", "finite_pool",
+           "RunLength", "operating_characteristics", "curve", "levels_for", "healthy_pool",
            "window_chain", "cusum_chain", "PARAMS"]
 
 #: parameters a curve may vary, with the DetectorParams field each sets
