@@ -275,7 +275,8 @@ def _range_lines(src: Source, oc: OC) -> list[str]:
     if st.agents:
         est = _per_run(oc, st, oc.p_false, pb)
         line = (f"{pad}per run of {st.agents} agents ({st.healthy_agents} always healthy, the others over their "
-                f"{oc.healthy_before * oc.keys} healthy outputs): {fmt_p(est)} false isolations (large-pool limit)")
+                f"{oc.healthy_before * oc.keys} healthy outputs): {fmt_p(est)} agents isolated while healthy "
+                f"(large-pool limit)")
         if fp is not None:
             line += f", {fmt_p(_per_run(oc, st, fp['p'], fp['p_also']))} (finite pool)"
         out.append(line)
