@@ -107,6 +107,9 @@ def test_cli_prints_the_paper_setting_and_json(tmp_path, monkeypatch):
     doc = json.loads(r.output)
     assert [p["params"]["window"] for p in doc["curve"]["points"]] == [6, 8]
     assert 0 < doc["oc"]["false_isolation_probability"] < 1
+    fp = doc["oc"]["info"]["finite_pool"]  # the finite-pool estimate (default 5 peers) and the per-run counts
+    assert fp["pool"] == 5 and 0 < fp["p"] < 1 and doc["range"]["per_run_finite_pool"] > 0
+    assert "degraded reviewers" in doc["range"]["left_out"]
 
 
 @pytest.mark.parametrize("args", [["--vary", "gamma=1:2"], ["--vary", "beta=2"], ["--alpha", "3"],
