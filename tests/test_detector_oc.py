@@ -292,3 +292,13 @@ def test_run_folder_false_isolations_are_decomposed_by_phase_reviewer_and_re_iso
     assert s.breakdown() == {"events": 3, "before_first_degradation": 1, "with_degraded_reviewer_in_window": 1,
                              "after_a_degraded_agent_isolated": 1, "re_isolations": 1}
     assert s.describe()["false_isolations_per_agent"] == 1.5  # the summary's events, per healthy agent
+
+
+def test_controlled_simulation_line_counts_and_never_prints_a_float_residue_for_zero():
+    from meshsim.analysis.report import sim_line
+    from meshsim.analysis.simulate import SimResult
+
+    s = SimResult(reps=2000, false_isolated=0, delays=[5, 6, 7])
+    assert s.p_interval()[0] == 0.0 and SimResult(reps=50, false_isolated=50).p_interval()[1] == 1.0
+    line = sim_line(s, 5)
+    assert "P(false isolation) 0 (0 of 2000) [99 %: 0-0.003]" in line, line
