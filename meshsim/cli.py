@@ -1180,8 +1180,9 @@ def _fit_row(r: dict) -> str:
 @click.option("--simulate", "sim_reps", type=click.IntRange(100, 10 ** 6), default=None, metavar="REPS",
               help="Also run the real detector on REPS i.i.d. producers (controlled simulation, 99 % intervals).")
 @click.option("--pool", type=click.IntRange(1, 10 ** 4), default=None,
-              help="--simulate with a finite neighbourhood: POOL peers' x̄ in the normal range and 2 peers' per-key "
-                   "mean as the reference (default: the large-pool limit of the closed form).")
+              help="A finite neighbourhood: POOL peers' x̄ in the normal range and 2 peers' per-key mean as the "
+                   "reference, in the closed form's finite-pool estimate (default 5) and in --simulate (default: "
+                   "the large-pool limit).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field first.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--plot", "plot_kind", type=click.Choice(["oc", "runlength"]), default=None,
@@ -1205,8 +1206,6 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
             from .plots import check_figure_path
 
             check_figure_path(out)
-    if pool and not sim_reps:
-        raise InputError("--pool sets up --simulate", field="--pool", value=pool)
     name_vals = report.parse_vary(vary) if vary else None
     src = report.resolve(source, dataset, samples, not no_cache, tuple(sets))
     p = report.detector_params(src.params, alpha=alpha, beta=beta, window=window, floor=floor, min_obs=min_obs,
@@ -1223,7 +1222,7 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
     kw = dict(detector=kind, outputs=outputs or int(round(st.outputs)), keys=max(1, int(round(st.keys))),
               healthy_before=int(round(st.healthy_before)), degraded_outputs=int(round(st.degraded_outputs)),
               probe_every=st.probe_every)
-    oc = oc_math.operating_characteristics(src.model, p, **kw)
+    oc = oc_math.operating_characteristics(src.model, p, pool=pool or 5, **kw)
     curve = None
     if name_vals is not None:
         curve = oc_math.curve(src.model, p, name_vals[0], name_vals[1], **kw)
@@ -1237,7 +1236,7 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
                        pool_size=pool)
     if as_json:
         doc = {"source": src.kind, "scores": src.model.describe(), "stream": st.describe(), "oc": oc.summary(),
-               "seconds": round(secs, 3)}
+               "range": report.range_summary(src, oc), "seconds": round(secs, 3)}
         if curve is not None:
             doc["curve"] = {"param": name_vals[0], "values": name_vals[1], "points": [c.summary() for c in curve]}
         if src.simulated is not None:

@@ -39,7 +39,8 @@ from ..errors import InputError
 from ..protocols.meshheal.detector import DetectorParams
 from .scores import Dist, ScoreModel
 
-__all__ = ["Chain", "OC", "RunLength", "operating_characteristics", "curve", "levels_for", "healthy_pool",
+__all__ = ["Chain", "OC", "finite_pool",
+           "RunLength", "operating_characteristics", "curve", "levels_for", "healthy_pool",
            "window_chain", "cusum_chain", "PARAMS"]
 
 #: parameters a curve may vary, with the DetectorParams field each sets
@@ -536,19 +537,26 @@ class CusumChain(Chain):
 # ---------------------------------------------------------------------------------------------
 # building chains from parameters
 
+_CASES = ("healthy", "healthy_watched", "degraded", "degraded_watched")
+_HEALTHY = ("healthy", "healthy_watched")
+
+
 def window_chain(model: ScoreModel, p: DetectorParams, kind: str = "relative", max_states: int = 400_000,
-                 k: Optional[int] = None) -> tuple[WindowChain, dict[str, Any]]:
-    """The window chain of ``kind`` (relative: shortfalls vs the healthy pool; absolute: scores)."""
+                 k: Optional[int] = None, cases: tuple[str, ...] = _CASES) -> tuple[WindowChain, dict[str, Any]]:
+    """The window chain of ``kind`` (relative: shortfalls vs the healthy pool; absolute: scores) on the
+    levels of ``cases`` (the healthy ones alone for the in-control quantities: whether they fit the
+    exact chain must not depend on the degraded values)."""
     w = p.window
     dists = model.shortfalls if kind == "relative" else model.scores
+    dists = {c: dists[c] for c in cases}
     if k is None:
         k = max(2, int(math.floor(max_states ** (1.0 / w) + 1e-9)))
     # the healthy cases weigh most: false isolations hinge on their rare low values
     cache = model.__dict__.setdefault("_levels", {})  # a curve reuses them: only thresholds change
-    lev = cache.get((kind, k))
+    lev = cache.get((kind, k, cases))
     if lev is None:
-        lev = cache[(kind, k)] = levels_for(dists, k, {"healthy": 2.0, "healthy_watched": 1.0, "degraded": 1.0,
-                                                       "degraded_watched": 0.5})
+        lev = cache[(kind, k, cases)] = levels_for(dists, k, {"healthy": 2.0, "healthy_watched": 1.0,
+                                                              "degraded": 1.0, "degraded_watched": 0.5})
     info: dict[str, Any] = {"levels": [round(float(v), 4) for v in lev.values], "exact_levels": lev.exact}
     if kind == "relative":
         m, p25 = healthy_pool(dists["healthy"], w)
@@ -628,11 +636,68 @@ def _thresholds(model: ScoreModel, p: DetectorParams, kind: str) -> tuple[Any, A
             {"mu_isolate": p.abs_isolate, "mu_watch": p.abs_watch})
 
 
+def _sum_chain(dists: dict[str, Dist], params: DetectorParams, per: int, iso: Any, watch: Any, step: float,
+               also: int = 0) -> tuple[RunLength, float, float, float, float]:
+    """In-control run length on the lattice: (run length with 1 tracked value, P_1, P_0, 2 P_1 - P_0), all
+    within ``per`` updates, and the extrapolated P within ``also`` updates."""
+    healthy = {c: dists[c] for c in _HEALTHY}
+    kw = dict(law="healthy", window=params.window, min_obs=params.min_obs, consecutive=params.consecutive,
+              iso=iso, watch=watch)
+    n = max(per, also)
+    c1 = SumChain.build(healthy, step, track=1, **kw)
+    ic = c1.run(c1.start(), 0, n, "healthy", settle=True).extended(n)
+    c0 = SumChain.build(healthy, step, track=0, **kw)
+    r0 = c0.run(c0.start(), 0, n, "healthy", settle=True).extended(n)
+
+    def ex(k: int) -> float:
+        p1 = ic.p_within(k)
+        return min(1.0, max(0.0, 2.0 * p1 - r0.p_within(k))) if params.window > 1 else p1
+
+    return ic, ic.p_within(per), r0.p_within(per), ex(per), ex(also)
+
+
+def finite_pool(model: ScoreModel, params: DetectorParams, per: int, pool: int = 5, ref: int = 2, bins: int = 16,
+                samples: int = 20_000, seed: int = 0, step: float = 0.025, also: int = 0) -> dict[str, Any]:
+    """P(false isolation within ``per`` updates) of one healthy producer among ``pool`` healthy i.i.d. peers
+    (relative rule), quasi-static: the normal range's median and p25 (of ``pool`` peers' x̄, each the mean
+    of ``window`` healthy shortfalls) and the reference offset (the mean of ``ref`` peers' last ``window``
+    scores against the healthy mean) are drawn ``samples`` times; each draw moves both thresholds on x̄
+    (c = m~ + z spread~ - offset); P is the average of the window-sum chain's P over ``bins``
+    equal-probability classes of the isolation threshold. Exact to first order in P when the pool and the
+    reference change slowly against a window (P ~ N E[hazard(c)]); with two crossings and windows that
+    overlap by ``window - 1`` the pool's median moves little between them. Returns P and the threshold
+    quantiles."""
+    rng = np.random.default_rng(seed)
+    d = model.shortfalls["healthy"]
+    w = params.window
+    xb = d.sample(rng, (samples, pool, w)).mean(axis=2)
+    mm, q25 = np.median(xb, axis=1), np.percentile(xb, 25, axis=1)
+    off = d.sample(rng, (samples, ref, w)).mean(axis=(1, 2))  # shortfall += -mean(peers' shortfalls)
+    spread = np.maximum(mm - q25, params.spread_floor)
+    cb, ca = mm + params.beta * spread + off, mm + params.alpha * spread + off
+    order = np.argsort(cb)
+    hc, hinfo = window_chain(model, params, "relative", 70_000, cases=_HEALTHY)
+    p = p_also = 0.0
+    for b in np.array_split(order, bins):
+        c_b, c_a = float(cb[b].mean()), float(ca[b].mean())
+        iso, watch = (lambda x, c=c_b: x >= c - 1e-9), (lambda x, c=c_a: x >= c - 1e-9)
+        if hinfo["exact_levels"]:  # the same exact chain as the limit's, at the drawn thresholds
+            wc = replace(hc, iso=iso, watch=watch, _means=hc._means)
+            ic = wc.run(wc.start(), 0, max(per, also), "healthy")
+            pb, pa = ic.p_within(per), ic.p_within(also)
+        else:
+            _ic, _p1, _p0, pb, pa = _sum_chain(model.shortfalls, params, per, iso, watch, step, also)
+        p += len(b) / samples * pb
+        p_also += len(b) / samples * pa
+    return {"p": p, "p_also": p_also, "also": also, "pool": pool, "ref": ref, "bins": bins, "samples": samples,
+            "xbar_isolate_q05_50_95": [round(float(v), 4) for v in np.quantile(cb, [0.05, 0.5, 0.95])]}
+
+
 def operating_characteristics(model: ScoreModel, params: DetectorParams, detector: str = "relative",
                               outputs: int = 168, keys: int = 1, healthy_before: Optional[int] = None,
                               degraded_outputs: Optional[int] = None, probe_every: int = 10,
                               max_states: int = 70_000, cusum_cells: int = 200, step: float = 0.025,
-                              horizon: int = 400) -> OC:
+                              horizon: int = 400, pool: Optional[int] = None) -> OC:
     """OC of one detector setting.
 
     ``outputs``: a healthy agent's detector updates per stream; with ``count_scope == shortfall_scope ==
@@ -662,21 +727,16 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
         wc, winfo = window_chain(model, params, detector, max_states)
         info["window_levels"] = winfo["levels"]
         info["window_levels_exact"] = winfo["exact_levels"]
-        if winfo["exact_levels"]:
-            # every case's pmf fits the ordered-window chain: everything is exact
-            ic = wc.run(wc.start(), 0, max(per, horizon), "healthy")
-            p_one = ic.p_within(per)
-            info["method"] = "ordered-window chain (exact)"
+        # the in-control chain sees healthy values only: their shape alone decides whether it is exact
+        hc, hinfo = window_chain(model, params, detector, max_states, cases=_HEALTHY)
+        info["healthy_levels_exact"] = hinfo["exact_levels"]
+        if hinfo["exact_levels"]:
+            ic = hc.run(hc.start(), 0, max(per, hb, horizon), "healthy")
+            p_one, p_hb = ic.p_within(per), ic.p_within(hb)
+            info["method"] = ("ordered-window chain (exact)" if winfo["exact_levels"] else
+                              "ordered-window chain (exact in control; delay, probes on clustered levels)")
         else:
-            healthy = {c: dists[c] for c in ("healthy", "healthy_watched")}
-            kw = dict(law="healthy", window=params.window, min_obs=params.min_obs, consecutive=params.consecutive,
-                      iso=iso, watch=watch)
-            c1 = SumChain.build(healthy, step, track=1, **kw)
-            ic = c1.run(c1.start(), 0, per, "healthy", settle=True).extended(per)
-            c0 = SumChain.build(healthy, step, track=0, **kw)
-            p0 = c0.run(c0.start(), 0, per, "healthy", settle=True).extended(per).p_within(per)
-            p1 = ic.p_within(per)
-            p_one = min(1.0, max(0.0, 2.0 * p1 - p0)) if params.window > 1 else p1
+            ic, p1, p0, p_one, p_hb = _sum_chain(dists, params, per, iso, watch, step, hb)
             info.update(p_false_track1=1.0 - (1.0 - p1) ** kk, p_false_track0=1.0 - (1.0 - p0) ** kk,
                         lattice=step, method="window-sum chain on the lattice (in control), ordered-window "
                                              "chain on clustered levels (delay, probes)")
@@ -691,8 +751,8 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     elif detector == "cusum":
         chain = CusumChain(model.scores, params.cusum_k, params.cusum_h, params.cusum_target, cusum_cells)
         info = {"cells": cusum_cells, "method": "Brook & Evans (1972)"}
-        ic = chain.run(chain.start(), 0, per, "healthy")
-        p_one = ic.p_within(per)
+        ic = chain.run(chain.start(), 0, max(per, hb), "healthy")
+        p_one, p_hb = ic.p_within(per), ic.p_within(hb)
         arl0 = chain.arl("healthy")
         pre = chain.run(chain.start(), 0, hb, "healthy")
         st, t0 = pre.end_state
@@ -701,6 +761,14 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     else:
         raise InputError("unknown detector; choose relative, absolute or cusum", field="detector", value=detector)
     p_false = 1.0 - (1.0 - p_one) ** kk
+    # a degrading agent's healthy phase: the same in-control chain over its `healthy_before` updates
+    info["p_false_before_degradation"] = 1.0 - (1.0 - p_hb) ** kk
+    if pool and detector == "relative":
+        fp = finite_pool(model, params, per, pool, also=hb)
+        fp["p"], fp["p_also"] = 1.0 - (1.0 - fp["p"]) ** kk, 1.0 - (1.0 - fp["p_also"]) ** kk
+        # the closed form holds where a finite pool leaves it within 2x; beyond, the i.i.d. limit is no guide
+        fp["ratio"] = fp["p"] / p_false if p_false > 0 else math.inf
+        info["finite_pool"] = fp
     alive = ic.survival[:per]
     watched_rate = float(ic.watched[:per].sum() / max(alive.sum(), 1e-300))
     watch_entries = float(ic.watch_entries[:per].sum()) * kk

@@ -45,7 +45,10 @@ class SimResult:
         d = 1 + z * z / n
         c = (p + z * z / (2 * n)) / d
         h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-        return float(c - h), float(c + h)
+        # exact at the ends (the float difference would print as 4.3e-19, not 0)
+        lo = 0.0 if self.false_isolated == 0 else float(c - h)
+        hi = 1.0 if self.false_isolated == n else float(c + h)
+        return lo, hi
 
     def delay_interval(self, z: float = 2.576) -> tuple[float, float]:
         d = np.asarray(self.delays, dtype=float)

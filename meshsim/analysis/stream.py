@@ -114,6 +114,18 @@ class Simulated:
     delays_tasks: list = field(default_factory=list)
     delays_outputs: list = field(default_factory=list)
     missed: int = 0
+    # isolations of agents while healthy, from states.jsonl, decomposed (issue 29)
+    events: int = 0
+    before_degradation: int = 0  # before the run's first degradation: no degraded agent exists
+    degraded_reviewer: int = 0  # after it, with a review in the isolating window by a degraded, not isolated agent
+    after_degraded_isolated: int = 0  # after a degraded agent's isolation (a thinner pool)
+    reisolations: int = 0  # of an agent isolated while healthy before
+
+    def breakdown(self) -> dict[str, int]:
+        return {"events": self.events, "before_first_degradation": self.before_degradation,
+                "with_degraded_reviewer_in_window": self.degraded_reviewer,
+                "after_a_degraded_agent_isolated": self.after_degraded_isolated,
+                "re_isolations": self.reisolations}
 
     def describe(self) -> dict[str, Any]:
         def mean(xs: list) -> Optional[float]:
@@ -124,13 +136,60 @@ class Simulated:
                 "false_isolations_per_agent": self.episodes / self.healthy_agents if self.healthy_agents else None,
                 "outputs_per_healthy_agent": mean(self.outputs),
                 "delay_outputs": self.delays_outputs, "delay_outputs_mean": mean(self.delays_outputs),
-                "delay_tasks": self.delays_tasks, "delay_tasks_mean": mean(self.delays_tasks), "missed": self.missed}
+                "delay_tasks": self.delays_tasks, "delay_tasks_mean": mean(self.delays_tasks), "missed": self.missed,
+                "false_isolation_breakdown": self.breakdown()}
 
 
-def simulated(run_dir: str | Path) -> Simulated:
+def _decompose(out: Simulated, folder: Path, ups: dict[str, list[tuple[int, tuple]]], deg_at: dict[str, int],
+               window: int) -> None:
+    """Each isolation of an agent while healthy (states.jsonl): before or after the first degradation,
+    with a review in its last ``window`` matched outputs by an agent that was degraded and not isolated
+    then, after a degraded agent's first isolation, a re-isolation."""
+    from ..records import find_records, iter_records
+
+    path = find_records(folder, "states.jsonl")
+    if path is None:
+        return
+    rows = list(iter_records(path))
+    iso_deg: dict[str, list[tuple[int, str]]] = {}
+    for r in rows:
+        if r.get("agent") in deg_at:
+            iso_deg.setdefault(r["agent"], []).append((int(r["task"]), r.get("new", "")))
+
+    def isolated_at(a: str, task: int) -> bool:
+        st = "normal"
+        for t, new in iso_deg.get(a, ()):
+            if t >= task:
+                break
+            st = new
+        return st == "isolated"
+
+    first_deg = min(deg_at.values()) if deg_at else None
+    first_iso = min((t for a, ts in iso_deg.items() for t, new in ts if new == "isolated" and t >= deg_at[a]),
+                    default=None)
+    seen: set[str] = set()
+    for r in rows:
+        a, t = r.get("agent"), int(r.get("task", 0))
+        if r.get("new") != "isolated" or (a in deg_at and t >= deg_at[a]):
+            continue
+        out.events += 1
+        if a in seen:
+            out.reisolations += 1
+        seen.add(a)
+        if first_deg is None or t < first_deg:
+            out.before_degradation += 1
+            continue
+        if first_iso is not None and t > first_iso:
+            out.after_degraded_isolated += 1
+        win = [x for x in ups.get(a, ()) if x[0] <= t][-window:]
+        if any(b in deg_at and task >= deg_at[b] and not isolated_at(b, task) for task, rv in win for b in rv):
+            out.degraded_reviewer += 1
+
+
+def simulated(run_dir: str | Path, window: int = 8) -> Simulated:
     """False isolations of the always-healthy agents and the detection delays of the degraded ones, in
     stream tasks and in the agent's own detector updates (from task b to the isolating update at task c,
-    inclusive), over a run folder's seeds."""
+    inclusive), over a run folder's seeds; the isolations while healthy decomposed (:func:`_decompose`)."""
     from ..records import find_records, iter_records
     from ..runfolder import read_json
     from .scores import run_folders
@@ -144,16 +203,21 @@ def simulated(run_dir: str | Path) -> Simulated:
         det = summ["detection"]
         out.healthy_agents += int(det.get("healthy_agents") or 0)
         out.falsely_isolated += int(det.get("false_isolations") or 0)
-        out.episodes += int(det.get("false_isolation_episodes") or 0)
+        # the summary calls them events (false_isolation_episodes in older run folders)
+        out.episodes += int(det.get("false_isolation_events", det.get("false_isolation_episodes")) or 0)
         agents = summ.get("agents") or {}
         ups: dict[str, list[int]] = {}
+        revs: dict[str, list[tuple[int, tuple]]] = {}
         for r in iter_records(find_records(folder, "reviews.jsonl")):
             n = sum(1 for d in (r.get("detector") or ()) if d.get("matched"))
             if n:
                 ups.setdefault(r["agent"], []).extend([int(r["task"])] * n)
+                revs.setdefault(r["agent"], []).extend([(int(r["task"]), tuple(r.get("reviewers") or ()))] * n)
         for a, tasks in ups.items():
             if a not in agents:
                 out.outputs.append(len(tasks))
+        deg_at = {a: int(ep["degraded_at"]) for a, ep in agents.items() if ep.get("degraded_at") is not None}
+        _decompose(out, folder, revs, deg_at, window)
         for a, ep in agents.items():
             b, c = ep.get("degraded_at"), ep.get("isolated_at")
             if b is None:

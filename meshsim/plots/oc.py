@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ..analysis.report import fmt_p
 from .canvas import CURVE_COLOR, STATE_COLORS, _new_figure
 
 __all__ = ["oc_curve", "runlength", "oc_figure", "runlength_figure"]
@@ -83,7 +84,7 @@ def runlength(oc: Any, ax=None, max_delay: int = 20, title: Optional[str] = None
     a1.set_xlim(0, len(surv) - 1)
     a1.set_xlabel("healthy agent's outputs" + (" (per (T, s) detector)" if oc.keys > 1 else ""))
     a1.set_ylabel("P(not yet isolated)")
-    a1.set_title(f"in control: P(false isolation in a stream) = {oc.p_false:.3f}", fontsize=10)
+    a1.set_title(f"in control: P(false isolation in {oc.outputs} outputs) = {fmt_p(oc.p_false)}", fontsize=10)
     a1.grid(alpha=0.3)
     pmf = oc.delay.absorbed
     big = np.flatnonzero(pmf >= 1e-3)
