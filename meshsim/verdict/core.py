@@ -236,10 +236,12 @@ def plan_verdict(scenarios: list[str], sets: list[str] | tuple[str, ...] = (), f
         size = _size(path, list(sets), smoke, labels)
         plan.sizes.append(size)
     _positions(plan, bands, samples, design_seed)
-    if budget is not None and plan.runs > budget:  # before any point is checked or anything written
-        raise InputError(f"the verdict plans {plan.runs:,} runs ({plan.held_runs:,} held-out, {plan.band_runs:,} "
-                         f"over the assumptions), more than the budget: fewer seeds, samples (--samples), "
-                         f"candidates (--front) or sizes", field="--budget", value=budget)
+    held = len(plan.sizes) * len(cands) * len(seed_list)
+    band = len(plan.sizes) * len(cands) * len(plan.positions) * len(plan.band_seeds)
+    if budget is not None and held + band > budget:  # before any point is built or anything written
+        raise InputError(f"the verdict plans {held + band:,} runs ({held:,} held-out, {band:,} over the "
+                         f"assumptions), more than the budget: fewer seeds, samples (--samples), candidates "
+                         f"(--front) or sizes", field="--budget", value=budget)
     for size in plan.sizes:
         _points(plan, size)
     paths = [c.path for c in cons if c.path]
