@@ -822,8 +822,10 @@ def verdict(scenarios: tuple[str, ...], sets: tuple[str, ...], from_dir: str | N
         cands = ", ".join(c.name for c in plan.candidates)
         click.echo(f"verdict: {len(plan.sizes)} size{'s' if len(plan.sizes) != 1 else ''} ({sizes}) x "
                    f"{len(plan.candidates)} candidate{'s' if len(plan.candidates) != 1 else ''} ({cands}): "
-                   f"{len(plan.seeds)} held-out seeds ({seeds_text(plan.seeds)}) + {len(plan.positions)} assumption "
-                   f"samples x {len(plan.band_seeds)} seeds = {plan.runs} runs"
+                   f"{len(plan.seeds)} held-out seeds ({seeds_text(plan.seeds)}) + "
+                   + (f"{len(plan.positions)} assumption samples x {len(plan.band_seeds)} seeds" if plan.positions
+                      else "no assumption band")
+                   + f" = {plan.runs} runs"
                    + (f", {done} already done" if done else "") + (f" (budget {budget})" if budget else "")
                    + f" -> {out_dir}/")
         for w in plan.warnings:

@@ -210,7 +210,7 @@ def _stat(c: Constraint, runs: list[Run]) -> dict[str, Any]:
     m = MEASURES.get(c.target)
     if m is not None and m.kind == "proportion":
         return proportion(runs, m)
-    return mean(runs, m.count if m is not None else c.target)
+    return mean(runs, m.count, 0.0) if m is not None else mean(runs, c.target)
 
 
 def holds_at(c: Constraint, runs: list[Run]) -> Optional[bool]:

@@ -25,13 +25,12 @@ from typing import Any, Callable, Optional
 
 from ..errors import InputError, RunFolderError
 from ..records import write_atomic
+from .common import FORMAT, PLAN, REPORT, VERDICT, seeds_text
 from .constraints import DEFAULT_CONSTRAINTS, Constraint, parse_constraint
 
 __all__ = ["Candidate", "Size", "VerdictPlan", "plan_verdict", "run_verdict", "VerdictOutcome", "FORMAT", "VERDICT",
            "REPORT", "PLAN", "DEFAULT_SAMPLES", "DEFAULT_BAND_SEEDS", "folder_status"]
 
-FORMAT = "meshsim-verdict/1"
-VERDICT, REPORT, PLAN = "verdict.json", "verdict.md", "verdict.plan.json"
 #: assumption samples and the seeds each runs (meshsim reproduce's band uses the same: reproduce.bands)
 DEFAULT_SAMPLES = 20
 DEFAULT_BAND_SEEDS = 3
@@ -113,22 +112,6 @@ def _seed_list(text: str, option: str) -> list[int]:
         raise InputError("a verdict needs the held-out seeds themselves, not a count: a list or a range such as "
                          "70001-70010", field=option, value=text)
     return v
-
-
-def seeds_text(seeds: list[int]) -> str:
-    """``70001-70010`` for consecutive seeds, else a comma list (long lists cut)."""
-    if not seeds:
-        return "none"
-    runs, start, prev = [], seeds[0], seeds[0]
-    for s in list(seeds[1:]) + [None]:
-        if s is not None and s == prev + 1:
-            prev = s
-            continue
-        runs.append(f"{start}-{prev}" if prev > start else str(start))
-        if s is not None:
-            start = prev = s
-    text = ",".join(runs)
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def read_search(folder: str | Path, front: Optional[int]) -> tuple[list[Candidate], dict[str, Any]]:

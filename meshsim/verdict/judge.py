@@ -20,7 +20,7 @@ _SHOW_NAMES = 6
 
 INTERVALS = ("proportions (per healthy agent, per episode) pool the count over the seeds: exact 95 % Clopper-Pearson "
              "interval; P(event) is the share of runs: Clopper-Pearson over runs; means (per run, delays) average "
-             "the seeds with a value: 95 % Student-t interval (none from one seed)")
+             "the seeds with a value: 95 % Student-t interval (none from one seed), cut at 0 for counts and delays")
 BAND = "5-95 % quantiles over the assumption samples of each sample's estimate at the band seeds"
 
 
@@ -67,7 +67,7 @@ def _measure(name: str, runs: list[Run], band: list[list[Run]]) -> dict[str, Any
     m = MEASURES[name]
 
     def stat(rs: list[Run]) -> dict[str, Any]:
-        return proportion(rs, m) if m.kind == "proportion" else mean(rs, m.count)
+        return proportion(rs, m) if m.kind == "proportion" else mean(rs, m.count, 0.0)
 
     st = stat(runs)
     ws, wv = worst(runs, lambda v: rate_of(m, v))
@@ -129,7 +129,7 @@ def _cell(plan: Any, size: Any, cand: Any, folder: Path, paths: list[str]) -> di
 def judge_plan(plan: Any, out: Path) -> dict[str, Any]:
     """``verdict.json``'s content."""
     from .. import __version__
-    from .core import FORMAT
+    from .common import FORMAT
 
     paths = _paths(plan)
     cells = [_cell(plan, size, c, out / size.label, paths) for size in plan.sizes for c in plan.candidates]

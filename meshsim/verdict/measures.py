@@ -141,14 +141,17 @@ def event(runs: list[Run], path: str) -> dict[str, Any]:
             "interval": "clopper-pearson", "seeds": [s for s, v in runs if (v.get(path) or 0) > 0]}
 
 
-def mean(runs: list[Run], path: str) -> dict[str, Any]:
-    """Mean over the runs with a value and its Student-t 95 % interval (none with fewer than two)."""
+def mean(runs: list[Run], path: str, floor: Optional[float] = None) -> dict[str, Any]:
+    """Mean over the runs with a value and its Student-t 95 % interval (none with fewer than two); ``floor``:
+    the least value the number can take (0 for counts and delays), where the interval is cut."""
     from ..sweep.stats import interval
 
     xs = [v.get(path) for _s, v in runs]
     iv = interval([x for x in xs if x is not None], CONF)
-    return {"estimate": _finite(iv.mean), "lo": _finite(iv.lo), "hi": _finite(iv.hi), "n": iv.n,
-            "interval": "student-t"}
+    lo = _finite(iv.lo)
+    if lo is not None and floor is not None and lo < floor:
+        lo = floor
+    return {"estimate": _finite(iv.mean), "lo": lo, "hi": _finite(iv.hi), "n": iv.n, "interval": "student-t"}
 
 
 def worst(runs: list[Run], key) -> tuple[Optional[int], Optional[float]]:

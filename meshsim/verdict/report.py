@@ -20,7 +20,8 @@ def _g(v: Any) -> str:
 
 
 def _values(values: dict[str, Any]) -> str:
-    return " ".join(f"{p.split('.')[-1]}={_g(v) if isinstance(v, (int, float)) else v}" for p, v in values.items())
+    """The candidate's values as given (never rounded: they are what to --set)."""
+    return " ".join(f"{p.split('.')[-1]}={v}" for p, v in values.items())
 
 
 def _iv(st: dict[str, Any]) -> str:
@@ -48,7 +49,7 @@ def _rows(cell: dict[str, Any]) -> list[list[str]]:
     rows = []
     for name, m in MEASURES.items():
         st = cell["measures"][name]
-        w = f"{st['worst_seed']} ({_g(st['worst'])})" if st.get("worst_seed") is not None else "-"
+        w = f"{st['worst_seed']} ({_g(st['worst'])})" if st.get("worst_seed") is not None and st.get("worst") else "-"
         rows.append([m.label + (f" [{m.unit}]" if m.unit else ""), _est(st), _iv(st), w, _band(st)])
     for name, (_path, label) in EVENTS.items():
         st = cell["events"][name]
@@ -99,7 +100,7 @@ def constraint_table(verdict: dict[str, Any], md: bool = False) -> list[str]:
 
 
 def _plan_line(verdict: dict[str, Any]) -> str:
-    from .core import seeds_text
+    from .common import seeds_text
 
     s = verdict["seeds"]
     a = verdict["assumptions"]
