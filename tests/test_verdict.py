@@ -199,8 +199,11 @@ def test_verdict_json_holds_each_measure_against_the_runs_it_came_from(folder):
     assert "| candidate | size | detection.missed==0 |" in md and "Clopper-Pearson" in md
 
 
-def test_pass_and_fail_are_both_reachable_and_set_the_exit_code(folder):
+def test_pass_and_fail_are_both_reachable_and_set_the_exit_code(folder, tmp_path):
+    import shutil
+
     v = json.loads((folder / "verdict.json").read_text())
+    folder = Path(shutil.copytree(folder, tmp_path / "copy"))  # judged again with other constraints
     got = {j["constraint"]: j["result"] for j in v["cells"][0]["constraints"]}
     # the smoke stream's three seeds isolate healthy agents (3 of 18) and miss no degraded one
     assert got == {"detection.missed==0": "PASS", "false_isolations_per_healthy<=0.01": "FAIL"}
@@ -210,19 +213,21 @@ def test_pass_and_fail_are_both_reachable_and_set_the_exit_code(folder):
     assert "7 already done" in res.stdout and res.stdout.rstrip().splitlines()[-2] == "verdict: PASS"
     res = _cli(*ARGS, "--out", str(folder), "--constraint", "false_isolations_per_healthy<=0.01")
     assert res.exit_code == 4 and "verdict: FAIL" in res.stdout
-    assert "false_isolations_per_healthy<=0.01 FAIL (95 % Clopper-Pearson upper bound)" in res.stdout
+    assert "false_isolations_per_healthy<=0.01 FAIL (judged on the 95 % Clopper-Pearson upper bound)" in res.stdout
 
 
-def test_two_identical_invocations_write_byte_identical_verdicts(folder, tmp_path):
+def test_two_identical_invocations_write_byte_identical_verdicts(folder):
+    """The same command twice gives the same bytes; a fresh folder from a killed and resumed run gives them
+    too (test_sigkill_then_rerun_..., slow)."""
     args = ["--constraint", "detection.missed==0", "--constraint", "false_isolations_per_healthy<=0.01"]
-    res = _cli(*ARGS, "--out", str(folder), *args)  # the fixture's own command, rerun
-    assert res.exit_code == 4, res.output
-    first = (folder / "verdict.json").read_bytes()
-    res = _cli(*ARGS, "--out", str(tmp_path / "w"), *args)
-    assert res.exit_code == 4, res.output
-    assert (tmp_path / "w" / "verdict.json").read_bytes() == first
-    assert (tmp_path / "w" / "verdict.md").read_bytes() == (folder / "verdict.md").read_bytes()
-    assert str(tmp_path) not in first.decode() and str(folder) not in first.decode()
+    got = []
+    for _ in range(2):
+        res = _cli(*ARGS, "--out", str(folder), *args)  # the fixture's own command
+        assert res.exit_code == 4, res.output
+        got.append(((folder / "verdict.json").read_bytes(), (folder / "verdict.md").read_bytes()))
+    assert got[0] == got[1]
+    first = got[0]
+    assert str(folder) not in first[0].decode() and str(ROOT) not in first[0].decode()  # no path, no time
 
 
 @pytest.mark.slow  # a fresh process and its imports: ~6 s on an idle 2-core machine
@@ -244,6 +249,9 @@ def test_sigkill_then_rerun_redoes_no_finished_run_and_gives_the_same_verdict(fo
     assert res.exit_code == 4, res.output
     assert f"{RUNS} runs, {len(done)} already done" in res.stdout
     assert all(f.stat().st_mtime_ns == t for f, t in done.items())  # no finished run was redone
+    res = _cli(*ARGS, "--out", str(folder), "--constraint", "detection.missed==0",
+               "--constraint", "false_isolations_per_healthy<=0.01")  # the uninterrupted one (resumed: no run)
+    assert res.exit_code == 4, res.output
     assert (dest / "verdict.json").read_bytes() == (folder / "verdict.json").read_bytes()
     assert not list(dest.rglob("*.tmp"))
 

@@ -67,18 +67,24 @@ class Constraint:
         """The summary path this reads when it is not a verdict measure or event."""
         return None if self.form == "P" or self.target in MEASURES else self.target
 
+    @property
+    def every_run(self) -> bool:
+        """Whether it is judged run by run (each held-out run must hold)."""
+        return (self.form == "bound" and self.op == "==") or (self.form, self.op) in (("max", "<="), ("min", ">="))
+
     def judged_on(self) -> str:
+        """What PASS / FAIL is decided on (reads after 'judged on')."""
         if self.form == "P":
-            return f"95 % Clopper-Pearson {'upper' if self.op == '<=' else 'lower'} bound over runs"
+            return f"the 95 % Clopper-Pearson {'upper' if self.op == '<=' else 'lower'} bound over runs"
+        if self.every_run:
+            return "every run"
         if self.form in ("max", "min"):
-            return "every run"
+            return f"the {'largest' if self.form == 'max' else 'smallest'} run"
         if self.form == "mean":
-            return "point estimate"
-        if self.op == "==":
-            return "every run"
+            return "the point estimate"
         kind = "Clopper-Pearson" if MEASURES.get(self.target, None) and MEASURES[self.target].kind == "proportion" \
             else "Student-t"
-        return f"95 % {kind} {'upper' if self.op == '<=' else 'lower'} bound"
+        return f"the 95 % {kind} {'upper' if self.op == '<=' else 'lower'} bound"
 
 
 def _num(v: float) -> str:
@@ -142,7 +148,7 @@ def _per_run(c: Constraint, values: dict[str, Optional[float]]) -> Optional[floa
 def judge(c: Constraint, runs: list[Run]) -> dict[str, Any]:
     """PASS / FAIL of ``c`` on ``runs``, with the number judged, the estimate, the interval, why, and the seeds
     that break it (or the worst seed)."""
-    out: dict[str, Any] = {"constraint": c.text, "judged_on": c.judged_on()}
+    out: dict[str, Any] = {"constraint": c.text, "judged_on": c.judged_on(), "every_run": c.every_run}
     bad: list[int] = []
     if c.form == "P":
         st = event(runs, EVENTS[c.target][0])
@@ -158,7 +164,7 @@ def judge(c: Constraint, runs: list[Run]) -> dict[str, Any]:
     elif c.form in ("max", "min") or (c.form == "bound" and c.op == "=="):
         xs = [(s, _per_run(c, v)) for s, v in runs]
         vals = [x for _s, x in xs if x is not None]
-        every = c.form == "bound" or (c.form, c.op) in (("max", "<="), ("min", ">="))
+        every = c.every_run
         if c.form == "bound":  # == : every run equals the bound (a run without a value does not)
             bad = [s for s, x in xs if not _holds(x, "==", c.value)]
             judged = next((x for s, x in xs if s in bad), c.value) if xs else None

@@ -147,6 +147,7 @@ def judge_plan(plan: Any, out: Path) -> dict[str, Any]:
             "assumptions": plan.assumptions,
             "rules": {"collapse": COLLAPSE_RULE, "intervals": INTERVALS, "band": BAND,
                       "constraints_default": plan.default_constraints},
-            "constraints": [{"constraint": c.text, "judged_on": c.judged_on()} for c in plan.constraints],
+            "constraints": [{"constraint": c.text, "judged_on": c.judged_on(), "every_run": c.every_run}
+                            for c in plan.constraints],
             "cells": cells,
             "result": "PASS" if all(c["result"] == "PASS" for c in cells) else "FAIL"}

@@ -85,10 +85,13 @@ def _table(header: list[str], rows: list[list[str]], md: bool) -> list[str]:
 
 
 def _short(j: dict[str, Any]) -> str:
-    v = j.get("value")
+    """A table cell: the result and what decided it."""
     on = j["judged_on"]
-    what = "max" if on == "every run" else "bound" if "bound" in on else "est"
-    return f"{j['result']} ({what} {_g(v)})"
+    if j.get("every_run"):
+        held = j["why"].split(" runs hold")[0]  # "9 of 10"
+        return f"{j['result']} ({held.replace(' of ', '/')} runs)"
+    what = "bound" if "bound" in on else "est" if "estimate" in on else on.split()[1]
+    return f"{j['result']} ({what} {_g(j.get('value'))})"
 
 
 def constraint_table(verdict: dict[str, Any], md: bool = False) -> list[str]:
@@ -131,7 +134,7 @@ def console_lines(verdict: dict[str, Any]) -> list[str]:
         for j in cell["constraints"]:
             if j["result"] == "FAIL":
                 seeds = j.get("seeds") or []
-                lines.append(f"  {cell['candidate']} / {cell['scenario']}: {j['constraint']} FAIL ({j['judged_on']}): "
+                lines.append(f"  {cell['candidate']} / {cell['scenario']}: {j['constraint']} FAIL (judged on {j['judged_on']}): "
                              f"{j['why']}" + (f"; seeds {', '.join(map(str, seeds[:8]))}"
                                                + ("..." if len(seeds) > 8 else "") if seeds else ""))
     lines.append(f"verdict: {verdict['result']}")
@@ -143,7 +146,7 @@ def markdown(verdict: dict[str, Any]) -> str:
     out = ["# Verdict", "", _plan_line(verdict) + ".", ""]
     out += ["## Constraints", ""] + constraint_table(verdict, md=True) + [""]
     for c in verdict["constraints"]:
-        out.append(f"- `{c['constraint']}`: judged on the {c['judged_on']}")
+        out.append(f"- `{c['constraint']}`: judged on {c['judged_on']}")
     out.append("")
     for cell in verdict["cells"]:
         out += [f"## {_head(cell, verdict)}", ""]
@@ -152,7 +155,7 @@ def markdown(verdict: dict[str, Any]) -> str:
         for j in cell["constraints"]:
             seeds = j.get("seeds") or []
             band = j.get("band_holds")
-            out.append(f"- `{j['constraint']}`: **{j['result']}** ({j['judged_on']}: {_g(j.get('value'))}; {j['why']}"
+            out.append(f"- `{j['constraint']}`: **{j['result']}** (judged on {j['judged_on']}: {_g(j.get('value'))}; {j['why']}"
                        + (f"; seeds {', '.join(map(str, seeds[:8]))}" if seeds else "")
                        + (f"; holds at {band['holds']} of {band['samples']} assumption samples" if band else "")
                        + ")")
