@@ -370,3 +370,15 @@ def test_without_a_study_every_range_of_the_profile_is_sampled():
     assert all(0.0 <= u <= 1.0 for p in plan.positions for u in p.values())
     with pytest.raises(InputError, match="held-out seeds themselves"):
         plan_verdict([SIX], seeds=7, smoke=True)  # a count is never a list of held-out seeds
+
+
+@pytest.mark.slow  # a Dask LocalCluster starts in ~5 s
+def test_dask_gives_the_process_pools_verdict_byte_for_byte(folder, tmp_path):
+    pytest.importorskip("distributed")
+    args = ["--constraint", "detection.missed==0", "--constraint", "false_isolations_per_healthy<=0.01"]
+    res = _cli(*ARGS, "--out", str(folder), *args)  # the fixture's verdict (resumed: no run)
+    assert res.exit_code == 4, res.output
+    res = _cli(*[a for a in ARGS if a not in ("--workers", "1")], "--executor", "dask", "--scheduler", "local",
+               "--workers", "2", "--out", str(tmp_path / "d"), *args)
+    assert res.exit_code == 4, res.output
+    assert (tmp_path / "d" / "verdict.json").read_bytes() == (folder / "verdict.json").read_bytes()
