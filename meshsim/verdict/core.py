@@ -134,8 +134,10 @@ def read_search(folder: str | Path, front: Optional[int]) -> tuple[list[Candidat
     rf = d / RECOMMENDED
     if not rf.is_file():
         raise InputError("the search has not finished (no recommended.json): rerun it to finish", **where)
+    from ..files import read_text
+
     try:
-        rec = json.loads(rf.read_text())
+        rec = json.loads(read_text(rf, "profile", limit=4 * 2 ** 20))  # a few hundred bytes when meshsim wrote it
     except ValueError:
         raise InputError("not valid JSON", file=str(rf)) from None
     if not isinstance(rec, dict) or not isinstance(rec.get("values"), dict) or not rec["values"]:
