@@ -382,3 +382,15 @@ def test_dask_gives_the_process_pools_verdict_byte_for_byte(folder, tmp_path):
                "--workers", "2", "--out", str(tmp_path / "d"), *args)
     assert res.exit_code == 4, res.output
     assert (tmp_path / "d" / "verdict.json").read_bytes() == (folder / "verdict.json").read_bytes()
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--front", "2"], "error: --front: --front chooses among a search's front points: it goes with --from"),
+    (["--bands", "x", "--samples", "0"], "error: --bands: --bands gives assumption samples, --samples 0 asks"),
+    (["--seeds", "70003-70001"], "error: --seeds: "),  # parse_seeds' own words (meshsim.fields)
+])
+def test_options_that_contradict_each_other_are_one_line(extra, says, tmp_path):
+    res = _cli(*ARGS, *extra, "--out", str(tmp_path / "v"))  # the last --samples / --seeds counts
+    assert res.exit_code == 2 and not (tmp_path / "v").exists(), res.output
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(says), line

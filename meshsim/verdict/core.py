@@ -196,6 +196,12 @@ def plan_verdict(scenarios: list[str], sets: list[str] | tuple[str, ...] = (), f
         raise InputError("must be >= 1", field="--band-seeds", value=band_seeds)
     if front is not None and front < 0:
         raise InputError("must be >= 0", field="--front", value=front)
+    if front is not None and from_dir is None:
+        raise InputError("--front chooses among a search's front points: it goes with --from", field="--front",
+                         value=front)
+    if bands is not None and samples == 0:
+        raise InputError("--bands gives assumption samples, --samples 0 asks for none", field="--bands",
+                         value=bands)
     search = None
     if from_dir is not None:
         cands, search = read_search(from_dir, front)
