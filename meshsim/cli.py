@@ -16,10 +16,13 @@ from typing import Any
 import click
 
 from .errors import InputError, MeshsimError
+from .fields import CONFIRM_RUNS, SEEDS_HELP, check_plan_runs
 from .redact import scrub
 
 #: seeds are 0 .. 2**63-1 (meshsim.fields.MAX_SEED), on the command line too
 SEED = click.IntRange(0, 2 ** 63 - 1)
+#: the seed grammar's help for commands whose counts start at seed 1 (reproduce, backends calibrate)
+_SEEDS_FROM_1 = SEEDS_HELP.replace("the scenario's seed", "seed 1")
 
 
 def _fail(exc: BaseException, code: int) -> None:
@@ -121,7 +124,8 @@ def _notes(sc: Any, links: Any = None, result: Any = None) -> None:
 @click.option("--seed", type=SEED, default=None,
               help="Run this one seed (default: the scenario's seeds); with seeds > 1 it goes to OUT/seed-N/.")
 @click.option("--seeds", "seeds", default=None, metavar="SEEDS",
-              help="Run these seeds instead of the scenario's: a count N, a list 1,5,9 or a range 9301-9320.")
+              help=f"Run these seeds instead of the scenario's: {SEEDS_HELP}.")
+@click.option("--yes", is_flag=True, help=f"Run a plan of more than {CONFIRM_RUNS:,} runs (refused without it).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run folder (default: runs/<scenario name>).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
@@ -135,7 +139,7 @@ def _notes(sc: Any, links: Any = None, result: Any = None) -> None:
               help="Exit 3 when a larger share of a seed's LLM calls failed (HTTP errors, timeouts, unparsable "
                    "replies), or when no task was answered.")
 def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
-        quiet: bool, smoke: bool, make_report: bool = False, max_failed: float = 0.5) -> int:
+        quiet: bool, smoke: bool, make_report: bool = False, max_failed: float = 0.5, yes: bool = False) -> int:
     """Run SCENARIO and write its run folder."""
     from .runner import run as run_api
 
@@ -147,6 +151,13 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
         sets = tuple(sets) + (f"seeds={_seeds_text(seeds)}",)
     sc = _load(scenario, sets, smoke)
     out_dir = Path(out) if out else Path("runs") / sc.folder_name()
+    planned = [seed] if seed is not None else sc.seed_list()
+    check_plan_runs(len(planned), yes, "--seeds" if seeds is not None else "seeds",
+                    seeds if seeds is not None else len(planned), file=None if seeds is not None else scenario)
+    # The plan's size before any work (issue 29), printed when the clock starts, i.e. after every
+    # check passed: an invalid scenario still gets its one error line only.
+    plan_line = [f"{sc.name}: {len(planned)} runs ({_seed_text(planned)}) -> {out_dir}/"] \
+        if len(planned) > 1 and not quiet else []
     show = not quiet and sys.stderr.isatty()
     if show:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -157,9 +168,17 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
             task = bar.add_task(sc.name, total=1.0)
 
             def progress(kind: str, done: float, total: float) -> None:
+                if plan_line:
+                    bar.console.print(plan_line.pop(), highlight=False)
                 bar.update(task, completed=(done / total) if total else 0)
 
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
+    elif plan_line:
+        def announce(kind: str, done: float, total: float) -> None:
+            if plan_line:
+                click.echo(plan_line.pop(), err=True)
+
+        result = run_api(sc, seed=seed, out=out_dir, progress=announce, force=force, seed_folder=True)
     else:
         result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
     _notes(sc, result=result)  # after the run's own checks: an invalid scenario gets its one error line only
@@ -217,6 +236,21 @@ def _seeds_text(text: str) -> str:
     except ValueError as exc:
         raise InputError(str(exc), field="--seeds", value=text) from None
     return json.dumps(v)
+
+
+def _seeds_capped(text: str, first: int, most: int, keep_count: bool = False) -> Any:
+    """``--seeds`` of a command with a fixed number of settings: at most ``most`` seeds; a count from ``first``
+    (kept as a count with ``keep_count``: the callee numbers it)."""
+    from .fields import parse_seeds, seed_list
+
+    try:
+        v = parse_seeds(text)
+        n = v if isinstance(v, int) else len(v)
+        if n > most:
+            raise ValueError(f"at most {most} seeds (got {n})")
+        return v if keep_count and isinstance(v, int) else seed_list(v, first)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--seeds", value=text) from None
 
 
 def _need_plotting() -> None:
@@ -316,6 +350,8 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
     _notes(sc, info.get("links"))
+    for w in info.get("warnings", ()):
+        click.echo(f"warning: {w}", err=True)
     n = len(info["seeds"])
     click.echo(f"ok: {scenario}: '{sc.name}', {info['agents']} agents, {info['links']} links, "
                f"{len(sc.events)} events, protocol {sc.protocol.name}" + (f", {n} seeds" if n > 1 else ""))
@@ -455,8 +491,9 @@ def _objectives(argv: list[str]) -> list[tuple[str, str]]:
 @click.option("--zip", "zips", multiple=True, metavar="PATH=VALUES",
               help="Parameters that vary together (every --zip axis takes its i-th value at once).")
 @click.option("--seeds", default=None, metavar="SEEDS",
-              help="Seeds of every point: a range 9301-9320, a list 1,5,9 or a count N (default: the spec's, "
-                   "else the scenario's topped up to 5 consecutive seeds).")
+              help=f"Seeds of every point: {SEEDS_HELP} (default: the spec's, else the scenario's topped up to "
+                   "5 consecutive seeds).")
+@click.option("--yes", is_flag=True, help=f"Run a plan of more than {CONFIRM_RUNS:,} runs (refused without it).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field for every point.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Sweep folder (default: runs/sweep-<scenario name>, or runs/<name> for a name starting with "
@@ -504,7 +541,7 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
           smoke: bool, dry_run: bool, quiet: bool, reference: tuple[str, ...] = (), search: str | None = None,
           ranges: tuple[str, ...] = (), minimize: tuple[str, ...] = (), maximize: tuple[str, ...] = (),
           constraints: tuple[str, ...] = (), trials: int = 60, batch: int | None = None, max_seeds: int | None = None,
-          refine_runs: int | None = None, search_seed: int = 0) -> int:
+          refine_runs: int | None = None, search_seed: int = 0, yes: bool = False) -> int:
     """Run SCENARIO over a grid of parameters and seeds (docs/sweeps.md).
 
     Writes OUT/manifest.json, one folder per run under OUT/runs/, and the tidy
@@ -525,7 +562,7 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
                              "objectives with --out DIR", field="SCENARIO")
         return _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler, output, smoke, dry_run,
                        quiet, ranges, minimize, maximize, constraints, trials, batch, max_seeds, refine_runs,
-                       search_seed)
+                       search_seed, yes)
     for opt, given in (("--range", ranges), ("--minimize", minimize), ("--maximize", maximize),
                        ("--constraint", constraints), ("--batch", batch), ("--max-seeds", max_seeds),
                        ("--refine-runs", refine_runs)):
@@ -534,7 +571,7 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
     if scenario is None:
         if out is None:
             raise InputError("give a SCENARIO, or --out DIR of a sweep folder to resume it", field="SCENARIO")
-        args = resume_args(out)
+        args = resume_args(out, sets, bool(grid or zips))
         if grid or zips:  # new axes replace the stored ones, as they replace a file's
             args["grid"], args["zips"] = list(grid), list(zips)
         scenario = args["path"]
@@ -544,6 +581,7 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
         smoke = smoke or args["smoke"]
         grid, zips = tuple(args["grid"]), tuple(args["zips"])
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
+    check_plan_runs(len(plan.runs), yes, "--seeds", seeds)
     if reference:  # checked before any run: a typo must not cost the sweep
         from .sweep.slices import parse_fixes
 
@@ -614,7 +652,8 @@ def _sweep_dry_run(plan: Any, out_dir: Path, names: dict, announce: Any) -> int:
 
  
 def _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler, output, smoke, dry_run, quiet,
-            ranges, minimize, maximize, constraints, trials, batch, max_seeds, refine_runs, search_seed) -> int:
+            ranges, minimize, maximize, constraints, trials, batch, max_seeds, refine_runs, search_seed,
+            yes=False) -> int:
     """``meshsim sweep --search optuna`` (docs/sweeps.md#search)."""
     from .sweep.search import describe_search, plan_search, run_search
 
@@ -624,6 +663,7 @@ def _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler
         [("minimize", m) for m in minimize] + [("maximize", m) for m in maximize]
     sp = plan_search(scenario, list(ranges), objectives, list(constraints), seeds, sets, output, smoke, trials,
                      batch, search_seed, max_seeds, refine_runs=refine_runs)
+    check_plan_runs(trials * len(sp.seeds) + sp.refine_runs, yes, "--seeds", seeds)
     name = _safe(sp.plan.name)
     out_dir = Path(out) if out else Path("runs") / f"search-{name}"
     lines = describe_search(sp, out_dir)
@@ -690,8 +730,8 @@ def _seed_text(seeds: list[int]) -> str:
               help="Simulation runs in all (samples x seeds): 1 base sample, Morris trajectories in about half, "
                    "2 ends per top factor, the rest Latin hypercube. Default 3000.")
 @click.option("--seeds", default=None, metavar="SEEDS",
-              help="Seeds of every sample (the same at each: common random numbers): a range 1-5, a list or a "
-                   "count (default: the scenario's).")
+              help=f"Seeds of every sample (the same at each: common random numbers): {SEEDS_HELP} (default: "
+                   "the scenario's).")
 @click.option("--top", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Factors in the band: the top by mu* (each metric's normalised to its largest).")
 @click.option("--paper", "papers", multiple=True, metavar="METRIC=VALUE",
@@ -731,6 +771,10 @@ def uncertainty(scenario: str, metrics: tuple[str, ...], budget: int | None, see
             raise InputError("expected METRIC=NUMBER", field="--paper", value=item)
     study = plan_uncertainty(scenario, metrics, budget, seeds, top, design_seed, sets, smoke, paper)
     check_metrics(study)
+    from .uncertainty.core import noise_warning
+
+    if noise_warning(len(study.seeds)):
+        click.echo(noise_warning(len(study.seeds)), err=True)
     a = study.alloc
     out_dir = Path(out) if out else Path("runs") / f"uncertainty-{_safe(study.name)}"
 
@@ -897,6 +941,25 @@ def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: s
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path())
+@click.option("--agent", default=None, metavar="NAME", help="Only this agent's isolations (and missed intervals).")
+@click.option("--seed", type=SEED, default=None, help="A multi-seed folder: only this seed (default: every seed).")
+@click.option("--json", "as_json", is_flag=True, help="The evidence as JSON (one object per seed).")
+@click.option("--brief", is_flag=True, help="Per isolation the reviewers only, not the window's outputs.")
+def explain(run_dir: str, agent: str | None, seed: int | None, as_json: bool, brief: bool) -> None:
+    """Which reviews isolated each agent of a MeshHeal run: per isolation the detector window's
+    outputs, who scored them, whether that reviewer was degraded and its own state then, and who was
+    pivotal; then the degraded intervals never detected (docs/meshheal.md#collapse)."""
+    from .evidence import explain_folder, format_explanation, seed_folders
+
+    texts = []
+    for f in seed_folders(run_dir, seed):
+        ex = explain_folder(f, agent=agent)
+        texts.append(json.dumps(ex.to_dict(), sort_keys=True) if as_json else format_explanation(ex, rows=not brief))
+    click.echo(("\n" if as_json else "\n\n").join(texts))
+
+
 @main.group()
 def backends() -> None:
     """LLM backends: explain, calibrate and fit fake profiles (docs/backends.md)."""
@@ -1019,16 +1082,16 @@ def _range_text(spec: dict) -> str:
 @click.argument("profile", metavar="PROFILE", default="fake-default")
 @click.option("--scenario", default=None, type=click.Path(dir_okay=False),
               help="Audit scenario (default: scenarios/meshheal/persistent-bbh.yaml, as App. C.5).")
-@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 100),
-              help="Seeds 1..N: five as App. C.5 (which leaves about ±0.06 of sampling error on the "
-                   "Takeover rates; the shipped profile was fitted on 20).")
+@click.option("--seeds", default="count:5", show_default=True, metavar="SEEDS",
+              help=f"Audit seeds, at most 100: {_SEEDS_FROM_1}; count:5 (seeds 1-5) as App. C.5, which leaves "
+                   "about ±0.06 of sampling error on the Takeover rates (the shipped profile was fitted on 20).")
 @click.option("--fit", "out", default=None, type=click.Path(dir_okay=False),
               help="Move the profile's calibrated parameters to the targets and write the result here.")
 @click.option("--sweeps", default=3, show_default=True, type=click.IntRange(1, 10),
               help="Coordinate-search sweeps over the calibrated parameters (with --fit).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
               help="Processes evaluating candidate profiles (with --fit).")
-def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str | None, sweeps: int,
+def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str | None, sweeps: int,
                        workers: int) -> None:
     """Target vs achieved for the MeshHeal review and Takeover audit (App. C.5):
     the mechanism-level statistics a fake profile is calibrated to."""
@@ -1045,7 +1108,8 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
         raise InputError("calibrate needs a MeshHeal fake profile (kind: fake)", file=str(path), field="kind",
                          value=data.get("kind"))
     sc = scenario or str(Path(__file__).resolve().parents[1] / cal.AUDIT_SCENARIO)
-    seed_list = list(range(1, seeds + 1))
+    seed_list = _seeds_capped(seeds, 1, 100)
+    click.echo(f"audit: {len(seed_list)} runs per profile evaluated ({_seed_text(seed_list)})", err=True)
     if out and not Path(out).resolve().parent.is_dir():
         from .errors import InputError
 
@@ -1059,7 +1123,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
         click.echo(f"wrote {out}")
     else:
         measured = cal.measure(data, sc, seed_list)
-    click.echo(f"{path.name}: App. C.5 audit on {Path(sc).name}, seeds {seed_list[0]}-{seed_list[-1]}")
+    click.echo(f"{path.name}: App. C.5 audit on {Path(sc).name}, {_seed_text(seed_list)}")
     for line in cal.fmt_rows(cal.rows(measured)):
         click.echo("  " + line)
     tc = measured["takeover_counts"]
@@ -1077,7 +1141,8 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
 
 @main.command()
 @click.argument("which", type=click.Choice(["meshheal", "sac"]))
-@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 50), help="Seeds 1..N per setting.")
+@click.option("--seeds", default="count:5", show_default=True, metavar="SEEDS",
+              help=f"Seeds per setting, at most 50: {_SEEDS_FROM_1}.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Report folder (default: runs/reproduce-WHICH); finished runs there are reused.")
 @click.option("--quick", is_flag=True, help="Skip the most expensive settings (MeshHeal: 576 agents).")
@@ -1093,7 +1158,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: int, out: str 
 @click.option("--band-samples", type=click.IntRange(1, 10000), default=None,
               help="Band samples per row (default 20; 8 with --quick).")
 @click.option("--no-bands", is_flag=True, help="No assumption bands.")
-def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int | None, only: str | None,
+def reproduce(which: str, seeds: str, out: str | None, quick: bool, workers: int | None, only: str | None,
               no_sensitivity: bool, docs_file: str | None, bands_dir: tuple[str, ...] = (),
               band_samples: int | None = None, no_bands: bool = False) -> None:
     """Run the papers' experiments: every table cell as paper value beside
@@ -1101,7 +1166,8 @@ def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int
     from . import reproduce as rep
 
     out_dir = Path(out) if out else Path("runs") / f"reproduce-{which}"
-    report = rep.reproduce(which, out_dir, seeds=seeds, quick=quick, workers=workers,
+    report = rep.reproduce(which, out_dir, seeds=_seeds_capped(seeds, 1, 50, keep_count=True), quick=quick,
+                           workers=workers,
                            only=[x.strip() for x in only.split(",")] if only else None,
                            sensitivity=not no_sensitivity,
                            progress=lambda m: click.echo(f"  {m}", err=True),
@@ -1118,13 +1184,14 @@ def reproduce(which: str, seeds: int, out: str | None, quick: bool, workers: int
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SCENARIO...")
 @click.option("--methods", default=None, metavar="M1,M2",
               help="Methods to run (default: meshheal,agentnet,raps,autogen,symphony,sac_teams).")
-@click.option("--seeds", type=click.IntRange(1, 50), default=None, help="Seeds per method (default: the scenario's).")
+@click.option("--seeds", default=None, metavar="SEEDS",
+              help=f"Seeds per method, at most 50: {SEEDS_HELP} (default: the scenario's).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Folder (default: runs/compare-<first scenario>); finished runs there are reused.")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field (repeatable).")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Processes (default: up to 2).")
 @click.option("--smoke", is_flag=True, help="Apply each scenario's 'smoke' overrides: small, quick runs.")
-def compare(scenarios: tuple[str, ...], methods: str | None, seeds: int | None, out: str | None,
+def compare(scenarios: tuple[str, ...], methods: str | None, seeds: str | None, out: str | None,
             sets: tuple[str, ...], workers: int | None, smoke: bool = False) -> None:
     """Run every method of the MeshHeal paper's comparison on the same SCENARIO(s)
     and print the table (Tab. 2a / C1 / C2, or Tab. 3's self-healing metrics)."""
@@ -1136,18 +1203,24 @@ def compare(scenarios: tuple[str, ...], methods: str | None, seeds: int | None, 
         if m not in PROTOCOLS:
             raise InputError(f"unknown method; choose from {list(METHODS)}", field="--methods", value=m)
     paths = []
+    chosen_seeds = None if seeds is None else _seeds_capped(seeds, 0, 50, keep_count=True)
+    n_runs = 0
     for sc in scenarios:
         p = Path(sc)
         if not p.is_file():
             raise InputError("file not found", file=sc)
-        _load(sc, sets)  # a bad scenario fails here, in one line
+        loaded = _load(sc, sets)  # a bad scenario fails here, in one line
         paths.append(str(p.resolve()))
+        n_runs += len(chosen) * len(loaded.seed_list() if chosen_seeds is None else
+                                    _seeds_capped(seeds, loaded.seed, 50))
+    click.echo(f"compare: {len(chosen)} methods x {len(scenarios)} scenario{'s' if len(scenarios) != 1 else ''}: "
+               f"{n_runs} runs", err=True)  # the plan's size before any work (issue 29)
     if smoke:
         from .scenario import smoke_overrides
 
         sets = tuple(smoke_overrides(paths[0])) + tuple(sets)
     out_dir = Path(out) if out else Path("runs") / f"compare-{_safe(Path(scenarios[0]).stem)}"
-    table = run_comparison(paths, out_dir, chosen, seeds, sets, workers or min(2, os.cpu_count() or 1),
+    table = run_comparison(paths, out_dir, chosen, chosen_seeds, sets, workers or min(2, os.cpu_count() or 1),
                            progress=lambda d, t, dt: click.echo(f"  {d}/{t} runs ({dt:.0f} s)", err=True))
     click.echo((out_dir / "comparison.md").read_text())
     click.echo(f"wrote {out_dir / 'comparison.md'} and comparison.json ({table['wall']:.0f} s)")

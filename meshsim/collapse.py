@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .names import node_order
 
-__all__ = ["collapse_summary", "collapse_clause"]
+__all__ = ["collapse_summary", "collapse_clause", "clopper_pearson", "collapse_rate"]
 
 NORMAL, ISOLATED = "normal", "isolated"
 
@@ -201,3 +201,30 @@ def collapse_clause(summary: Mapping[str, Any]) -> Optional[str]:
     what = names[0] if len(names) == 1 else f"{len(names)} abilities"
     return (f"COLLAPSE: every healthy holder of {what} isolated from task {c.get('first_at')}"
             f" ({c.get('tasks')} tasks)")
+
+
+def clopper_pearson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) ``conf`` interval of a binomial proportion, k of n.
+
+    P(collapse) is small and a sample of seeds often has none: the Student-t
+    interval of summary.csv's mean of ``collapse.occurred`` is then [0, 0];
+    this one is [0, 1 − (α/2)^(1/n)] (about 3.7/n at 95 %)."""
+    from scipy.stats import beta
+
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n > 0 (got k={k}, n={n})")
+    a = 1.0 - conf
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def collapse_rate(occurred: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
+    """P(collapse) over runs (``collapse.occurred`` of each summary; None left out):
+    ``{"k", "n", "p", "lo", "hi"}`` with the Clopper–Pearson interval (None when n = 0)."""
+    xs = [bool(x) for x in occurred if x is not None]
+    k, n = sum(xs), len(xs)
+    if not n:
+        return {"k": 0, "n": 0, "p": None, "lo": None, "hi": None}
+    lo, hi = clopper_pearson(k, n, conf)
+    return {"k": k, "n": n, "p": k / n, "lo": lo, "hi": hi}

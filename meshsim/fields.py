@@ -13,7 +13,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from .types import LatencySpec, parse_duration, refuse_bool_numbers
 
 __all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec", "Seed", "MAX_SEED",
-           "MAX_LATENCY", "MAX_SIGMA", "Seeds", "parse_seeds", "SEEDS_SCHEMA"]
+           "MAX_LATENCY", "MAX_SIGMA", "Seeds", "parse_seeds", "SEEDS_SCHEMA", "SEEDS_HELP", "seed_list",
+           "seeds_option", "check_plan_runs", "CONFIRM_RUNS"]
 
 #: seeds are 0 .. 2**63-1: what numpy's SeedSequence and every stream derived from it take
 MAX_SEED = 2 ** 63 - 1
@@ -88,23 +89,37 @@ AgentPair = Annotated[list[str], Field(min_length=2, max_length=2)]
 
 _MAX_SEEDS = 100_000
 _SEED_TEXT = r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*,?\s*$"
+_COUNT_TEXT = r"^\s*count\s*:\s*(\d+)\s*$"
+#: a plan of more runs than this needs ``--yes`` (issue 29: ``--seeds 9931`` once planned 19,862 runs of a
+#: 576-agent scenario); a typo costs a line, not a night of CPU
+CONFIRM_RUNS = 10_000
+
+#: the seed grammar, for every command's --help and docs/scenarios.md#seeds
+SEEDS_HELP = ("one seed 9931, a list 1,5,9, a range 9301-9320 (both ends included; '1-3,7' combines) or a "
+              "count 'count:5' (5 seeds from the scenario's seed)")
 
 #: JSON Schema of ``seeds`` (a count, a list, or a range text)
 SEEDS_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 1},
                           {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1,
                            "uniqueItems": True},
-                          {"type": "string", "pattern": _SEED_TEXT}],
-                "description": "a count N (seeds seed, seed+1, ..., seed+N-1), a list [3, 7, 11], or a range "
-                               "text '9301-9320' (both ends included; '1-3,7' combines)"}
+                          {"type": "string", "pattern": _SEED_TEXT},
+                          {"type": "string", "pattern": _COUNT_TEXT}],
+                "description": "a count N as a YAML integer or 'count:N' (seeds seed, seed+1, ..., seed+N-1), a "
+                               "list [3, 7, 11], or a text: '9931' (that one seed), '9301-9320' (a range, both "
+                               "ends included), '1-3,7' (combined)"}
 
 
 def parse_seeds(v: Any) -> Any:
-    """``seeds`` as a count (int >= 1, kept as is) or a list of distinct seeds.
+    """``seeds`` in the one grammar every command shares (docs/scenarios.md#seeds).
 
-    Text: ``"9301-9320"`` (a range, both ends included), ``"1,5,9"``, ``"1-3,7"``
-    (a list), or ``"5"`` (a count, as in a scenario file). A list must be
-    non-empty, of integers >= 0 and without repeats. ``ValueError`` names the
-    problem in one line.
+    Returns a count (an int >= 1: the seeds ``seed .. seed+N-1``) or a list of
+    distinct seeds. Text, as every ``--seeds`` option takes it: ``"9931"`` is
+    that one seed (never 9,931 seeds), ``"1,5,9"`` a list, ``"9301-9320"`` a
+    range (both ends included), ``"1-3,7"`` both, and ``"count:5"`` a count
+    (the only way a text says "how many"). A YAML integer (``seeds: 5`` in a
+    scenario file, ``--set seeds=5``) stays a count, as the shipped scenarios
+    use it. A list must be non-empty, of integers >= 0 and without repeats.
+    ``ValueError`` names the problem in one line.
     """
     if isinstance(v, bool):
         raise ValueError("expected a count, a list of seeds or a range such as '9301-9320'")
@@ -114,10 +129,14 @@ def parse_seeds(v: Any) -> Any:
         import re
 
         text = v.strip()
-        if re.fullmatch(r"\d+", text):
-            return int(text)
+        m = re.fullmatch(_COUNT_TEXT, text)
+        if m:
+            n = int(m.group(1))
+            if not 1 <= n <= _MAX_SEEDS:
+                raise ValueError(f"a seed count must be 1 ... {_MAX_SEEDS} (got {n})")
+            return n
         if not re.fullmatch(_SEED_TEXT, text):
-            raise ValueError("expected a count N, a list 'A,B,C' or a range 'FIRST-LAST' of seeds")
+            raise ValueError("expected one seed N, a list 'A,B,C', a range 'FIRST-LAST' or a count 'count:N'")
         out: list[int] = []
         for part in (p.strip() for p in text.split(",")):
             if not part:
@@ -139,12 +158,44 @@ def parse_seeds(v: Any) -> Any:
             if isinstance(x, bool) or not isinstance(x, int) or x < 0 or x > MAX_SEED:
                 raise ValueError(f"seeds must be integers 0 ... 2^63-1 (got {x!r})")
         if len(set(v)) != len(v):
-            dup = next(x for i, x in enumerate(v) if x in v[:i])
+            seen: set[int] = set()
+            dup = next(x for x in v if x in seen or seen.add(x))  # type: ignore[func-returns-value]
             raise ValueError(f"seed {dup} is listed twice")
         if len(v) > _MAX_SEEDS:
             raise ValueError(f"more than {_MAX_SEEDS} seeds")
         return list(v)
     raise ValueError("expected a count, a list of seeds or a range such as '9301-9320'")
+
+
+def seed_list(v: Any, first: int) -> list[int]:
+    """The seeds of a parsed ``seeds`` value: a count N is ``first .. first+N-1``."""
+    if isinstance(v, int):
+        if first + v - 1 > MAX_SEED:
+            raise ValueError(f"the last seed, {first} + {v} - 1, is above 2^63-1")
+        return [first + k for k in range(v)]
+    return list(v)
+
+
+def seeds_option(text: Any, first: int, field: str = "--seeds") -> list[int]:
+    """A ``--seeds`` option's text as the list of seeds it names (InputError, one line, naming the option)."""
+    from .errors import InputError
+
+    try:
+        return seed_list(parse_seeds(text), first)
+    except ValueError as exc:
+        raise InputError(str(exc), field=field, value=text) from None
+
+
+def check_plan_runs(runs: int, yes: bool, field: str = "--seeds", value: Any = None, what: str = "runs",
+                    file: Optional[str] = None) -> None:
+    """Refuse a plan of more than :data:`CONFIRM_RUNS` runs without ``--yes``, before any work starts."""
+    from .errors import InputError
+
+    if runs > CONFIRM_RUNS and not yes:
+        where = {"file": file} if file else {}
+        raise InputError(f"the plan holds {runs:,} {what}, more than {CONFIRM_RUNS:,}; pass --yes to run them "
+                         "(a count of seeds is 'count:N'; a bare number is one seed)", field=field, value=value,
+                         **where)
 
 
 #: ``seeds``: a count (from ``seed`` on) or an explicit list (a range text becomes a list)

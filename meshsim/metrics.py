@@ -523,7 +523,8 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
         rows = {}
         for t in targets:
             c = _first_isolation(states, t, f0, degraded=False)
-            rows[t] = {"isolated_at": c, "delay": (c - f0) if c is not None else None}
+            by = sorted({r["agent"] for r in log if r["behaviour"] == "frame" and t in r["targets"]}, key=_order)
+            rows[t] = {"isolated_at": c, "delay": (c - f0) if c is not None else None, "by": by}
         k = sum(1 for r in rows.values() if r["isolated_at"] is not None)
         out["framing"] = {"from_task": f0, "targets": len(targets), "framed_isolated": k,
                           "framed_isolated_share": _frac(k, len(targets)), "any_isolated": float(k > 0),
@@ -538,8 +539,9 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                 continue
             iso = [_first_isolation(states, t, b, r, degraded=True) for b, r in spans]
             hit = [c for c in iso if c is not None]
+            by = sorted({r["agent"] for r in log if r["behaviour"] == "shield" and t in r["targets"]}, key=_order)
             rows[t] = {"degraded_from": spans[0][0], "isolated_at": hit[0] if hit else None,
-                       "delay": (hit[0] - spans[0][0]) if hit else None}
+                       "delay": (hit[0] - spans[0][0]) if hit else None, "by": by}
         k = sum(1 for r in rows.values() if r["isolated_at"] is None)
         out["shielding"] = {"from_task": s0, "targets": len(targets), "degraded_targets": len(rows),
                             "shielded_not_isolated": k, "shielded_share": _frac(k, len(rows)),
@@ -572,14 +574,16 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                               outcomes={o: sum(1 for h in hits if h["outcome"] == o)
                                         for o in ("drop", "corrupt", "pass")})
     targets_all = {t for r in log for t in r.get("targets", ())}
-    collateral = []
+    collateral = {}
     for a in sorted(getattr(proto, "K", {}), key=_order):
         if a in start or a in targets_all:
             continue
-        if _first_isolation(states, a, first, degraded=False) is not None:
-            collateral.append(a)
+        c = _first_isolation(states, a, first, degraded=False)
+        if c is not None:
+            collateral[a] = c
     out["collateral_isolated"] = len(collateral)
-    out["collateral_agents"] = collateral
+    out["collateral_agents"] = list(collateral)
+    out["collateral_at"] = collateral
     return out
 
 

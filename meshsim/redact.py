@@ -161,3 +161,43 @@ def structural(data):
     if isinstance(data, (list, tuple)):
         return [structural(v) for v in data]
     return data
+
+
+def _nested(parts: list[str], value):
+    for p in reversed(parts):
+        value = {p: value}
+    return value
+
+
+def _leaf(data, parts: list[str]):
+    for p in parts:
+        data = data[p]
+    return data
+
+
+def redact_value(path: str, value):
+    """``value`` as :func:`structural` leaves it when it sits at the dotted
+    ``path`` of a scenario (``backend.backend.headers.X-Team-Token``: masked;
+    ``...base_url``: without user-info and query values)."""
+    parts = [p for p in str(path).strip().split(".") if p] or ["_"]
+    return _leaf(structural(_nested(parts, value)), parts)
+
+
+def redact_set(item: str) -> tuple[str, bool]:
+    """A ``--set PATH=VALUE`` (or ``--grid``) item with its value redacted by
+    field, and whether anything was removed. The value is read as YAML (as
+    ``--set`` reads it), so a mapping that holds a secret field is caught too."""
+    if not isinstance(item, str) or "=" not in item:
+        return item, False
+    path, raw = item.split("=", 1)
+    import yaml
+
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = raw
+    red = redact_value(path, value)
+    if red == value:
+        return item, False
+    text = red if isinstance(red, str) else __import__("json").dumps(red, default=str)
+    return f"{path}={text}", True

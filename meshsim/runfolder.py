@@ -19,8 +19,19 @@
   cached run to be redone; bump the version when results change.
   A cassette counts as unchanged when the bytes the run saw are still its
   prefix: later recordings only append.
-* **Stale files.** Temporary files (``.NAME.XXXXXXXX.tmp``) left by a killed
-  run are removed when the next run takes the lock.
+* **Stale files.** Temporary files (``.NAME.XXXXXXXX.tmp``, NAME one of the
+  run's own file names) left by a killed run are removed when the next run
+  takes the lock.
+* **Own files only** (issue 30). A folder a run writes keeps the names of the
+  files meshsim put there in ``.meshsim-files.json``; clearing a seed for a
+  rerun removes only those, and a run refuses (exit 2, before writing) a
+  folder where a file it would write is there but not listed: it never
+  overwrites or deletes a file it did not write. A folder written by an
+  earlier meshsim (a ``provenance.json``, no list) is adopted as it is. An
+  ``--out`` that is, contains or is reached through a link into a folder
+  holding one of the scenario's inputs (the scenario file, task file,
+  topology, profiles, cassette) is refused before anything is written
+  (:func:`refuse_inputs_inside`).
 """
 from __future__ import annotations
 
@@ -36,16 +47,21 @@ from typing import Any, Optional
 
 from .errors import RunFolderError
 from .files import file_digest, os_reason
+from .records import write_atomic
 
-__all__ = ["LOCK_NAME", "PROVENANCE", "NOT_COMPARED", "comparable_files", "RunLock", "remove_stale_tmp",
-           "environment", "input_record", "resume_problem", "read_json"]
+__all__ = ["LOCK_NAME", "PROVENANCE", "OWN_FILES", "NOT_COMPARED", "comparable_files", "RunLock",
+           "remove_stale_tmp", "environment", "input_record", "resume_problem", "read_json", "OwnFiles",
+           "refuse_inputs_inside", "scenario_inputs"]
 
 LOCK_NAME = ".meshsim.lock"
 PROVENANCE = "provenance.json"
+#: the names of the files meshsim wrote into a folder (see "Own files only")
+OWN_FILES = ".meshsim-files.json"
 #: run-folder files that differ between two runs of the same scenario and seed
-#: (wall-clock times, the lock): every byte-identity check leaves them out
-NOT_COMPARED = frozenset({PROVENANCE, LOCK_NAME})
-_TMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # records._atomic's temp names (mkstemp)
+#: (wall-clock times, the lock, the list of own files, which grows with reports):
+#: every byte-identity check leaves them out
+NOT_COMPARED = frozenset({PROVENANCE, LOCK_NAME, OWN_FILES})
+_TMP = re.compile(r"^\.(.+)\.[A-Za-z0-9_]{8}\.tmp$")  # records._atomic's temp names (mkstemp)
 
 
 def comparable_files(folder: Path | str) -> dict[str, bytes]:
@@ -164,21 +180,158 @@ def _holder(fd: int) -> str:
     return ", ".join(parts)
 
 
-def remove_stale_tmp(folder: Path) -> int:
+def remove_stale_tmp(folder: Path, names: Optional[frozenset[str]] = None) -> int:
     """Remove temp files a killed run left in ``folder`` and its ``seed-*/``
-    folders (only meshsim's own ``.NAME.XXXXXXXX.tmp``). Call with the lock held."""
+    folders: only meshsim's own ``.NAME.XXXXXXXX.tmp`` whose NAME is one of
+    ``names`` (default: a run folder's files). Call with the lock held."""
     n = 0
     folder = Path(folder)
-    dirs = [folder] + [d for d in folder.glob("seed-*") if d.is_dir()]
+    names = RUN_FILES if names is None else names
+    dirs = [folder] + [d for d in folder.glob("seed-*") if d.is_dir() and not d.is_symlink()]
     for d in dirs:
         for p in d.iterdir():
-            if _TMP.match(p.name) and p.is_file():
+            m = _TMP.match(p.name)
+            if m and m.group(1) in names and p.is_file() and not p.is_symlink():
                 try:
                     p.unlink()
                     n += 1
                 except OSError:
                     pass
     return n
+
+
+def stale_tmp(folder: Path, names: Optional[frozenset[str]]) -> list[Path]:
+    """meshsim's own temp files (``.NAME.XXXXXXXX.tmp``, NAME in ``names``; None:
+    any NAME, in a folder that is meshsim's own) in ``folder`` itself."""
+    out = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return out
+    for p in entries:
+        m = _TMP.match(p.name)
+        if m and (names is None or m.group(1) in names) and p.is_file() and not p.is_symlink():
+            out.append(p)
+    return out
+
+
+# --------------------------------------------------------------------------
+# own files, and outputs kept apart from inputs (issue 30)
+
+#: the record tables a run may write (each as NAME.jsonl or NAME.jsonl.gz)
+TABLES = ("events", "tasks", "reviews", "states", "rounds", "queries")
+#: every file a run writes into a seed folder (or a single-seed run folder)
+SEED_FILES = frozenset(("summary.json", "error.txt", PROVENANCE, "scenario.resolved.yaml", "report.html")
+                       + tuple(f"{t}.jsonl{z}" for t in TABLES for z in ("", ".gz")))
+#: ... and into the top of a multi-seed run folder
+TOP_FILES = frozenset((PROVENANCE, "aggregate.json", "report.html"))
+#: every name a run folder's own files may have (temp files are .NAME.XXXXXXXX.tmp)
+RUN_FILES = SEED_FILES | TOP_FILES | {OWN_FILES}
+
+
+class OwnFiles:
+    """The files meshsim wrote into one folder, kept in ``OWN_FILES`` there.
+
+    A name is listed *before* its file is first written (a run killed in
+    between leaves a listed name without a file, which is harmless), so a
+    later run knows which files are its own: :meth:`foreign` names the files
+    it must not touch."""
+
+    def __init__(self, folder: Path | str):
+        self.folder = Path(folder)
+        self.path = self.folder / OWN_FILES
+        self.names: set[str] = set()
+        self.listed = False  # the folder has a readable list
+        data = read_json(self.path)
+        if data is not None and isinstance(data.get("files"), list):
+            self.names = {n for n in data["files"] if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")}
+            self.listed = True
+        elif _legacy_run_folder(self.folder):
+            # written by a meshsim from before the list: every run file there is its own
+            self.names = {n for n in RUN_FILES if (self.folder / n).is_file()}
+
+    def owns(self, name: str) -> bool:
+        return name in self.names
+
+    def foreign(self, names: frozenset[str] | set[str]) -> list[str]:
+        """Those of ``names`` that exist in the folder (as anything, links included) and are not listed."""
+        return sorted(n for n in names if n not in self.names and os.path.lexists(self.folder / n))
+
+    def claim(self, names: frozenset[str] | set[str] | list[str]) -> None:
+        """List ``names`` (written before the files are)."""
+        new = set(names) - self.names
+        if not new and self.listed:
+            return
+        self.names |= new
+        self._save()
+
+    def _save(self) -> None:
+        write_atomic(self.path, json.dumps({"format": 1, "files": sorted(self.names)}, indent=1) + "\n")
+        self.listed = True
+
+    def remove(self, names: frozenset[str] | set[str]) -> None:
+        """Remove those of ``names`` that are listed and are plain files
+        (never a link, never a folder), and unlist them: a file someone puts
+        there later under one of these names is theirs."""
+        gone = set()
+        for n in sorted(names):
+            p = self.folder / n
+            if n in self.names:
+                if p.is_file() and not p.is_symlink():
+                    p.unlink()
+                if not os.path.lexists(p):
+                    gone.add(n)
+        self.names -= gone
+        if gone and self.listed:
+            self._save()
+
+
+def _legacy_run_folder(folder: Path) -> bool:
+    prov = read_json(folder / PROVENANCE)
+    return bool(prov) and "meshsim" in prov and "inputs" in prov
+
+
+def claim_report(folder: Path | str, name: str = "report.html") -> None:
+    """A report written into a run folder joins its own files (a rerun may replace it)."""
+    own = OwnFiles(folder)
+    if own.listed and not own.owns(name):
+        own.claim([name])
+
+
+def scenario_inputs(sc: Any) -> list[Path]:
+    """Every file ``sc`` reads: the scenario file itself and
+    :func:`meshsim.scenario.input_files` (a BIG-bench task folder by its task.json)."""
+    from .scenario import input_files
+
+    paths = [Path(sc.source)] if sc.source and Path(sc.source).is_file() else []
+    paths += [p for p, _append in input_files(sc).values()]
+    if sc.tasks is not None and sc.tasks.file:
+        tf = Path(sc.tasks.file)
+        if not tf.is_absolute() and sc.base_dir is not None:
+            tf = sc.base_dir / tf
+        if tf.is_dir():
+            paths.append(tf / "task.json")
+    return paths
+
+
+def _locations(p: Path) -> set[Path]:
+    """Where ``p`` is: its folder with links resolved, and the file a link at ``p`` points to."""
+    p = Path(os.path.abspath(p))
+    return {Path(os.path.realpath(p.parent)) / p.name, Path(os.path.realpath(p))}
+
+
+def refuse_inputs_inside(out: Path | str, inputs: list[Path], option: str = "--out") -> None:
+    """Refuse (one line, exit 2, nothing written) an output folder that is,
+    contains or is reached through a link into a folder holding one of
+    ``inputs``: clearing or writing it could replace or delete an input."""
+    out = Path(out)
+    target = Path(os.path.realpath(os.path.abspath(out)))
+    for p in inputs:
+        for loc in _locations(p):
+            if loc == target or target in loc.parents:
+                via = "" if Path(os.path.abspath(out)) == target else f" (it leads to {target})"
+                raise RunFolderError(f"{option} holds an input of the scenario, {p}{via}; outputs go to a folder of "
+                                     "their own: choose an --out outside the inputs' folders", file=str(out))
 
 
 # --------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -38,7 +40,10 @@ from .protocols.base import TableRows
 from . import redact
 from .records import TableWriter, json_default, read_records, write_atomic, write_records
 from .backends import make_backend
-from .runfolder import PROVENANCE, RunLock, environment, input_record, read_json, remove_stale_tmp, resume_problem
+from .attribution import attribute, reach_warnings, review_reach, without_liars
+from .runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment,
+                        input_record, read_json, refuse_inputs_inside, remove_stale_tmp, resume_problem,
+                        scenario_inputs)
 from .scenario import Scenario, agent_abilities, build_graph, check_semantics, input_files, topology_seed
 from .sim import Environment, long_run_gc
 from .types import LatencySpec
@@ -364,6 +369,8 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
             _fire(i, ev)
 
     pctx.task_starting = task_starting
+    timers = protocol.timers()
+    _check_timers(scenario, timers, backend)  # budget before the clock: every periodic timer (issue 30)
     progress, sink = yield  # built: the clock starts when simulate() sends the progress callback
     if sink is not None:
         pctx.tables = sink  # the run folder's tables, written as rows close (issue 22)
@@ -388,6 +395,13 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
             over_budget()
             if progress is not None and done_ev is None:
                 progress("time", env.now, end)
+    elif timers:
+        # a run without a duration whose periodic timers keep the queue full: the budget is checked
+        # about every hundredth of it, not only at task starts (a task could outlast it by far)
+        step = budget / (100.0 * sum(t.messages / t.period for t in timers))
+        while not stopped[0] and env.peek() != float("inf"):
+            env.run(until=max(env.now + step, math.nextafter(env.now, math.inf)))
+            over_budget()
     else:
         env.run()
     convergence.close()
@@ -510,7 +524,49 @@ def _validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = 
     if preflight:
         _preflight(scenario)
     G = graphs[seeds[0]]
-    return {"agents": G.number_of_nodes(), "links": G.number_of_edges(), "seeds": seeds}
+    warnings: list[str] = []  # liars that can never reach their targets (issue 34), per distinct graph
+    seen: set = set()
+    for s in seeds if any(e.type in ("frame", "shield") for e in scenario.events) else ():
+        key = _topology_key(scenario, s)
+        if key in seen:
+            continue
+        seen.add(key)
+        g = graphs.get(s)
+        for w in reach_warnings(scenario, g if g is not None else build_graph(scenario, s)):
+            if w not in warnings:
+                warnings.append(w)
+    return {"agents": G.number_of_nodes(), "links": G.number_of_edges(), "seeds": seeds, "warnings": warnings}
+
+
+def _horizon(scenario: Scenario, backend: Any) -> tuple[float, str]:
+    """How long the run lasts at least (simulated seconds), and how that was found."""
+    if scenario.duration:
+        return float(scenario.duration), f"duration {float(scenario.duration):g}s"
+    tasks = scenario.tasks
+    if tasks is None:
+        return 0.0, ""
+    rate = tasks.poisson_rate()
+    if rate:
+        return tasks.count / rate, f"{tasks.count} tasks arriving at {rate:g}/s"
+    # one after another, each needing at least one model call: the fastest call, one token
+    fastest = min(backend.latency_model(m)(0, 1) for m in ("strong", "weak"))
+    return tasks.count * fastest, f"{tasks.count} sequential tasks x at least {fastest:g}s (the fastest model call)"
+
+
+def _check_timers(scenario: Scenario, timers: list, backend: Any) -> None:
+    """Refuse, before the clock starts, a periodic timer that would send more than
+    limits.events messages over the run's shortest possible length (issue 30)."""
+    if not timers:
+        return
+    horizon, how = _horizon(scenario, backend)
+    budget = scenario.limits.events
+    for t in timers:
+        est = t.messages * horizon / t.period
+        if est > budget:
+            raise ScenarioError(f"about {est:.3g} messages from {t.what} ({t.messages} every {t.period:g}s over "
+                                f"{how}) is above limits.events ({budget:,}); raise {t.field.rsplit('.', 1)[-1]}, "
+                                "or limits.events if you mean it", file=scenario.source, field=t.field,
+                                value=t.period)
 
 
 def _resolved_data(scenario: Scenario) -> dict[str, Any]:
@@ -548,17 +604,11 @@ def _folder_identity(folder: Path) -> Optional[str]:
         return None
 
 
-#: files a run writes into its seed folder (cleared before a seed reruns, so a
-#: rerun of another scenario leaves none of the old run's tables behind)
-_TABLES = ("events", "tasks", "reviews", "states", "rounds", "queries")
-_OWN = ("summary.json", "error.txt", PROVENANCE, "scenario.resolved.yaml", "report.html")
-
-
-def _clear(folder: Path) -> None:
-    for name in _OWN + tuple(f"{t}.jsonl{z}" for t in _TABLES for z in ("", ".gz")):
-        p = folder / name
-        if p.is_file():
-            p.unlink()
+def _clear(own: OwnFiles) -> None:
+    """Before a seed (re)runs: remove the files an earlier run wrote into its
+    folder (so a rerun of another scenario leaves none of the old run's tables
+    behind), and only those (runfolder.OwnFiles)."""
+    own.remove(SEED_FILES)
 
 
 class _Session:
@@ -577,18 +627,43 @@ class _Session:
         self.lock = RunLock(top)
         self.started = time.time()
         self.wrote = False
+        self._own: dict[Path, OwnFiles] = {}
+
+    def own(self, folder: Path) -> OwnFiles:
+        """The list of meshsim's files in ``folder``: a name joins it before its file is written."""
+        if folder not in self._own:
+            self._own[folder] = OwnFiles(folder)
+        return self._own[folder]
 
     def folder(self, seed: int) -> Path:
         return self.top / f"seed-{seed}" if self.multi else self.top
 
     # -- before any seed runs ------------------------------------------------
     def open(self) -> dict[int, str]:
-        """Lock, check the layout, remove stale temp files, decide per seed
-        ``run`` or ``resume`` (or refuse)."""
+        """Refuse a folder holding files meshsim did not write under the names
+        the run writes; lock, check the layout, remove stale temp files, decide
+        per seed ``run`` or ``resume`` (or refuse)."""
+        self._check_own()
         self.lock.acquire({"scenario": self.scenario.name})
         remove_stale_tmp(self.top)
         self._check_layout()
         return {s: self._plan(s) for s in self.seeds}
+
+    def _check_own(self) -> None:
+        """A file the run would write, replace or remove that meshsim did not write stops the run (issue 30)."""
+        folders = [(self.top, TOP_FILES)] if self.multi else []
+        folders += [(self.folder(s), SEED_FILES) for s in self.seeds]
+        for folder, names in folders:
+            if folder != self.top and os.path.islink(folder):
+                raise RunFolderError("is a link; a seed folder is the run's own: remove the link or choose "
+                                     "another --out", file=str(folder))
+            if not folder.is_dir():
+                continue  # (not there yet; a path that is no folder: RunLock says so)
+            foreign = OwnFiles(folder).foreign(names)
+            if foreign:
+                raise RunFolderError(f"holds {foreign[0]}, which meshsim did not write (it is not listed in "
+                                     f"{OWN_FILES}); a run never replaces or deletes a file it did not write: "
+                                     "move it, or choose another --out", file=str(folder))
 
     def _check_layout(self) -> None:
         top, out = self.top, str(self.top)
@@ -638,8 +713,10 @@ class _Session:
     def start(self, seed: int) -> Path:
         folder = self.folder(seed)
         folder.mkdir(parents=True, exist_ok=True)
-        _clear(folder)
         self.wrote = True
+        own = self.own(folder)
+        _clear(own)
+        own.claim(["scenario.resolved.yaml"])
         write_atomic(folder / "scenario.resolved.yaml", _resolved_yaml(self.scenario, seed))
         return folder
 
@@ -690,12 +767,15 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
             if world is None:
                 world = build(scenario, seed, G)
             result = simulate(world, progress, writer)
+            _attribute(scenario, seed, result, G)
         except MeshsimError as exc:
             if folder is not None:
+                _claim(session, folder, ["error.txt"])
                 write_atomic(folder / "error.txt", f"{type(exc).__name__}: {exc}\n")
             raise
         except Exception as exc:
             if folder is not None:
+                _claim(session, folder, ["error.txt"])
                 write_atomic(folder / "error.txt", traceback.format_exc())
             raise SimulationError(f"internal error in seed {seed}: {type(exc).__name__}: {exc}"
                                   + (f" (traceback in {folder / 'error.txt'})" if folder else "")) from exc
@@ -704,6 +784,9 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
             assert folder is not None and session is not None
             result.out = folder
             fmt = scenario.output.format
+            tables = ["events.jsonl"] + list(result.tables) + writer.names()
+            session.own(folder).claim([t + (".gz" if fmt == "jsonl.gz" else "") for t in tables]
+                                      + [PROVENANCE, "summary.json"])
             write_records(folder, "events.jsonl", result.records, fmt)
             for name, rows in result.tables.items():  # (none: the writer streamed them)
                 write_records(folder, name, rows, fmt)
@@ -716,6 +799,25 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
     return result
 
 
+def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.Graph]) -> None:
+    """A run with Byzantine agents: its attack counts limited to what the attack caused, against
+    the paired run of the same seed without the liars (in memory; issue 34, meshsim/attribution.py)."""
+    adv = result.summary.get("adversarial")
+    if adv is None:
+        return
+    if G is None:
+        G = build_graph(scenario, seed)
+    pair = without_liars(scenario)  # its trace is not kept: none (the trace level changes no outcome)
+    pair = pair.model_copy(update={"output": pair.output.model_copy(update={"trace": "none"})})
+    paired = simulate(build(pair, seed, G))
+    result.summary["adversarial"] = attribute(adv, paired.tables.get("states.jsonl", []), review_reach(scenario, G))
+
+
+def _claim(session: Optional[_Session], folder: Path, names: list[str]) -> None:
+    if session is not None:
+        session.own(folder).claim(names)
+
+
 def _resumed(folder: Path, seed: int) -> RunResult:
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     return RunResult(seed, summary, read_records(folder, "events.jsonl"), folder, resumed=True)
@@ -724,6 +826,7 @@ def _resumed(folder: Path, seed: int) -> RunResult:
 def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
          multi: bool) -> RunResult | MultiRunResult:
     graphs = prepare(scenario, seeds)  # every check before the folder is touched,
+    refuse_inputs_inside(top, scenario_inputs(scenario))  # (a run never writes among its inputs)
     session = _Session(scenario, top, seeds, multi, force)
     first: Optional[World] = None
     if force or not (session.folder(seeds[0]) / "summary.json").exists():  # (a seed to resume needs no world)
@@ -749,6 +852,7 @@ def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Pro
                                   graphs.pop(s, None)))
         if multi:
             session.wrote = True
+            session.own(top).claim([PROVENANCE] + (["aggregate.json"] if len(seeds) > 1 else []))
             write_atomic(top / PROVENANCE, session.provenance(None, session.started, {
                 "seeds": {str(r.seed): "resumed" if r.resumed else "ran" for r in runs}}))
         if multi and len(seeds) > 1:

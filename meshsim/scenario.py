@@ -625,21 +625,70 @@ def profile_of(sc: Scenario):
                             field="agents.profile" if sc.agents.profile else "tasks.dataset", value=name) from None
 
 
+def _dataset_profile(sc: Scenario):
+    """``tasks.dataset``'s profile (None without one)."""
+    if sc.tasks is None or not sc.tasks.dataset:
+        return None
+    from .tasks import load_profile
+
+    try:
+        return load_profile(sc.tasks.dataset)
+    except InputError as exc:
+        if exc.file and exc.field:
+            raise
+        raise ScenarioError(exc.message, file=exc.file or sc.source, field="tasks.dataset",
+                            value=sc.tasks.dataset) from None
+
+
 def agent_abilities(sc: Scenario, G: nx.Graph) -> tuple[dict[str, list[str]], list[str]]:
-    """Every agent's abilities and the profile's degradation targets."""
+    """Every agent's abilities and the profile's degradation targets.
+
+    ``agents.abilities`` overrides the profile for the agents it names; the
+    others take the profile's (``agents.profile``, else ``tasks.dataset``: a
+    partial map is filled, issue 30). Without either (routing studies) the
+    agents it does not name hold nothing. With a dataset, every ability named
+    must be one of its abilities."""
     from .tasks import replicate
 
     prof = profile_of(sc)
+    named = sc.agents.abilities
+    filled = False
+    if prof is None and named and any(str(v) not in named for v in G.nodes):
+        prof = _dataset_profile(sc)  # a partial map: the agents it does not name take the dataset's abilities
+        filled = prof is not None
+    vocab: dict[str, str] = {}
+    for p in (prof, _dataset_profile(sc) if named and prof is None else None):
+        if p is not None:
+            vocab.update(p.abilities)
+    if vocab:
+        for a, ks in named.items():
+            for i, k in enumerate(ks):
+                if k not in vocab:
+                    names = prof.name if prof is not None else sc.tasks.dataset  # type: ignore[union-attr]
+                    raise ScenarioError(f"unknown ability; dataset '{names}' has: {', '.join(sorted(vocab))}",
+                                        file=sc.source, field=f"agents.abilities.{a}[{i}]", value=k)
+        for j, ev in enumerate(sc.events):
+            for i, k in enumerate(getattr(ev, "abilities", None) or []) if ev.type == "add_agent" else ():
+                if k not in vocab:
+                    names = prof.name if prof is not None else sc.tasks.dataset  # type: ignore[union-attr]
+                    raise ScenarioError(f"unknown ability; dataset '{names}' has: {', '.join(sorted(vocab))}",
+                                        file=sc.source, field=f"events[{j}].abilities[{i}]", value=k)
     abilities: dict[str, list[str]] = {v: [] for v in G.nodes}
     targets: list[str] = []
     if prof is not None:
         rep, targets = replicate(prof, sc.agents.replicas)
         if set(rep) != set(G.nodes):
+            if filled:
+                raise ScenarioError(f"names {len(named)} of the {G.number_of_nodes()} agents; the others would take "
+                                    f"dataset '{prof.name}''s abilities, but its profile x {sc.agents.replicas} "
+                                    f"replicas names {len(rep)} agents: name every agent, or set agents.profile "
+                                    "and agents.replicas to match the topology", file=sc.source,
+                                    field="agents.abilities", value=len(named))
             raise ScenarioError(f"profile '{prof.name}' x {sc.agents.replicas} replicas names {len(rep)} agents "
                                 f"but the topology has {G.number_of_nodes()}", file=sc.source,
                                 field="agents.replicas", value=sc.agents.replicas)
         abilities.update(rep)
-    for a, ks in sc.agents.abilities.items():
+    for a, ks in named.items():
         abilities[a] = list(ks)
     return abilities, targets
 
@@ -653,7 +702,8 @@ def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
     return EventCheck(protocol=sc.protocol.name,
                       supports_degradation=bool(getattr(proto, "supports_degradation", False)),
                       supports_roles=bool(roles),
-                      targets=list(targets) if profile_of(sc) is not None else None,
+                      # a partial agents.abilities filled from tasks.dataset has that profile's targets
+                      targets=list(targets) if profile_of(sc) is not None or targets else None,
                       roles=dict(sc.agents.roles) if roles else None,
                       rounds=getattr(sc.protocol.params, "rounds", None) if roles else None,
                       degrade_modes=getattr(proto, "degrade_modes", None))

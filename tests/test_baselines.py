@@ -453,7 +453,7 @@ def _symphony_agent(top_l: int, tie_break: str = "order"):
 
     ag = SymphonyAgent.__new__(SymphonyAgent)
     ag.name, ag.K = "A1", frozenset({"calculation"})
-    ag.params = SymphonyParams(top_l=top_l, tie_break=tie_break)
+    ag.params = SymphonyParams(top_l=top_l, tie_break=tie_break, registry="name")  # a known registry order
     ag.peer_abilities = {"A2": frozenset({"enumeration"}), "A3": frozenset({"calculation"}),
                          "A4": frozenset({"calculation", "enumeration"}), "A5": frozenset({"theorem_knowledge"}),
                          "A6": frozenset({"enumeration"})}
@@ -513,8 +513,13 @@ def test_symphony_plans_weighted_vote_and_winner_bonus(runs):
     proto = runs["symphony"]["proto"]
     rows = runs["symphony"]["tasks"]
     updates = defaultdict(int)
+    # one registry order for the run, the same at every coordinator (complete graph: all six agents)
+    orders = {tuple(ag.pool()) for ag in proto.agents.values()}
+    assert len(orders) == 1
+    registry = list(orders.pop())
+    assert sorted(registry) == sorted(proto.agents)
     for r in rows:
-        assert r["planners"] == ["A1", "A2", "A3"]  # no agent declares 'planning': the registry's first three
+        assert r["planners"] == registry[:3]  # no agent declares 'planning': the registry's first three
         assert len(r["plans"]) == 3 and r["plans_done"] == 3
         for chain, R in zip(r["plans"], r["plan_pairs"]):
             assert len(set(chain)) == len(chain)  # a plan does not reuse an agent while others are shortlisted
@@ -524,6 +529,31 @@ def test_symphony_plans_weighted_vote_and_winner_bonus(runs):
         assert any(r["agree"])
         updates[r["entry"]] += 2 * 3 + 2 * sum(r["agree"])
     assert proto.method_summary()["bandit_updates"] == {a: updates.get(a, 0) for a in sorted(proto.agents)}
+
+
+def test_symphony_registry_order_is_drawn_per_run_and_not_by_name():
+    """Issue 34: the code's ties go to the first registered agent; who registers first is not
+    documented here, so the order is drawn per run from the stream symphony/registry: the same at
+    every coordinator, different across seeds, every agent first on some seed."""
+    from meshsim.protocols.baselines.symphony import SymphonyAgent, SymphonyParams
+    from meshsim.sim import Environment
+
+    firsts = set()
+    orders = set()
+    names = [f"A{i}" for i in range(1, 7)]
+    for seed in range(40):
+        env = Environment(seed)
+        per_coordinator = set()
+        for me in ("A1", "A4"):
+            ag = SymphonyAgent.__new__(SymphonyAgent)
+            ag.env, ag.name, ag.params, ag._registry = env, me, SymphonyParams(), {}
+            ag.neighbours = lambda me=me: [a for a in names if a != me]
+            per_coordinator.add(tuple(ag.pool()))
+        assert len(per_coordinator) == 1
+        order = per_coordinator.pop()
+        orders.add(order)
+        firsts.add(order[0])
+    assert firsts == set(names) and len(orders) > 30
 
 
 def test_plurality_vote_breaks_ties_at_random_and_ignores_missing():

@@ -75,7 +75,7 @@ def test_every_meshheal_summary_has_the_network_level_metrics(tmp_path):
         s["audit"]["initial_score_healthy"] - s["audit"]["initial_score_degraded"])
 
 
-@pytest.mark.parametrize("text,want", [(3, 3), ("3", 3), ("9301-9304", [9301, 9302, 9303, 9304]),
+@pytest.mark.parametrize("text,want", [(3, 3), ("3", [3]), ("count:3", 3), ("9301-9304", [9301, 9302, 9303, 9304]),
                                        ("1,5,9", [1, 5, 9]), ("1-3,7", [1, 2, 3, 7]), ([4, 2], [4, 2])])
 def test_seeds_accept_counts_lists_and_ranges(text, want):
     assert parse_seeds(text) == want

@@ -28,7 +28,7 @@ def test_same_seed_byte_identical(tmp_path):
     assert a == b
     # exactly the documented files are left out, and they are there
     every = {p.name for p in (tmp_path / "a").iterdir()}
-    assert every - set(a) == set(NOT_COMPARED) == {"provenance.json", ".meshsim.lock"}
+    assert every - set(a) == set(NOT_COMPARED) == {"provenance.json", ".meshsim.lock", ".meshsim-files.json"}
 
 
 def test_different_seeds_differ(tmp_path):

@@ -229,7 +229,7 @@ def run_with_tripwire(monkeypatch, scenario, out):
 
     def setup(self):
         orig_setup(self)
-        seen["proto"] = self
+        seen.setdefault("proto", self)  # the run's own (a run with liars then sets up its paired run)
 
     monkeypatch.setattr(MeshHeal, "setup", setup)
     meshsim.run(scenario, seed=4, out=out)

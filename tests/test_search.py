@@ -281,7 +281,7 @@ def test_range_and_constraint_parsing():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from meshsim.sweep.search import _dominates, _nondominated, _order, _recommend  # noqa: E402
+from meshsim.sweep.search import _dominates, _nondominated, _order, _recommend, interval_dominates  # noqa: E402
 from meshsim.sweep.stats import distinguishable, interval  # noqa: E402
 
 
@@ -312,17 +312,76 @@ def test_front_and_recommendation_rules(pts):
              "intervals": {m: interval(list(stt[k][m].values())) for m in ("d", "f")}} for i, k in enumerate(front)]
     rec = _recommend(sp, rows)
     (chosen,) = [r for r in rows if r["point"] == rec["point"]]
-    best_f = min(rows, key=lambda r: (r["intervals"]["f"].mean, r["rank"]))
-    # never distinguishably worse than the front's best on the second objective
-    assert chosen is best_f or not (chosen["intervals"]["f"].mean > best_f["intervals"]["f"].mean
-                                    and distinguishable(stt[chosen["point"]]["f"], stt[best_f["point"]]["f"]))
-    # and of those, the smallest upper bound (or mean) on the first
-    def bound(r):
-        iv = r["intervals"]["d"]
+    c = stt[chosen["point"]]
+    undominated = [k for k in front if not any(interval_dominates(sp, stt[q], stt[k]) for q in front if q != k)]
+    if undominated:  # never dominated within the front by the interval rule
+        assert chosen["point"] in undominated
+        assert not any(interval_dominates(sp, stt[q], c) for q in front)
+    pool = undominated or front
+    best_f = min(pool, key=lambda k: (_mean(stt[k]["f"]), front.index(k)))
+    # never distinguishably worse than the best on the second objective
+    assert not (_mean(c["f"]) > _mean(stt[best_f]["f"]) and distinguishable(c["f"], stt[best_f]["f"]))
+    kept = [k for k in pool if k == best_f or not (_mean(stt[k]["f"]) > _mean(stt[best_f]["f"])
+                                                  and distinguishable(stt[k]["f"], stt[best_f]["f"]))]
+
+    def bound(k):
+        iv = interval(list(stt[k]["d"].values()))
         return iv.hi if math.isfinite(iv.hi) else iv.mean
-    ok = [r for r in rows if r is best_f or not (r["intervals"]["f"].mean > best_f["intervals"]["f"].mean and
-                                                  distinguishable(stt[r["point"]]["f"], stt[best_f["point"]]["f"]))]
-    assert bound(chosen) == min(bound(r) for r in ok)
+    top = min(kept, key=lambda k: (bound(k), front.index(k)))
+    # the first objective's best bound does not beat it distinguishably, and among those so tied it has the
+    # lowest mean on the second objective: a first-objective lead within the noise buys nothing
+    assert not (_mean(stt[top]["d"]) < _mean(c["d"]) and distinguishable(stt[top]["d"], c["d"]))
+    tied = [k for k in kept if k == top or not (_mean(stt[top]["d"]) < _mean(stt[k]["d"])
+                                                and distinguishable(stt[top]["d"], stt[k]["d"]))]
+    assert _mean(c["f"]) == min(_mean(stt[k]["f"]) for k in tied)
+
+
+def _mean(xs):
+    return sum(xs.values()) / len(xs)
+
+
+def test_the_reported_repro_a_zero_false_isolation_point_beats_one_only_noise_faster():
+    """Issue 29: a 12-trial search on staggered-math recommended false-isolation rate 0.111 [-0.128, 0.350]
+    over 0 [0, 0]. A first-objective lead the seeds cannot tell from noise no longer buys a worse mean on
+    the objective traded away; a distinguishable lead still does (that is the trade the user asked for)."""
+    sp = _SP(_OBJS)
+    a = {"d": {1: 5.0, 2: 6.0, 3: 4.0}, "f": {1: 0.0, 2: 0.0, 3: 1 / 3}}  # faster by noise, 0.111
+    b = {"d": {1: 6.0, 2: 6.0, 3: 5.0}, "f": {1: 0.0, 2: 0.0, 3: 0.0}}
+    rows = [{"rank": i + 1, "point": k, "trial": i, "seeds": 3, "_stats": v,
+             "intervals": {m: interval(list(v[m].values())) for m in ("d", "f")}}
+            for i, (k, v) in enumerate([("pa", a), ("pb", b)])]
+    assert _recommend(sp, rows)["point"] == "pb"
+    a["d"] = {1: 2.0, 2: 2.1, 3: 1.9}  # now distinguishably faster, and not distinguishably worse on f
+    rows[0]["intervals"] = {m: interval(list(a[m].values())) for m in ("d", "f")}
+    assert _recommend(sp, rows)["point"] == "pa"
+
+
+def test_constraints_hold_on_every_seed_for_equality_and_on_the_mean_for_bounds():
+    missed = parse_constraint("detection.missed==0")
+    assert missed.holds_on({1: 0.0, 2: 0.0, 3: 0.0}) and not missed.holds_on({1: 0.0, 2: 1.0, 3: 0.0})
+    assert missed.seed_violation({1: 0.0, 2: 2.0, 3: 0.0}) == 2.0 and not missed.holds_on({})
+    rate = parse_constraint("detection.false_isolation_rate<=0.1")
+    assert rate.holds_on({1: 0.0, 2: 0.25, 3: 0.0}) and not rate.holds_on({1: 0.2, 2: 0.25, 3: 0.0})
+    acc = parse_constraint("accuracy.overall>=0.5")
+    assert acc.holds_on({1: 0.4, 2: 0.7}) and not acc.holds_on({1: 0.4, 2: 0.5})
+
+
+def test_intervals_of_rates_and_counts_stay_in_their_range():
+    from meshsim.sweep.stats import clip, metric_bounds
+
+    assert metric_bounds("detection.false_isolation_rate") == (0.0, 1.0)
+    assert metric_bounds("accuracy.overall") == (0.0, 1.0)
+    assert metric_bounds("detection.delay_outputs_mean") == (0.0, math.inf)
+    assert metric_bounds("detection.missed") == (0.0, math.inf)
+    assert metric_bounds("audit.initial_score_gap") == (-math.inf, math.inf)
+    raw = interval([0.0, 0.0, 1 / 3])
+    iv = clip(raw, metric_bounds("detection.false_isolation_rate"))
+    assert raw.lo < 0 and iv.lo == 0.0 and (iv.mean, iv.hi, iv.n) == (raw.mean, raw.hi, 3)
+    assert clip(interval([0.9, 1.0, 1.0]), (0.0, 1.0)).hi == 1.0
+    from meshsim.plots.sweeps import Cell, _in_range  # the sweep report's table clips the same way
+
+    c = _in_range(Cell(raw.mean, raw.se, raw.lo, raw.hi, 3, {}, [], 1), "detection.false_isolation_rate")
+    assert (c.lo, c.hi) == (0.0, raw.hi)
 
 
 @pytest.mark.slow
@@ -407,3 +466,139 @@ def test_a_trial_cut_mid_ask_gets_the_parameters_the_uninterrupted_ask_drew(numb
     cut.sampler = _sampler(sp, 0)  # a resumed process: whatever sampler the study was opened with
     got = _params(sp, cut, cut.get_trials(deepcopy=False)[number])
     assert got == want
+
+
+def test_refinement_spends_seeds_where_the_recommendation_is_decided_and_drops_a_point_a_new_seed_breaks():
+    """Issue 29: extra seeds go to the recommendation and the points it cannot yet be told from, not to the
+    ends of the front; a point that broke ``missed==0`` on a refinement seed is never recommended."""
+    from types import SimpleNamespace
+
+    from meshsim.sweep.search import SearchPlan, _refine
+
+    import numpy as np
+
+    def noise(seed, salt, sd):  # a shared part per seed (common random numbers) and an own part per point
+        shared = np.random.default_rng([seed, 0]).normal()
+        return sd * (shared + np.random.default_rng([seed, salt]).normal())
+
+    def pt(d, f, salt, missed=lambda s: 0.0):
+        return {"d": lambda s: d + noise(s, salt, 0.3), "f": lambda s: max(0.0, f + noise(s, salt + 100, 0.02)),
+                "detection.missed": missed}
+
+    # along the front: a fast end that isolates many (told apart on both objectives), the middle where
+    # the choice is made (points the seeds cannot tell apart yet), a slow end no better on false isolations
+    table = {"p0-fast-end": pt(1.0, 0.9, 1), "p1": pt(2.0, 0.7, 2), "p2": pt(3.0, 0.06, 3), "p3": pt(3.05, 0.06, 4),
+             "p4-slow-end": pt(9.0, 0.05, 5),
+             "trap": pt(2.9, 0.03, 6, missed=lambda s: 1.0 if s == 4 else 0.0)}  # breaks the constraint on seed 4
+    sp = SearchPlan(SimpleNamespace(seeds=[1, 2]), SearchSpec([], _OBJS, [parse_constraint("detection.missed==0")],
+                                                              max_seeds=8, refine_runs=60))
+
+    class Runner:
+        points = {k: SimpleNamespace(key=k, values={}) for k in table}
+        ran: list = []
+
+        def run(self, pairs, label):
+            self.ran += [(p.key, s) for p, s in pairs]
+
+        def values(self, k, s):
+            return {m: f(s) for m, f in table[k].items()}
+
+        def series(self, k, m, seeds):
+            return {s: float(table[k][m](s)) for s in seeds}
+
+    runner = Runner()
+    complete = [SimpleNamespace(number=i, user_attrs={"point": k}) for i, k in enumerate(table)]
+    rows, rec = _refine(sp, runner, complete, lambda m: None)
+    grown = {k for k, _s in runner.ran}
+    assert ("trap", 4) in runner.ran  # it led after the trials' seeds, so it was refined ...
+    assert rec["point"] != "trap" and "trap" not in {r["point"] for r in rows}  # ... and seed 4 ruled it out
+    assert not grown & {"p0-fast-end", "p4-slow-end"}  # the ends are told apart: no seeds there
+    assert rec["point"] in grown and rec["constraints"]["detection.missed==0"]["worst_seed"] == 0.0
+    (row,) = [r for r in rows if r["point"] == rec["point"]]
+    assert rec["seeds"] == row["seeds"] == 2 + sum(1 for k, _s in runner.ran if k == rec["point"])
+
+
+def _search_data(out: Path, **search):
+    """The search folder as the plots read it, with its manifest's search section changed (what another
+    search with these objectives / constraints would hold)."""
+    from meshsim.plots.sweeps import SweepData
+    from meshsim.sweep.results import read_table
+
+    cols, rows, man = read_table(out, "runs")
+    man = json.loads(json.dumps(man))
+    man["search"].update(search)
+    return SweepData(out, cols, rows, man)
+
+
+def test_a_search_folders_trade_off_draws_its_objectives_its_violators_and_its_recommendation(study):
+    """Issue 29: the trade-off of a search folder plots the search's own objectives, never puts a constraint
+    violator on the front, marks the recommendation and states each point's seed count truly."""
+    pytest.importorskip("matplotlib")
+    from meshsim.plots.sweeps import open_sweep, seed_counts, tradeoff, tradeoff_points
+
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    res = _rows(out / "results.csv")
+    sd = open_sweep(out)
+    pts = tradeoff_points(sd)
+    assert {p["metrics"]["fi"] for p in pts} == {"detection.false_isolation_rate"}  # x: the second objective
+    assert {p["metrics"]["delay"] for p in pts} == {"detection.delay_mean"}  # y: the first
+    (r,) = [p for p in pts if p["recommended"]]
+    assert r["point"] == rec["point"] and r["pareto"] and not r["violates"]
+    for p in pts:  # missed==0 judged on every seed of the point
+        missed = [float(x["detection.missed"]) for x in res if x["point"] == p["point"] and x["status"] == "ok"]
+        assert bool(p["violates"]) == any(m != 0 for m in missed)
+        assert not (p["violates"] and p["pareto"])
+    per = {}
+    for x in res:
+        per[x["point"]] = per.get(x["point"], 0) + (x["status"] == "ok")
+    counts = sorted(set(per.values()))
+    text = seed_counts(sd)
+    for n in counts:
+        assert f"× {n} seed" in text
+    if len(counts) > 1:
+        assert text.startswith(f"{len(per)} points: ")
+    # another search's objectives are drawn, and a bound on the mean makes violators, never on the front
+    delays = sorted(float(x["detection.delay_mean"]) for x in res if x["detection.delay_mean"])
+    other = _search_data(out, objectives=["minimize detection.delay_outputs_mean",
+                                          "maximize accuracy.overall"],
+                         constraints=[f"detection.delay_mean<={delays[len(delays) // 2]}"])
+    pts = tradeoff_points(other)
+    assert {p["metrics"]["fi"] for p in pts} == {"accuracy.overall"}
+    assert {p["metrics"]["delay"] for p in pts} == {"detection.delay_outputs_mean"}
+    bad = [p for p in pts if p["violates"]]
+    assert bad and not any(p["pareto"] for p in bad) and any(p["pareto"] for p in pts)
+    front = [p for p in pts if p["pareto"]]
+    for p in front:  # maximised accuracy: no feasible point has more accuracy and less delay
+        assert not any(q["fi"] > p["fi"] and q["delay"] < p["delay"] for q in pts if not q["violates"])
+    fig = tradeoff(other)
+    texts = " ".join([fig._suptitle.get_text() if fig._suptitle else ""] + [a.get_title() for a in fig.axes]
+                     + [t.get_text() for a in fig.axes for t in a.get_legend().get_texts()] if fig.axes[0].get_legend()
+                     else [])
+    assert "violates detection.delay_mean<=" in texts and seed_counts(other) in texts
+
+
+def test_a_search_folders_report_section_states_the_recommendation(study):
+    from meshsim.plots.sweeps import _search_section, open_sweep, search_info
+
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    sd = open_sweep(out)
+    page = _search_section(sd, search_info(sd), sd.names())
+    assert "Recommended" in page and rec["set"] in page and f"{rec['seeds']} seeds" in page
+    assert "detection.missed==0" in page and "worst seed 0" in page
+    assert "detection.false_isolation_rate to [0, 1]" in page  # a clipped interval says so
+
+
+@pytest.mark.slow  # ~10 s: every figure of the report
+def test_a_search_folders_report_states_the_recommendation(study, tmp_path):
+    pytest.importorskip("matplotlib")
+    out, _ = study
+    rec = json.loads((out / "recommended.json").read_text())
+    res = CliRunner().invoke(main, ["report", str(out), "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output + res.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "<h2>Search</h2>" in page and "Recommended" in page and rec["set"] in page
+    assert "★ recommended" in page and "Trade-off of the search: detection.delay_mean against " \
+        "detection.false_isolation_rate" in page
+    assert "detection.missed==0" in page and "worst seed 0" in page

@@ -130,8 +130,10 @@ def test_at_least_five_seeds_by_default_and_a_warning_for_one(tmp_path):
     assert plan.seeds == [7, 9, 10, 11, 12]  # the scenario's own seeds, topped up
     plan = plan_sweep(STAGGERED, ["protocol.params.beta=2.5"], sets=["seeds=6"], smoke=True)
     assert len(plan.seeds) == 6
-    plan = plan_sweep(STAGGERED, ["protocol.params.beta=2.5"], seeds="3", smoke=True)  # a count: as asked
+    plan = plan_sweep(STAGGERED, ["protocol.params.beta=2.5"], seeds="count:3", smoke=True)  # a count: as asked
     assert plan.seeds == [1, 2, 3]
+    plan = plan_sweep(STAGGERED, ["protocol.params.beta=2.5"], seeds="3", smoke=True)  # one seed, never 3 seeds
+    assert plan.seeds == [3]
     f = tmp_path / "one.yaml"  # a sweep section that says one seed gets one, with a warning
     f.write_text(f"scenario: {STAGGERED}\nsweep:\n  grid: {{protocol.params.beta: [2.5, 3]}}\n  seeds: [4]\n")
     plan = plan_sweep(f, smoke=True)

@@ -205,11 +205,13 @@ def test_bands_separate_seed_noise_from_the_assumption_spread(study):
 
         vals = [float(dig(r, m)) for r in runs]
         assert float(b["base_mean"]) == pytest.approx(sum(vals) / 2)
-        assert float(b["seed_sd"]) == pytest.approx(abs(vals[0] - vals[1]) / 2 ** 0.5)
+        # 2 seeds: no seed noise reported (issue 29: a sd of 2 runs is one difference)
+        assert b["seed_sd"] == "" and b["seed_se"] == ""
         assert b["n_seeds"] == "2" and b["n_samples"] == "10"
     acc = next(b for b in _rows(out / "bands.csv") if b["metric"] == "accuracy.by_phase.degraded")
-    assert acc["paper"] == "0.9" and acc["class"] == classify(0.9, float(acc["band_p5"]), float(acc["band_p95"]),
-                                                               float(acc["seed_sd"]))
+    outside = classify(0.9, float(acc["band_p5"]), float(acc["band_p95"]), None) == "robust disagreement"
+    assert acc["paper"] == "0.9" and acc["class"] == ("robust disagreement" if outside else
+                                                      "unclassified: fewer than 3 seeds")
 
 
 @pytest.mark.slow  # shares a 50-run study (~10 s); README's test command stays under 2 minutes
@@ -539,3 +541,73 @@ def test_a_bad_bands_folder_is_one_line_before_any_run(tmp_path):
                                     str(tmp_path / "rep")])
     assert res.exit_code == 2 and "--bands: not a finished uncertainty folder" in res.output + res.stderr
     assert not (tmp_path / "rep").exists()  # refused before the clock starts: nothing written
+
+
+# ----------------------------------------------------------------------------------- honest noise (issue 29, item 6)
+
+
+def _band_study(tmp_path: Path, seeds: list[int], base_vals: list[float], lhs_vals: list[float], paper: float):
+    """A folder holding only what band_rows reads: the base sample's and ten LHS samples' summaries."""
+    from types import SimpleNamespace
+
+    from meshsim.uncertainty.core import Sample
+
+    samples = [Sample(0, "base", [None], key="p-base")]
+    for i, v in enumerate(base_vals):
+        f = tmp_path / "runs" / "p-base" / f"seed-{seeds[i]}"
+        f.mkdir(parents=True)
+        (f / "summary.json").write_text(json.dumps({"m": v}))
+    for j, v in enumerate(lhs_vals):
+        samples.append(Sample(j + 1, "lhs", [0.5], key=f"p-{j}"))
+        for s in seeds:
+            f = tmp_path / "runs" / f"p-{j}" / f"seed-{s}"
+            f.mkdir(parents=True)
+            (f / "summary.json").write_text(json.dumps({"m": v}))
+    return SimpleNamespace(metrics=["m"], seeds=seeds, papers={"m": paper}), samples
+
+
+@pytest.mark.parametrize("seeds, base, paper, sd, cls", [
+    ([1, 2], [3.0, 3.0], 3.0, None, "unclassified: fewer than 3 seeds"),  # sd 0 of 2 seeds is not noise
+    ([1, 2], [3.0, 3.0], 9.0, None, "robust disagreement"),  # outside the band: no noise needed
+    ([1, 2, 3], [2.0, 3.0, 4.0], 3.0, 1.0, "robust agreement"),  # band 2.9-3.1, width <= 2 sd
+    ([1], [3.0], 3.0, None, "unclassified: fewer than 3 seeds")])
+def test_seed_noise_needs_three_seeds_and_nothing_is_classified_against_less(tmp_path, seeds, base, paper, sd, cls):
+    from meshsim.uncertainty.core import band_rows
+
+    study, samples = _band_study(tmp_path, seeds, base, [2.9 + 0.02 * j for j in range(11)][:10], paper)
+    (row,) = band_rows(study, tmp_path, samples)
+    assert row["seed_sd"] == (pytest.approx(sd) if sd is not None else None) and row["class"] == cls
+    assert (row["seed_se"] is None) == (sd is None) and row["n_seeds"] == len(seeds)
+
+
+def test_fewer_than_three_seeds_warn_loudly_before_the_study(small, tmp_path):
+    from meshsim.uncertainty.core import noise_warning
+
+    assert noise_warning(3) is None and noise_warning(1).startswith("warning: --seeds: 1 seed: ")
+    res = CliRunner().invoke(main, ["uncertainty", small, *METRICS, "--budget", "50", "--seeds", "1-2", "--top", "2",
+                                    "--out", str(tmp_path / "d"), "--dry-run"])
+    assert res.exit_code == 0
+    assert "warning: --seeds: 2 seeds: the band is compared with seed noise only from 3 seeds on" in res.stderr
+
+
+def test_tornado_rows_are_ordered_and_labelled_by_how_far_each_factor_moves_the_metric():
+    """The reported case: a factor whose bars move the metric from 4 to 2.5 was labelled by its screening
+    mu* (0) and ranked below one that barely moves it. Rows go by the span of their bars and say it."""
+    pytest.importorskip("matplotlib")
+    from meshsim.uncertainty.report import span, tornado
+
+    d = {"state": {"factors": [{"name": "a"}, {"name": "b"}, {"name": "c"}]},
+         "bands": [{"metric": "m", "base_mean": 4.0, "band_p5": 2.5, "band_p50": 3.5, "band_p95": 4.2,
+                    "seed_se": None, "seed_sd": None, "n_seeds": 2, "n_samples": 10, "paper": None, "class": ""}],
+         "ranking": [{"metric": "m", "factor": f, "rank": i + 1, "in_band": True, "mu_star": mu, "low": 0, "high": 1,
+                      "scale": False} for i, (f, mu) in enumerate((("a", 0.9), ("b", 0.0), ("c", 0.3)))],
+         "samples": [{"stage": "end", "a": 0, "m": 4.0}, {"stage": "end", "a": 1, "m": 4.1},
+                     {"stage": "end", "b": 0, "m": 4.0}, {"stage": "end", "b": 1, "m": 2.5},
+                     {"stage": "end", "c": 0, "m": 3.6}, {"stage": "end", "c": 1, "m": 4.3}]}
+    assert span((4.0, 2.5), 4.0) == pytest.approx(1.5) and span((None, None), 4.0) is None
+    ax = tornado(d, "m")
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    # ticks as set: the factor rows top to bottom, then the band and the noise rows
+    assert [lab.split()[0] for lab in labels[:3]] == ["b", "c", "a"]
+    assert "moves 1.5 · screening μ* 0" in labels[0] and "moves 0.7" in labels[1]
+    assert "seed noise: not measured" in labels[-1]

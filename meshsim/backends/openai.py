@@ -31,8 +31,12 @@ starts, so an unreachable server or a refused key is one line, not a run of
 recorded connection failures.
 
 ``timeout`` is a deadline for the whole request, from sending it to the last
-byte of the reply (not per read): a server that drips a byte every second
-never holds a call longer than ``timeout``.
+byte of the reply (connect, headers and body; not per read): a server that
+drips a byte every second never holds a request longer than ``timeout``, nor
+the preflight longer than ``min(timeout, PREFLIGHT_DEADLINE)``. Bodies, the
+preflight's included, are read and inflated under ``max_reply_bytes`` as they
+arrive (:mod:`.wire`), and a reply text is cut at ``CHARS_PER_TOKEN_MAX``
+characters per ``max_tokens`` token.
 
 Calls run on the backend's own event loop in a background thread (one
 ``httpx.AsyncClient`` with its connection pool and one
@@ -70,6 +74,7 @@ from ..types import refuse_bool_numbers
 from ..files import load_yaml
 from ..redact import register as register_secret, scrub, url_secrets
 from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
+from .wire import ACCEPT_ENCODING, BadEncoding, BodyTooLarge, read_body
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
 
@@ -77,6 +82,11 @@ __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_opena
 # reply, or a retry's wait, take forever
 Pos = Annotated[float, Field(ge=1e-3, le=1e9)]
 NonNeg = Annotated[float, Field(ge=0, le=1e6)]
+#: a reply's text is cut at this many characters per token of its max_tokens (a token is at most
+#: a few characters; a longer text comes from a server that ignored max_tokens) and flagged truncated
+CHARS_PER_TOKEN_MAX = 16
+#: the longest the preflight waits for one endpoint's whole GET /models (seconds; less when ``timeout`` is)
+PREFLIGHT_DEADLINE = 10.0
 
 
 class _S(BaseModel):
@@ -473,7 +483,8 @@ class OpenAIBackend(Backend):
         return self._headers_for(ep.api_key_env or self.profile.api_key_env)
 
     def _headers_for(self, var: Optional[str]) -> dict[str, str]:
-        h = {"Content-Type": "application/json", **self.profile.headers}
+        # only the codings meshsim inflates itself, under the byte cap (wire.py)
+        h = {"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING, **self.profile.headers}
         key = self.__keys.get(var or "", "")
         if key:
             h["Authorization"] = f"Bearer {key}"
@@ -495,43 +506,72 @@ class OpenAIBackend(Backend):
     def preflight(self) -> None:
         """One ``GET {base_url}/models`` per endpoint, before the clock starts.
 
-        An endpoint that cannot be reached, does not answer within the
-        profile's ``timeout`` (at most 10 s here), refuses the key (401, 403)
-        or says it is not ready (500, 502, 503, 504: llama-server while it
-        loads) is an :class:`InputError` with a hint. Any other answer (200,
-        or 404 from a server without ``/models``) means it is there.
+        An endpoint that cannot be reached, does not answer within
+        ``preflight_deadline()`` (the whole request: connect, headers and body,
+        so a server dripping a header byte a second is ended by it), refuses
+        the key (401, 403), says it is not ready (500, 502, 503, 504:
+        llama-server while it loads) or sends a body above ``max_reply_bytes``
+        (counted while it is inflated) is an :class:`InputError` with a hint.
+        Any other answer (200, or 404 from a server without ``/models``) means
+        it is there.
         """
+        wait = self.preflight_deadline()
+        fut = asyncio.run_coroutine_threadsafe(self._preflight(wait), self._ensure_loop())
+        try:
+            fut.result()  # _preflight ends within ``wait`` (asyncio.wait_for), whatever the server does
+        except BaseException:
+            fut.cancel()  # Ctrl-C: the request stops with the caller
+            raise
+
+    def preflight_deadline(self) -> float:
+        """Seconds the preflight may take per endpoint: ``timeout``, at most ``PREFLIGHT_DEADLINE``."""
+        return min(self.profile.timeout, PREFLIGHT_DEADLINE)
+
+    async def _preflight(self, wait: float) -> None:
         import httpx
 
-        wait = min(self.profile.timeout, 10.0)
+        cap = self.profile.max_reply_bytes
         kw: dict[str, Any] = {"timeout": httpx.Timeout(wait)}
         if self._transport is not None:
             kw["transport"] = self._transport
         hint = ("start it (backends/local-llm.sh start for the local server) or replay from a cassette "
                 "(backend kind replay, --set backend.mode=replay)")
-        with httpx.Client(**kw) as client:
+
+        async def get(client: Any, url: str, h: dict[str, str]) -> int:
+            async with client.stream("GET", url, headers=h) as r:
+                await read_body(r, cap)  # not used; read under the cap so a flood or a bomb stops there
+                return r.status_code
+
+        async with httpx.AsyncClient(**kw) as client:
             for base, var in self.endpoints():
                 url = f"{base}/models"
                 h = {k: v for k, v in self._headers_for(var).items() if k != "Content-Type"}
                 where = _public_url(base)
                 try:
-                    r = client.get(url, headers=h)
-                except httpx.TimeoutException:
-                    raise InputError(f"the endpoint {where} did not answer within {wait:g}s; is the server "
+                    code = await asyncio.wait_for(get(client, url, h), wait)
+                except (httpx.TimeoutException, asyncio.TimeoutError):
+                    raise InputError(f"the endpoint {where} did not answer GET /models within {wait:g}s (the "
+                                     f"whole reply; timeout, at most {PREFLIGHT_DEADLINE:g}s here); is the server "
                                      f"up? {hint}", file=self.source, field="base_url") from None
-                except httpx.TransportError as exc:
+                except BodyTooLarge as exc:
+                    raise InputError(f"the endpoint {where} sent a GET /models {exc} (max_reply_bytes); is base_url "
+                                     "an OpenAI-compatible endpoint?", file=self.source, field="base_url") from None
+                except BadEncoding as exc:
+                    raise InputError(f"the endpoint {where} sent a GET /models reply meshsim cannot read: {exc}",
+                                     file=self.source, field="base_url") from None
+                except httpx.RequestError as exc:
                     reason = scrub(str(exc) or type(exc).__name__)
                     raise InputError(f"cannot reach the endpoint {where} ({reason}); is the server up? {hint}",
                                      file=self.source, field="base_url") from None
-                if r.status_code in (401, 403):
+                if code in (401, 403):
                     if var:
-                        msg = f"the endpoint {where} refused the API key in ${var} (HTTP {r.status_code})"
+                        msg = f"the endpoint {where} refused the API key in ${var} (HTTP {code})"
                     else:
-                        msg = (f"the endpoint {where} wants an API key (HTTP {r.status_code}); name the "
+                        msg = (f"the endpoint {where} wants an API key (HTTP {code}); name the "
                                "environment variable that holds it in api_key_env")
                     raise InputError(msg, file=self.source, field="api_key_env" if var else "base_url")
-                if r.status_code in (500, 502, 503, 504):
-                    raise InputError(f"the endpoint {where} is not ready (HTTP {r.status_code} on GET /models); "
+                if code in (500, 502, 503, 504):
+                    raise InputError(f"the endpoint {where} is not ready (HTTP {code} on GET /models); "
                                      f"wait until it has loaded its model, or {hint}", file=self.source,
                                      field="base_url")
 
@@ -567,20 +607,11 @@ class OpenAIBackend(Backend):
         return d * (1.0 - r.jitter * self._rnd.random())
 
     async def _post(self, client: Any, url: str, body: dict, headers: dict, deadline: float):
-        """(status, headers, body) of one POST, the body read up to ``max_reply_bytes``:
-        an endpoint that sends tens of MB is cut off, not held in memory (issue 19)."""
-        cap = self.profile.max_reply_bytes
+        """(status, headers, body) of one POST, the body read and inflated up to
+        ``max_reply_bytes`` as it arrives (:mod:`.wire`): an endpoint that sends
+        tens of MB, or a gzip bomb, is cut off, not held in memory (issues 19, 30)."""
         async with client.stream("POST", url, json=body, headers=headers, timeout=deadline) as r:
-            size = r.headers.get("content-length")
-            if size is not None and size.isdigit() and int(size) > cap:
-                raise _Failure("reply_too_large", f"reply of {int(size)} bytes, above max_reply_bytes {cap}", False)
-            chunks, n = [], 0
-            async for chunk in r.aiter_bytes():
-                n += len(chunk)
-                if n > cap:
-                    raise _Failure("reply_too_large", f"reply above max_reply_bytes {cap}", False)
-                chunks.append(chunk)
-            return r.status_code, r.headers, b"".join(chunks)
+            return r.status_code, r.headers, await read_body(r, self.profile.max_reply_bytes)
 
     async def _attempt(self, client: Any, url: str, body: dict, headers: dict) -> dict:
         import httpx
@@ -592,7 +623,11 @@ class OpenAIBackend(Backend):
             code, rh, raw = await asyncio.wait_for(self._post(client, url, body, headers, deadline), deadline)
         except (httpx.TimeoutException, asyncio.TimeoutError) as exc:
             raise _Failure("timeout", f"no complete reply within {deadline:g}s ({type(exc).__name__})", True)
-        except httpx.TransportError as exc:
+        except BodyTooLarge as exc:
+            raise _Failure("reply_too_large", f"{exc} (max_reply_bytes)", False)
+        except BadEncoding as exc:
+            raise _Failure("bad_encoding", str(exc), False)
+        except httpx.RequestError as exc:  # TransportError and the rest (a protocol violation, ...)
             raise _Failure("connection", f"{type(exc).__name__}: {exc}", True)
         text = raw.decode("utf-8", "replace")
         if code == 429 or code >= 500:
@@ -604,6 +639,8 @@ class OpenAIBackend(Backend):
             data = json.loads(text)
         except ValueError:
             raise _Failure("malformed_json", f"reply is not JSON: {text[:120]!r}", True)
+        except RecursionError:  # '[' nested 100k deep: Python's parser gives up, the call fails (issue 30)
+            raise _Failure("malformed_json", "reply nests JSON deeper than the parser allows", True) from None
         if not isinstance(data, dict):
             raise _Failure("malformed_json", "reply is not a JSON object", True)
         if "\\u" in text:  # a lone surrogate escape ("\ud800") decodes but can never be written (issue 19)
@@ -630,7 +667,11 @@ class OpenAIBackend(Backend):
                     data = await self._attempt(client, url, body, headers)
                     failure = None
                 except _Failure as f:
-                    failure = f
+                    # kept without its traceback and context: they hold the attempt's frames (a reply
+                    # of up to max_reply_bytes) in a cycle that the raised GC threshold of a run
+                    # would keep for dozens of calls (issue 30)
+                    failure = f.with_traceback(None)
+                    failure.__context__ = None
             if failure is None or not failure.retryable or attempt >= r.max:
                 break
             self.retries += 1
@@ -671,6 +712,13 @@ class OpenAIBackend(Backend):
         if not isinstance(text, str) or not text.strip():
             return self._fail("empty_content", f"reply has no content (finish_reason={ch.get('finish_reason')!r})",
                               body)
+        # a server that ignored max_tokens: the text is cut where no tokenizer could still be
+        # within it, so what a run holds grows with its calls times max_tokens, never times
+        # max_reply_bytes (63 replies of 4 MB took a run to 1.1 GB; issue 30)
+        limit = CHARS_PER_TOKEN_MAX * int(body.get("max_tokens") or self.profile.max_tokens)
+        cut = len(text) > limit
+        if cut:
+            text = text[:limit]
         text = self._scrub(text)  # a server that echoes the key: the simulation never sees it
         fields, correct = parse_reply(req, text)
         if fields.get("parsed") is False:
@@ -685,7 +733,7 @@ class OpenAIBackend(Backend):
             self.usage_estimated += 1
             fields = dict(fields, usage_estimated=True)
         fin = ch.get("finish_reason")
-        if fin == "length":
+        if fin == "length" or cut:
             fields["truncated"] = True
         self.prompt_tokens += pt
         self.completion_tokens += ct

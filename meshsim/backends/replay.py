@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import threading
 from collections import Counter
@@ -124,6 +125,80 @@ def response_from(d: dict[str, Any]) -> Response:
                     latency=d.get("latency"), error=d.get("error"))
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: what each value of a recorded reply must be (``None`` allowed where the check says so); the
+#: ``fields`` the protocols read are checked too, so an edited cassette is one line, not a crash mid-run
+_RESPONSE_TYPES: dict[str, tuple[str, Any]] = {
+    "text": ("a string", lambda v: isinstance(v, str)),
+    "fields": ("an object", lambda v: isinstance(v, dict)),
+    "correct": ("true, false or null", lambda v: v is None or isinstance(v, bool)),
+    "prompt_tokens": ("a whole number >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "completion_tokens": ("a whole number >= 0",
+                          lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "latency": ("a number of seconds >= 0 or null", lambda v: v is None or (_number(v) and v >= 0)),
+    "error": ("a string or null", lambda v: v is None or isinstance(v, str)),
+}
+_FIELD_TYPES: dict[str, tuple[str, Any]] = {
+    "pair": ("a list of ability names or null",
+             lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
+    "answer": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "agent": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "score": ("a number or null", lambda v: v is None or _number(v)),
+    "confidence": ("a number or null", lambda v: v is None or _number(v)),
+    **{k: ("true, false or null", lambda v: v is None or isinstance(v, bool))
+       for k in ("parsed", "truncated", "usage_estimated", "graded")},
+}
+
+
+_ENTRY_TYPES: dict[str, tuple[str, Any]] = {
+    "request": ("an object", lambda v: v is None or isinstance(v, dict)),
+    "call": ("an object", lambda v: v is None or isinstance(v, dict)),
+    "wall": ("a number of seconds >= 0", lambda v: v is None or (_number(v) and v >= 0)),
+    **{f"request.{k}": ("a string or null", lambda v: v is None or isinstance(v, str))
+       for k in ("kind", "agent", "model")},
+    "request.task": ("an object or null", lambda v: v is None or isinstance(v, dict)),
+    "request.abilities": ("a list of ability names",
+                          lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
+    "request.context": ("an object", lambda v: v is None or isinstance(v, dict)),
+    **{f"request.task.{k}": ("a string or null", lambda v: v is None or isinstance(v, str))
+       for k in ("id", "type", "dataset")},
+    **{f"request.context.{k}": ("a number", lambda v: v is None or _number(v))
+       for k in ("round", "context_items")},
+}
+
+
+def _check_entry(d: dict[str, Any], path: str, n: int) -> None:
+    """An entry's key and recorded reply have the types a replay serves (issue 30): a wrong-typed
+    value is an input error naming the line, the call's key and the field."""
+    key = d["key"]
+    if not isinstance(key, str) or not key:
+        raise InputError("a cassette entry's key must be a non-empty string", file=path, field=f"line {n}: key")
+    call = f"line {n} (call {key[:12]})"
+    resp = d["response"]
+    if not isinstance(resp, dict):
+        raise InputError("the recorded reply must be an object", file=path, field=f"{call}: response")
+    for name, (what, ok) in _RESPONSE_TYPES.items():
+        if name in resp and not ok(resp[name]):
+            raise InputError(f"must be {what}", file=path, field=f"{call}: response.{name}",
+                             value=resp[name])
+    for name, (what, ok) in _FIELD_TYPES.items():
+        fields = resp.get("fields") or {}
+        if name in fields and not ok(fields[name]):
+            raise InputError(f"must be {what}", file=path, field=f"{call}: response.fields.{name}",
+                             value=fields[name])
+    # what `meshsim backends fit` reads of the request record
+    for name, (what, ok) in _ENTRY_TYPES.items():
+        *parents, leaf = name.split(".")
+        holder: Any = d
+        for part in parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and leaf in holder and not ok(holder[leaf]):
+            raise InputError(f"must be {what}", file=path, field=f"{call}: {name}", value=holder[leaf])
+
+
 def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
     """(entries, length of the readable prefix in bytes). A partial last line
     (a crash mid-append) is skipped; a corrupt line before it is an error
@@ -147,11 +222,12 @@ def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
                 d = json.loads(line.decode("utf-8"))
                 if not isinstance(d, dict) or "key" not in d or "response" not in d:
                     raise ValueError("not a cassette entry")
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: '[' nested 100k deep
                 if not raw[end:].strip():
                     break  # the last line is partial: ignore it
                 raise InputError("corrupt cassette line (not a JSON call record)", file=str(path),
                                  field=f"line {n}") from None
+            _check_entry(d, str(path), n)
             entries.append(d)
         good = end
         pos = end

@@ -150,6 +150,45 @@ def _int_fmt(st: Stat) -> str:
     return st.fmt(1)
 
 
+def evidence_table(run: Any) -> Optional[Table]:
+    """One row per isolation of a single-seed MeshHeal run: who scored the detector window that
+    isolated the agent (meshsim.evidence; ``meshsim explain`` prints it whole)."""
+    from ..errors import InputError
+    from ..evidence import explain_folder
+
+    rs = open_run(run)
+    rf = rs.first
+    if rs.multi or rf.protocol != "meshheal" or not rf.is_meshheal:
+        return None
+    try:
+        ex = explain_folder(rf.path)
+    except InputError:  # another detector: no window to rebuild
+        return None
+    if not ex.isolations:
+        return None
+    rows, data = [], []
+    for iso in ex.isolations:
+        def health(r) -> str:
+            return "degraded" if r.degraded_entries == r.entries else \
+                "healthy" if not r.degraded_entries else "partly degraded"
+
+        who = "; ".join(f"{r.reviewer} ({health(r)}, {'/'.join(r.states)}) {r.entries}/{len(iso.window)}"
+                        + (", pivotal" if r.pivotal else "") for r in iso.reviewers[:3])
+        rows.append([iso.agent, str(iso.task), "yes" if iso.healthy else "no", f"{iso.z:.2f}",
+                     f"{iso.degraded_only}/{len(iso.window)}", who])
+        top = iso.reviewers[0] if iso.reviewers else None
+        data.append([iso.agent, iso.task, iso.healthy, iso.z, iso.beta, len(iso.window), iso.degraded_only,
+                     top.reviewer if top else None, top.entries if top else None,
+                     top.pivotal if top else None, iso.exact])
+    return Table("Isolation evidence", ["agent", "task", "healthy", "z", "window scores from degraded reviewers only",
+                                        "reviewers (health, own state) outputs of the window"], rows,
+                 ["agent", "task", "healthy", "z", "beta", "window", "degraded_only", "top_reviewer",
+                  "top_reviewer_outputs", "top_reviewer_pivotal", "exact"], data,
+                 "Each isolation's detector window rebuilt from reviews.jsonl and states.jsonl; pivotal: without that "
+                 "reviewer's scores z stays below beta. meshsim explain RUN_DIR prints the window output by output.",
+                 name="evidence")
+
+
 def audit_table(run: Any) -> Optional[Table]:
     """Review and Takeover audit (App. C.5)."""
     rs = open_run(run)
@@ -261,7 +300,7 @@ def tables(run: Any) -> list[Table]:
             out.append(gray_table([rs]))
     if isinstance(rf.summary.get("accuracy"), dict):
         out.append(phase_table(rs))
-    for fn in (healing_table, audit_table):
+    for fn in (healing_table, audit_table, evidence_table):
         t = fn(rs)
         if t is not None:
             out.append(t)
@@ -459,10 +498,13 @@ def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str]
                  with_tables: bool = True) -> Path:
     """Write ``RUN_DIR/report.html`` (and the tables as CSV + Markdown); returns its path."""
     from ..records import write_atomic
+    from ..runfolder import claim_report
 
     rs = open_run(run)
     text = build_report(rs, seed)
     path = Path(out) if out is not None else rs.path / "report.html"
+    if out is None:
+        claim_report(path.parent, path.name)  # a run folder's own file: a rerun may replace it
     write_atomic(path, text)
     if with_tables:
         tabs = tables(rs)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from .canvas import _new_figure, _png_bytes, save_figure
 
 __all__ = ["SweepData", "open_sweep", "tradeoff", "heatmap", "sensitivity", "parallel", "pareto_front",
            "point_means", "cells", "Cell", "tradeoff_points", "render_sweep", "write_sweep_report",
-           "build_sweep_report", "SWEEP_KINDS", "DELAY", "FALSE_ISO", "MISSED"]
+           "build_sweep_report", "SWEEP_KINDS", "DELAY", "FALSE_ISO", "MISSED", "search_info", "seed_counts"]
 
 SWEEP_KINDS = ("tradeoff", "heatmap", "sensitivity", "parallel")
 DELAY, FALSE_ISO, MISSED = "detection.delay_mean", "detection.false_isolation_rate", "detection.missed_rate"
@@ -253,6 +254,19 @@ def _ci(c: Any) -> str:
     return f"{_g(c.mean)} [{_g(c.lo)}, {_g(c.hi)}]"
 
 
+def _in_range(c: Optional["Cell"], metric: str) -> Optional["Cell"]:
+    """A cell's interval clipped to the metric's range (a rate to [0, 1], a count or delay to >= 0:
+    :func:`meshsim.sweep.stats.metric_bounds`); the report says so."""
+    from dataclasses import replace
+
+    from ..sweep.stats import metric_bounds
+
+    if c is None or not math.isfinite(c.lo):
+        return c
+    lo, hi = metric_bounds(metric)
+    return replace(c, lo=min(max(c.lo, lo), hi), hi=max(min(c.hi, hi), lo))
+
+
 def _pick(sd: SweepData, candidates: Sequence[str]) -> Optional[str]:
     return next((m for m in candidates if m in sd.columns), None)
 
@@ -294,6 +308,22 @@ def _unfinished(sd: SweepData) -> str:
     """`` (120 of 186 runs finished)`` while a sweep runs or when runs failed; else empty."""
     done = len(sd.ok_rows)
     return "" if done == len(sd.rows) else f" ({done} of {len(sd.rows)} runs finished)"
+
+
+def seed_counts(sd: SweepData) -> str:
+    """How many finished seeds each point has, truly: ``31 points × 5 seeds``, or ``11 points: 8 × 3 seeds,
+    3 × 6 seeds`` when they differ (a search's refined points have more)."""
+    per: dict[str, int] = {}
+    for r in sd.ok_rows:
+        per[r["point"]] = per.get(r["point"], 0) + 1
+    by: dict[int, int] = {}
+    for n in per.values():
+        by[n] = by.get(n, 0) + 1
+    if len(by) == 1:
+        ((n, k),) = by.items()
+        return f"{k} point{'s' if k != 1 else ''} × {n} seed{'s' if n != 1 else ''}"
+    parts = [f"{k} × {n} seed{'s' if n != 1 else ''}" for n, k in sorted(by.items(), key=lambda nk: (-nk[1], nk[0]))]
+    return f"{len(per)} points: " + ", ".join(parts)
 
 
 def _check_rows(sd: SweepData) -> None:
@@ -355,8 +385,48 @@ def pareto_front(points: list[dict[str, Any]], keys: Sequence[str]) -> list[int]
     return front
 
 
+def search_info(sd: SweepData) -> Optional[dict[str, Any]]:
+    """A search folder's objectives ``[(direction, metric)]``, constraints and recommendation
+    (``recommended.json``; None when it has none yet); None for a grid sweep."""
+    spec = sd.manifest.get("search")
+    if not isinstance(spec, dict):
+        return None
+    from ..sweep.search import RECOMMENDED, parse_constraint
+
+    objs = [tuple(str(o).split(" ", 1)) for o in spec.get("objectives") or []]
+    cons = [parse_constraint(c) for c in spec.get("constraints") or []]
+    rec = None
+    f = sd.path / RECOMMENDED
+    if f.is_file() and f.stat().st_size < 1_000_000:  # our own small file; a damaged one draws no star
+        try:
+            rec = json.loads(f.read_text())
+        except ValueError:
+            rec = None
+    return {"objectives": [(d, m) for d, m in objs if m in sd.columns], "constraints": cons,
+            "recommended": rec if isinstance(rec, dict) else None}
+
+
+def _senses(sd: SweepData, metrics: Any) -> dict[str, float]:
+    """+1 (minimised) or -1 (maximised) per drawn role: a search's ``--maximize`` objectives are maximised."""
+    fx, fy, fc = _objectives(sd, metrics)
+    info = search_info(sd)
+    mx = {m for d, m in (info["objectives"] if info else []) if d == "maximize"}
+    return {k: (-1.0 if m in mx else 1.0) for k, m in (("fi", fx), ("delay", fy), ("missed", fc))}
+
+
 def _objectives(sd: SweepData, metrics: Optional[str | Sequence[str]]) -> tuple[str, str, Optional[str]]:
     ms = _metric_list(sd, metrics)
+    info = search_info(sd) if not ms else None
+    if info and info["objectives"]:  # a search folder draws its own objectives: x the second, y the first
+        om = [m for _d, m in info["objectives"]]
+        if len(om) == 1:
+            extra = [c.metric for c in info["constraints"] if c.metric != om[0] and c.metric in sd.columns] + \
+                [m for m in (FALSE_ISO, DELAY) if m != om[0] and m in sd.columns]
+            if not extra:
+                raise InputError("the search has one objective: name a second metric with --metric X,Y",
+                                 file=str(sd.path))
+            return om[0], extra[0], None
+        return om[1], om[0], (om[2] if len(om) > 2 else None)
     if ms:
         if len(ms) not in (2, 3):
             raise InputError("--kind tradeoff takes two or three metrics to minimise: X,Y[,COLOUR]",
@@ -380,11 +450,23 @@ def tradeoff_points(sd: SweepData, metrics: Optional[str | Sequence[str]] = None
     from ..sweep.stats import distinguishable
 
     fx, fy, fc = _objectives(sd, metrics)
+    sense = _senses(sd, metrics)
+    info = search_info(sd)
     axes = sd.axes
     stats = {k: cells(sd, m, axes) for k, m in (("fi", fx), ("delay", fy)) + ((("missed", fc),) if fc else ())}
+    point_of = {tuple(_hashable(r[a]) for a in axes): r["point"] for r in sd.rows}
+    cons = info["constraints"] if info else []
+    cstats = {c.metric: cells(sd, c.metric, axes) for c in cons if c.metric in sd.columns}
+    rec = (info or {}).get("recommended") or {}
     pts = []
     for key in stats["delay"]:
-        p: dict[str, Any] = {"values": dict(zip(axes, key)), "metrics": {"fi": fx, "delay": fy, "missed": fc}}
+        p: dict[str, Any] = {"values": dict(zip(axes, key)), "metrics": {"fi": fx, "delay": fy, "missed": fc},
+                             "point": point_of.get(key)}
+        # a search's constraints as the search judges them (== on every seed, <= / >= on the mean)
+        p["violates"] = [c.text() for c in cons if not c.holds_on(cstats[c.metric][key].seeds
+                                                                  if c.metric in cstats and key in cstats[c.metric]
+                                                                  else {})]
+        p["recommended"] = bool(rec) and rec.get("point") == p["point"]
         for k, st in stats.items():
             c = st.get(key)
             p[k] = c.mean if c else None
@@ -397,11 +479,13 @@ def tradeoff_points(sd: SweepData, metrics: Optional[str | Sequence[str]] = None
         p["n"] = max(stats["delay"][key].n, stats["fi"][key].n if key in stats["fi"] else 0)
         pts.append(p)
     full = [p for p in pts if p["delay"] is not None and p["fi"] is not None]
-    for i in pareto_front(full, ("fi", "delay", "missed")):
-        full[i]["pareto"] = True
+    feas = [p for p in full if not p["violates"]]  # a constraint violator is never Pareto-optimal
+    signed = [{k: sense[k] * p[k] for k in ("fi", "delay", "missed")} for p in feas]
+    for i in pareto_front(signed, ("fi", "delay", "missed")):
+        feas[i]["pareto"] = True
     for p in pts:
         p.setdefault("pareto", False)
-    front = sorted((p for p in full if p["pareto"]), key=lambda p: (p["fi"], p["delay"]))
+    front = sorted((p for p in full if p["pareto"]), key=lambda p: (sense["fi"] * p["fi"], sense["delay"] * p["delay"]))
     for i, p in enumerate(front, 1):
         p["rank"] = i
         if i > 1:
@@ -428,6 +512,8 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
         lo, hi = _clip(p[k + "_lo"], bounds[k]), _clip(p[k + "_hi"], bounds[k])
         return (max(0.0, p[k] - lo), max(0.0, hi - p[k])) if math.isfinite(lo) else (0.0, 0.0)
 
+    bad = [p for p in full if p["violates"]]
+    full = [p for p in full if not p["violates"]]
     for p in full:
         (xl, xh), (yl, yh) = bar(p, "fi"), bar(p, "delay")
         ax.errorbar(p["fi"], p["delay"], xerr=[[xl], [xh]], yerr=[[yl], [yh]], fmt="none",
@@ -441,15 +527,29 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
                         cmap="plasma", norm=cnorm, **style)
     else:
         ax.scatter([p["fi"] for p in full], [p["delay"] for p in full], color="#1c7ed6", **style)
+    if bad:  # drawn, never on the front: a hollow red square each
+        cons = sorted({c for p in bad for c in p["violates"]})
+        ax.scatter([p["fi"] for p in bad], [p["delay"] for p in bad], marker="s", s=30, facecolors="none",
+                   edgecolors="#e03131", linewidths=1.1, zorder=3,
+                   label=f"violates {', '.join(cons)} ({len(bad)}; never on the front)")
+    recs = [p for p in full + bad if p.get("recommended")]
+    if recs:
+        r = recs[0]
+        ax.scatter([r["fi"]], [r["delay"]], marker="*", s=420, color="#fab005", edgecolors="black", linewidths=1.2,
+                   zorder=6, label="recommended (recommended.json)")
+        ax.annotate("recommended", (r["fi"], r["delay"]), textcoords="offset points", xytext=(10, -16),
+                    fontsize=8.5, fontweight="bold", color="#e67700", zorder=6)
+    full = full + bad
     front = sorted((p for p in full if p["pareto"]), key=lambda p: p["rank"])
+    sense = _senses(sd, metrics)
     lines = []
     if front:
         xs, ys, best = [], [], float("inf")
         for p in front:  # the staircase of the front on the two drawn objectives
-            if p["delay"] < best:
+            if sense["delay"] * p["delay"] < best:
                 xs.append(p["fi"])
                 ys.append(p["delay"])
-                best = p["delay"]
+                best = sense["delay"] * p["delay"]
         ax.step(xs, ys, where="post", color="black", lw=1.0, ls="--", zorder=2, label="Pareto front")
         pars = {p["rank"]: " ".join(f"{names[a]}={_fmt(v)}" for a, v in p["values"].items() if a in vary)
                 or "(one point)" for p in front}
@@ -459,7 +559,8 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
         for p in front:
             mark = " " if p["distinct"] else "≈"
             lines.append(f"{mark}{p['rank']:>2} {pars[p['rank']]:<{width}}  {cis[p['rank']]:<{cw}}  "
-                         f"{_ci_short(p, 'delay', bounds['delay'])}")
+                         f"{_ci_short(p, 'delay', bounds['delay'])}  n={p['n']}" + ("  *" if p.get("recommended")
+                                                                                    else ""))
     limits = limits or _limits(pts, len(lines))
     if limits:
         ax.set_xlim(*limits[0])
@@ -474,6 +575,8 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
         box = head + "\n" + "\n".join(lines)
         if any(not p["distinct"] for p in front):
             box += "\n≈: not distinguishable from the point above (paired 95 % intervals all include 0)"
+        if any(p.get("recommended") for p in front):
+            box += "\n*: the search's recommendation; n: the point's seeds"
         ax.text(0.985, 0.97, box, transform=ax.transAxes, ha="right", va="top", multialignment="left",
                 fontsize=7, family="monospace",
                 bbox=dict(boxstyle="round,pad=0.4", facecolor="white", edgecolor="#ced4da", alpha=0.92), zorder=5)
@@ -598,12 +701,14 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
             a.set_ylabel(fy.split(".")[-1], fontsize=8.5)
     names = sd.names()
     vary = [a for a in sd.varying() if a != facet]
-    seeds = sd.seeds()
-    npts = len({r["point"] for r in sd.ok_rows})
-    objs = ", ".join(m.split(".")[-1] for m in (fx, fy, fc) if m)
-    title = (f"{sd.name}{_unfinished(sd)}: {npts} points × {len(seeds)} seeds; bars: 95 % interval over seeds "
-             f"(clipped to the observed values)\nringed, numbered: Pareto-optimal on {objs}"
-             " (all minimised)")
+    sense = _senses(sd, metrics)
+    objs = ", ".join(m.split(".")[-1] + (" (max)" if sense[k] < 0 else "")
+                     for k, m in (("fi", fx), ("delay", fy), ("missed", fc)) if m)
+    info = search_info(sd)
+    how = " (the search's objectives; constraint violators excluded)" if info and not metrics else \
+        (" (all minimised)" if all(v > 0 for v in sense.values()) else "")
+    title = (f"{sd.name}{_unfinished(sd)}: {seed_counts(sd)}; bars: 95 % interval over seeds "
+             f"(clipped to the observed values)\nringed, numbered: Pareto-optimal on {objs}{how}")
     sub = _slice_note(sd, sd.axes, facet, averaging=False)  # every point is drawn: only --where fixes some
     if label_all and vary:
         sub = f"grey labels: {'/'.join(names[a] for a in vary)}" + ("; " + sub if sub else "")
@@ -965,12 +1070,25 @@ def parallel(run: Any, metrics: Optional[str | Sequence[str]] = None, color: Opt
 # ------------------------------------------------------------------------------------- CLI
 
 
+def _search_tradeoff(sd: SweepData) -> bool:
+    """A search folder whose trade-off draws its own objectives (two, or one and a constraint's metric)."""
+    info = search_info(sd)
+    if not info or not info["objectives"]:
+        return False
+    try:
+        _objectives(sd, None)
+    except InputError:
+        return False
+    return True
+
+
 def render_sweep(path: Path | str, kind: Optional[str] = None, x: Optional[str] = None, y: Optional[str] = None,
                  metric: Optional[str] = None, by: Optional[str] = None, out: Optional[Path | str] = None,
                  where: Any = None, facet: Optional[str] = None, color: Optional[str] = None) -> Path:
     """Draw ``kind`` of a sweep folder; default file ``SWEEP_DIR/<kind>.png``."""
     sd = open_sweep(path)
-    kind = kind or ("tradeoff" if DELAY in sd.columns else "heatmap" if len(sd.axes) > 1 else "sensitivity")
+    kind = kind or ("tradeoff" if DELAY in sd.columns or _search_tradeoff(sd) else "heatmap" if len(sd.axes) > 1
+                    else "sensitivity")
     if kind not in SWEEP_KINDS:
         raise InputError(f"a sweep folder takes --kind {', '.join(SWEEP_KINDS)}", field="--kind", value=kind)
     if kind != "heatmap" and y is not None:
@@ -1071,7 +1189,20 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
         fixed = ", ".join(f"{a}={_fmt(v)}" for a, v in sd.fixed.items())
         parts.append(f'<p class="note">Only the points at {html.escape(fixed)} (--where).</p>')
     figs: list[tuple[str, str, Any]] = []
-    if DELAY in sd.columns and FALSE_ISO in sd.columns:
+    info = search_info(sd)
+    if info is not None:
+        parts.append(_search_section(sd, info, names))
+    if _search_tradeoff(sd):
+        fx, fy, fc = _objectives(sd, None)
+        figs.append((f"Trade-off of the search: {fy} against {fx}",
+                     "One marker per point (mean over its own seeds, bars: 95 % interval over them); the axes "
+                     "are the search's objectives" + (f", colour its third ({fc})" if fc else "") + "; ringed and "
+                     "numbered: Pareto-optimal among the points that meet the constraints (listed in the box with "
+                     "n, each point's seeds); hollow red squares: points that broke a constraint (== on any "
+                     "seed, <= / >= on the mean), never on the front; gold star: the recommendation "
+                     "(recommended.json). ≈ marks a front point the seeds do not tell apart from the one above "
+                     "it (paired differences on shared seeds).", lambda: tradeoff(sd, facet=fac)))
+    elif DELAY in sd.columns and FALSE_ISO in sd.columns:
         figs.append(("Trade-off: detection delay against false isolations",
                      "One marker per point (mean over seeds, bars: 95 % interval over seeds); colour: "
                      "missed-detection rate; ringed and numbered: Pareto-optimal points (no other point is at least "
@@ -1126,8 +1257,9 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     cols = [h for h in HEADLINES if h in sd.columns][:5] or sd.metrics[:5]
     stats = {h: cells(sd, h, axes) for h in cols}
     front: dict[tuple, dict] = {}
-    if DELAY in sd.columns and FALSE_ISO in sd.columns:
-        front = {tuple(_hashable(p["values"][a]) for a in axes): p for p in tradeoff_points(sd) if p["pareto"]}
+    if (DELAY in sd.columns and FALSE_ISO in sd.columns) or _search_tradeoff(sd):
+        front = {tuple(_hashable(p["values"][a]) for a in axes): p for p in tradeoff_points(sd)
+                 if p["pareto"] or p.get("recommended") or p.get("violates")}
     pv = point_values(full.rows, axes)
     refs = reference_points(pv, axes, ref)
     by_point: dict[str, dict[str, dict[int, float]]] = {}
@@ -1146,7 +1278,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
         rp = refs.get(pid)
         for h in cols:
             c = stats[h].get(k)
-            cell = html.escape(_ci(c) + (f" (n={c.n})" if c is not None and c.mean is not None and c.n < n else ""))
+            cell = html.escape(_ci(_in_range(c, h)) + (f" (n={c.n})" if c is not None and c.mean is not None
+                                                        and c.n < n else ""))
             if rp is not None and rp != pid:
                 d = paired(by_point.get(pid, {}).get(h, {}), by_point.get(rp, {}).get(h, {}))
                 if d.n:
@@ -1158,18 +1291,25 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
             row.append(cell)
         if front:
             p = front.get(k)
-            row.append("" if p is None else f"{p['rank']}" + ("" if p["distinct"] else " ≈"))
+            mark = "" if p is None else (f"{p['rank']}" + ("" if p["distinct"] else " ≈") if p["pareto"] else "")
+            if p is not None and p.get("recommended"):
+                mark += " ★ recommended"
+            if p is not None and p.get("violates"):
+                mark += "violates " + ", ".join(p["violates"])
+            row.append(html.escape(mark.strip()))
         rows.append([f'<span>{c}</span>' for c in row])
     head = [names[a] for a in axes] + ["seeds"] + cols + (["front"] if front else [])
     ref_txt = _reference_text(ref, axes, names, reference is None)
     parts.append('<h2>Points</h2><div style="overflow-x:auto">' + _table(head, rows, raw=True).replace(
                  "<td>", '<td class="c">') + "</div>"
-                 + f'<p class="note">mean [95 % interval] over the finished seeds (Student t; one seed: no '
-                 "interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
+                 + f'<p class="note">mean [95 % interval] over the finished seeds (Student t, clipped to the '
+                 "metric's range: rates to [0, 1], counts and delays to ≥ 0; one seed: no interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
                  "paired difference to the point's reference on the seeds both ran, with its 95 % "
                  f"interval, <b>red</b> when the interval excludes 0. {html.escape(ref_txt)} front: rank on the "
-                 "trade-off's Pareto front (by false-isolation rate); ≈: not distinguishable from the front point "
-                 "ranked just before it. Every scalar metric per run is in results.csv, per point (with se, lo, hi, "
+                 "trade-off's Pareto front (along its x axis: the false-isolation rate, or a search's second "
+                 "objective), ★ the search's recommendation, or the constraints a point broke; ≈: not "
+                 "distinguishable from the front point ranked just before it; seeds: the point's own finished "
+                 "seeds. Every scalar metric per run is in results.csv, per point (with se, lo, hi, "
                  "diff…) in summary.csv.</p>")
     if m.get("skipped"):
         parts.append("<h2>Skipped points</h2>" + _table(
@@ -1181,6 +1321,45 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
                                           str(r["error"])] for r in failed]))
     parts.append('<p class="meta">written by meshsim from the sweep folder\'s run summaries.</p></body></html>\n')
     return "\n".join(parts)
+
+
+def _search_section(sd: SweepData, info: dict[str, Any], names: Mapping[str, str]) -> str:
+    """The search's question and its answer: objectives, constraints, the recommendation with its intervals,
+    seeds and ``--set`` line (recommended.json), or why there is none."""
+    objs = ", ".join(f"{d} <code>{html.escape(m)}</code>" for d, m in info["objectives"])
+    cons = ", ".join(f"<code>{html.escape(c.text())}</code>" for c in info["constraints"]) or "none"
+    out = [f"<h2>Search</h2><p>Objectives: {objs}; constraints: {cons} (<code>==</code> on every seed of a point, "
+           f"<code>&lt;=</code> / <code>&gt;=</code> on its mean). {html.escape(seed_counts(sd))}.</p>"]
+    rec = info["recommended"]
+    if rec is None:
+        return out[0] + '<p class="note">No recommendation: recommended.json is absent (the search has not '\
+            "finished) or holds none (no point met the constraints).</p>"
+    try:
+        return out[0] + _recommendation_html(rec, names)
+    except (TypeError, ValueError, AttributeError, KeyError):  # a hand-edited or damaged file: say so
+        return out[0] + '<p class="note">recommended.json could not be read as meshsim writes it.</p>'
+
+
+def _recommendation_html(rec: dict[str, Any], names: Mapping[str, str]) -> str:
+    out: list[str] = []
+    vals = " ".join(f"{names.get(p, p)}={_fmt(v)}" for p, v in (rec.get("values") or {}).items())
+    rows = []
+    for m, iv in (rec.get("objectives") or {}).items():
+        ci = f" [{_g(iv.get('lo'))}, {_g(iv.get('hi'))}]" if iv.get("lo") is not None else ""
+        rows.append([str(m), f"{_g(iv.get('mean'))}{ci}", str(iv.get("n"))])
+    for c, v in (rec.get("constraints") or {}).items():
+        rows.append([f"constraint {c}", f"mean {_g(v.get('mean'))}, worst seed {_g(v.get('worst_seed'))}",
+                     str(v.get("seeds"))])
+    clipped = rec.get("clipped") or {}
+    note = ("Intervals of " + ", ".join(f"{m} to [{_g(b[0])}, {_g(b[1]) if b[1] is not None else '∞'}]"
+                                        for m, b in clipped.items()) + " are clipped to the metric's range. "
+            if clipped else "")
+    e = {k: html.escape(str(rec.get(k))) for k in ("rank", "trial", "seeds")}
+    out.append(f"<p><b>Recommended</b> (front point {e['rank']}, trial {e['trial']}, "
+               f"{e['seeds']} seeds): {html.escape(vals)}</p><pre>{html.escape(str(rec.get('set', '')))}</pre>"
+               + _table(["", "mean [95 % interval]", "seeds"], rows)
+               + f'<p class="note">{html.escape(note)}Rule: {html.escape(str(rec.get("rule", "")))}.</p>')
+    return "".join(out)
 
 
 def _reference_text(ref: Mapping[str, Any], axes: Sequence[str], names: Mapping[str, str], default: bool) -> str:

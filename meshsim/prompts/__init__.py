@@ -468,7 +468,7 @@ def extract_json(text: str) -> Optional[dict]:
         for attempt in (cand, _repair(cand)):
             try:
                 d = json.loads(attempt)
-            except (json.JSONDecodeError, ValueError):
+            except (json.JSONDecodeError, ValueError, RecursionError):  # RecursionError: nested 100k deep
                 continue
             if isinstance(d, dict):
                 return d

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..net.routing import DistanceVector
     from ..sim import Environment
 
-__all__ = ["Protocol", "ProtocolContext", "NoParams", "TableRows"]
+__all__ = ["Protocol", "ProtocolContext", "NoParams", "TableRows", "Timer"]
 
 
 class TableRows:
@@ -70,6 +70,18 @@ class ProtocolContext:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Timer:
+    """A periodic timer a protocol runs, as the event budget sees it (issue 30):
+    every ``period`` simulated seconds it sends ``messages`` messages, all
+    agents together, for as long as the run lasts."""
+
+    field: str  # the parameter that sets the period (protocol.params.refresh)
+    period: float  # simulated seconds between two firings
+    messages: int  # messages one firing sends, all agents together
+    what: str  # what it is, for the error line
+
+
 class Protocol:
     """Base strategy: attaches nothing, never finishes on its own."""
 
@@ -93,6 +105,11 @@ class Protocol:
     def finished(self) -> Optional["Event"]:
         """An event that fires when the protocol's work is done (None: run to duration)."""
         return None
+
+    def timers(self) -> list[Timer]:
+        """The periodic timers it runs once set up (the runner checks the event budget against them
+        before the clock starts). A protocol with one must list it here."""
+        return []
 
     def summary(self) -> dict[str, Any]:
         return {}

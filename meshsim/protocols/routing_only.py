@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..net.routing import DistanceVector
 from ..types import parse_duration
-from .base import Protocol
+from .base import Protocol, Timer
 
 from pydantic import BeforeValidator
 
@@ -68,3 +68,8 @@ class RoutingProtocol(Protocol):
 
     def routing_tables(self):
         return self.tables
+
+    def timers(self) -> list[Timer]:
+        # every agent sends its full vector to every neighbour each refresh
+        return [Timer("protocol.params.refresh", float(self.params.refresh), 2 * len(self.ctx.net.links),
+                      "routing refreshes")]

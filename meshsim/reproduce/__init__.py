@@ -30,7 +30,7 @@ from .core import (Experiment, Sensitivity, plot_sensitivities, render_classes, 
 __all__ = ["experiments", "sensitivities", "reproduce", "fill_docs"]
 
 
-def experiments(which: str, seeds: int, quick: bool) -> list[Experiment]:
+def experiments(which: str, seeds: "int | list[int]", quick: bool) -> list[Experiment]:
     if which == "meshheal":
         from .compare import compare_experiments
         from .meshheal import meshheal_experiments
@@ -54,7 +54,7 @@ def sensitivities(which: str) -> list[Sensitivity]:
     return sac_sensitivities()
 
 
-def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, workers: Optional[int] = None,
+def reproduce(which: str, out: Path, seeds: "int | list[int]" = 5, quick: bool = False, workers: Optional[int] = None,
               only: Optional[list[str]] = None, sensitivity: bool = True, sens_seeds: int = 3,
               progress: Optional[Callable[[str], None]] = None, bands: Optional[list[Path]] = None,
               band_samples: Optional[int] = None, use_bands: bool = True) -> dict[str, Any]:
@@ -74,6 +74,10 @@ def reproduce(which: str, out: Path, seeds: int = 5, quick: bool = False, worker
         from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_studies
 
         folders, how = find_studies(which, bands or ())
+    if progress is not None:  # the plan's size before any work (issue 29)
+        n = sum(len(r) for e in exps for r in e.runs.values())
+        progress(f"{len(exps)} experiments, {n} runs (cached runs are reused; bands and sensitivity curves add "
+                 "their own)")
     t0 = time.perf_counter()
     results = run_experiments(exps, out, workers, progress)
     band_info: Optional[dict[str, Any]] = None

@@ -27,8 +27,9 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from ..fields import seed_list as seed_list_of
 from ..records import dig
-from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs
+from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs, seeds_of
 
 __all__ = ["METHODS", "LABEL", "method_runs", "compare_experiments", "assumption_experiments",
            "compare_sensitivities", "comparison", "render_comparison", "run_comparison", "PAPER"]
@@ -91,9 +92,9 @@ def method_sets(scenario: str, method: str, sets: tuple[str, ...] = ()) -> tuple
     return tuple(sets) + extra
 
 
-def method_runs(scenario: str, seeds: int, methods: tuple[str, ...] = METHODS, sets: tuple[str, ...] = (),
+def method_runs(scenario: str, seeds: "int | list[int]", methods: tuple[str, ...] = METHODS, sets: tuple[str, ...] = (),
                 **kw: Any) -> dict[str, list[RunSpec]]:
-    return {m: [RunSpec(scenario, method_sets(scenario, m, sets), seed=k, **kw) for k in range(1, seeds + 1)]
+    return {m: [RunSpec(scenario, method_sets(scenario, m, sets), seed=k, **kw) for k in seeds_of(seeds)]
             for m in methods}
 
 
@@ -129,7 +130,7 @@ def _delay_cells(table: str, sums: list[dict], method: str, agent: str) -> list[
     return cells
 
 
-def compare_experiments(seeds: int = 5, quick: bool = False,
+def compare_experiments(seeds: "int | list[int]" = 5, quick: bool = False,
                         methods: tuple[str, ...] = METHODS) -> list[Experiment]:
     """The comparison's cells for ``meshsim reproduce meshheal`` (all predictions)."""
     exps: list[Experiment] = []
@@ -251,16 +252,17 @@ def compare_experiments(seeds: int = 5, quick: bool = False,
     return exps
 
 
-def assumption_experiments(seeds: int = 5) -> list[Experiment]:
+def assumption_experiments(seeds: "int | list[int]" = 5) -> list[Experiment]:
     """The baselines' assumed readings and parameters moved one at a time (BBH, persistent):
     how much of each prediction an assumption carries. Defaults are not chosen from these."""
     sets = ("output.trace=none",)
     sc = f"{CMP}/persistent-bbh.yaml"
-    n = min(seeds, 3)
+    first = seeds_of(seeds)[:3]
     variants = {
         "symphony": ("symphony", ""),
         "symphony-random-ties": ("symphony", "tie_break: random"),
         "symphony-top-6": ("symphony", "top_l: 6"),
+        "symphony-name-registry": ("symphony", "registry: name"),
         "autogen": ("autogen", ""),
         "autogen-reflection": ("autogen", "summary: reflection"),
         "raps": ("raps", ""),
@@ -277,6 +279,8 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
                                 "strict > in registry order does)",
         "symphony-top-6": "every candidate shortlisted (the authors' BBH runner passes topL 32; default: the "
                           "orchestrator's 3)",
+        "symphony-name-registry": "the registry in name order, so every tie goes to the first agents by name "
+                                  "(the reading before issue 34; default: an order drawn per run)",
         "autogen-reflection": "the manager summarises with its model (AutoGen's reflection_with_llm) "
                               "instead of returning the last message (AutoGen's default summary_method)",
         "raps-0.3": "RAPS blacklists below reputation 0.3 (default 0.5)",
@@ -288,7 +292,7 @@ def assumption_experiments(seeds: int = 5) -> list[Experiment]:
                                "the majority (the paper's SAC runs two)",
     }
     runs = {k: [RunSpec(sc, sets + (f"protocol={{name: {m}" + (f", params: {{{p}}}" if p else "") + "}",),
-                        seed=j) for j in range(1, n + 1)] for k, (m, p) in variants.items()}
+                        seed=j) for j in first] for k, (m, p) in variants.items()}
 
     def cells(by: dict[str, list[dict]]) -> list[Cell]:
         out: list[Cell] = []
@@ -475,7 +479,8 @@ def render_comparison(table: dict[str, Any], title: str = "Comparison") -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_comparison(scenarios: list[str], out: Path, methods: tuple[str, ...] = METHODS, seeds: Optional[int] = None,
+def run_comparison(scenarios: list[str], out: Path, methods: tuple[str, ...] = METHODS,
+                   seeds: Optional["int | list[int]"] = None,
                    sets: tuple[str, ...] = (), workers: int = 1,
                    progress: Optional[Callable[[int, int, float], None]] = None) -> dict[str, Any]:
     """Run every method on every scenario (cached under ``out/runs``) and write
@@ -487,7 +492,7 @@ def run_comparison(scenarios: list[str], out: Path, methods: tuple[str, ...] = M
     specs: dict[str, dict[str, list[RunSpec]]] = {}
     for sc in scenarios:
         full = load_scenario(ROOT / sc, list(sets))
-        seed_list = full.seed_list() if seeds is None else [full.seed + k for k in range(seeds)]
+        seed_list = full.seed_list() if seeds is None else seed_list_of(seeds, full.seed)
         specs[sc] = {m: [RunSpec(sc, method_sets(sc, m, sets), seed=k) for k in seed_list] for m in methods}
     got = run_specs([s for by in specs.values() for runs in by.values() for s in runs], out, workers, progress)
     by = {sc: {m: [got[s] for s in runs] for m, runs in d.items()} for sc, d in specs.items()}

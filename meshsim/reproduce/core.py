@@ -213,8 +213,13 @@ def _vals(sums: list[dict], path: str, scale: float = 1.0) -> list[Optional[floa
     return out
 
 
-def _seeds(scenario: str, seeds: int, sets: tuple[str, ...] = (), **kw: Any) -> list[RunSpec]:
-    return [RunSpec(scenario, sets, seed=k, **kw) for k in range(1, seeds + 1)]
+def seeds_of(seeds: "int | list[int]") -> list[int]:
+    """A reproduction's seeds: a count N is seeds 1..N (docs/validation.md), a list is itself."""
+    return list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
+
+
+def _seeds(scenario: str, seeds: "int | list[int]", sets: tuple[str, ...] = (), **kw: Any) -> list[RunSpec]:
+    return [RunSpec(scenario, sets, seed=k, **kw) for k in seeds_of(seeds)]
 
 
 def _pair(a: list, b: list, fn: Callable[[float, float], float]) -> list[Optional[float]]:

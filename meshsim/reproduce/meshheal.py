@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 
 from ..records import dig
-from .core import TARGET, Cell, Experiment, Sensitivity, _pair, _seeds, _vals
+from .core import TARGET, Cell, Experiment, Sensitivity, _pair, _seeds, _vals, seeds_of
 
 __all__ = ["meshheal_experiments", "meshheal_sensitivities"]
 
@@ -12,7 +12,7 @@ MH = "scenarios/meshheal"
 DATASETS = (("bbh", "BBH"), ("math", "MATH"), ("mmlu-pro", "MMLU-Pro"))
 
 
-def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment]:
+def meshheal_experiments(seeds: "int | list[int]" = 5, quick: bool = False) -> list[Experiment]:
     exps: list[Experiment] = []
 
     # Tab. 2a / C1 / C2: persistent degradation on three datasets ------------------------------
@@ -112,7 +112,7 @@ def meshheal_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment
 
     # Tab. 2b: scaling -------------------------------------------------------------------------------
     sizes = (96, 288) if quick else (96, 288, 576)
-    sc_runs = {f"{n}-{g}": _seeds(f"{MH}/scale-{n}-{g}.yaml", seeds if n < 576 else min(seeds, 3))
+    sc_runs = {f"{n}-{g}": _seeds(f"{MH}/scale-{n}-{g}.yaml", seeds if n < 576 else seeds_of(seeds)[:3])
                for n in sizes for g in ("complete", "sparse")}
 
     def scaling(by: dict[str, list[dict]]) -> list[Cell]:

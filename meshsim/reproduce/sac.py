@@ -31,7 +31,7 @@ def _exp_key(table: str) -> str:
     return table.lower().replace(" ", "-")
 
 
-def sac_experiments(seeds: int = 5, quick: bool = False) -> list[Experiment]:
+def sac_experiments(seeds: "int | list[int]" = 5, quick: bool = False) -> list[Experiment]:
     from ..validation.sac import SETTINGS
 
     groups: "OrderedDict[str, list]" = OrderedDict()

@@ -110,7 +110,11 @@ def _fmt(v: Any) -> str:
 
 
 def _key(data: dict[str, Any]) -> str:
-    d = {k: v for k, v in data.items() if k not in ("seed", "seeds", "smoke")}
+    from ..redact import structural
+
+    # the redacted form (secrets by field), as the run's scenario.resolved.yaml holds it: a rotated
+    # token or password is the same point, and no hash of a secret names a folder
+    d = {k: v for k, v in structural(data).items() if k not in ("seed", "seeds", "smoke")}
     text = json.dumps(d, sort_keys=True, default=str, separators=(",", ":"))
     return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -268,12 +272,14 @@ class _Lock:
 
 
 def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
+    from ..runfolder import SEED_FILES, stale_tmp
+
     d = _run_dir(out, res["point"], int(res["seed"]))
     d.mkdir(parents=True, exist_ok=True)
     for stale in ("summary.json", "error.txt", TIMING):
-        if (d / stale).exists():
+        if (d / stale).is_file() and not (d / stale).is_symlink():
             (d / stale).unlink()
-    for tmp in d.glob(".*.tmp"):
+    for tmp in stale_tmp(d, SEED_FILES | {TIMING}):  # meshsim's own temp files only
         tmp.unlink()
     if res.get("resolved"):
         write_atomic(d / "scenario.resolved.yaml", res["resolved"])
@@ -356,14 +362,97 @@ def point_inputs(data: dict[str, Any], source: str, base_dir: Path, remote: bool
 def _finished(out: Path, key: str, seed: int, expected: dict[tuple[str, int], str]) -> bool:
     d = _run_dir(out, key, seed)
     r = d / "scenario.resolved.yaml"
-    return (d / "summary.json").is_file() and r.is_file() and r.read_text() == expected[(key, seed)]
+    return summary_ok(d / "summary.json") and r.is_file() and _text(r) == expected[(key, seed)]
 
 
-def resume_args(out: str | Path) -> dict[str, Any]:
+def _text(f: Path) -> Optional[str]:
+    try:
+        return f.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def summary_ok(f: Path) -> bool:
+    """``f`` is a whole summary.json (a JSON object): a damaged one (cut
+    short, edited) makes its run unfinished, so it is run again (issue 30)."""
+    if not f.is_file():
+        return False
+    try:
+        return isinstance(json.loads(f.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
+def repair_runs(out: Path, manifest: dict[str, Any]) -> int:
+    """Remove the damaged summary.json (:func:`summary_ok`) of every run the
+    manifest lists, so that the run counts as not run and is run again; a
+    finished run is never touched. Call with the folder's lock held.
+    Returns how many were removed."""
+    n = 0
+    for key, seed in manifest.get("runs", []):
+        f = _run_dir(out, key, seed) / "summary.json"
+        if f.is_file() and not f.is_symlink() and not summary_ok(f):
+            f.unlink()
+            n += 1
+    return n
+
+
+def plan_inputs(plan: Plan) -> list[Path]:
+    """Every file the sweep reads: the sweep file, the scenario and what each
+    point's scenario names (runfolder.scenario_inputs)."""
+    from ..runfolder import scenario_inputs
+    from ..scenario import parse_scenario
+
+    paths = [plan.scenario_path] + ([Path(plan.command["path"])] if plan.command.get("path") else [])
+    seen: set[str] = set()
+    parsed: set[str] = set()
+    for data in [plan.base] + [p.data for p in plan.points]:
+        # only what names files decides them: each distinct combination is parsed once
+        key = json.dumps([data.get(k) for k in ("network", "agents", "tasks", "backend")], sort_keys=True,
+                         default=str)
+        if key in parsed:
+            continue
+        parsed.add(key)
+        sc = parse_scenario(copy.deepcopy(data), plan.source, plan.base_dir)
+        for f in scenario_inputs(sc):
+            if str(f) not in seen:
+                seen.add(str(f))
+                paths.append(f)
+    return paths
+
+
+def check_folder(plan: Plan, out: Path) -> Optional[dict[str, Any]]:
+    """The checks of a sweep folder before anything is written: not among the
+    inputs (runfolder.refuse_inputs_inside), a folder, empty or a sweep's.
+    Returns its manifest (None: a new folder)."""
+    from ..runfolder import refuse_inputs_inside
+
+    refuse_inputs_inside(out, plan_inputs(plan))
+    if out.exists() and not out.is_dir():
+        raise RunFolderError("output path exists and is not a folder", file=str(out))
+    old = read_manifest(out) if out.is_dir() else None
+    if old is None and out.is_dir() and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
+        raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
+                             "choose another --out", file=str(out))
+    return old
+
+
+def remove_stale_tmp(out: Path) -> None:
+    """Temp files a killed sweep left at the top of its folder (``.NAME.XXXXXXXX.tmp``, meshsim's own
+    pattern; the folder is a sweep's: its manifest says so)."""
+    from ..runfolder import stale_tmp
+
+    for tmp in stale_tmp(out, None):
+        tmp.unlink()
+
+
+def resume_args(out: str | Path, sets: tuple[str, ...] | list[str] = (), axes: bool = False) -> dict[str, Any]:
     """The arguments of :func:`plan_sweep` (``path``, ``grid``, ``zips``,
     ``seeds``, ``sets``, ``output``, ``smoke``) of the last sweep command that
     wrote the folder ``out``, from its manifest: ``meshsim sweep --out DIR``
-    resumes without retyping the grid."""
+    resumes without retyping the grid. The manifest keeps no secrets: a
+    ``--set`` whose value it withheld must be among ``sets`` (given again), and
+    a withheld ``--grid`` / ``--zip`` needs new axes (``axes``)."""
     out = Path(out)
     m = read_manifest(out) if out.is_dir() else None
     if m is None:
@@ -376,8 +465,21 @@ def resume_args(out: str | Path) -> dict[str, Any]:
     if not Path(cmd["path"]).is_file():
         raise InputError("the scenario this sweep was made from is gone", file=str(out / "manifest.json"),
                          field="command.path", value=cmd["path"])
+    seeds = cmd.get("seeds")
+    if isinstance(seeds, str) and seeds.strip().isdigit():  # written when a bare number was a count (issue 29)
+        ran = {r[1] for r in m.get("runs") or [] if isinstance(r, list) and len(r) == 2}
+        if len(ran) == int(seeds) and ran != {int(seeds)}:
+            seeds = f"count:{int(seeds)}"
+    withheld = [str(w) for w in cmd.get("withheld") or []]
+    given = {str(x).split("=", 1)[0].strip() for x in sets}
+    for w in withheld:
+        if w.startswith("--") and not axes or not w.startswith("--") and w not in given:
+            opt = f"{w} PATH=..." if w.startswith("--") else f"--set {w}=..."
+            raise InputError(f"the manifest keeps no secrets: give {opt} again to resume this sweep",
+                             file=str(out / "manifest.json"), field="command.withheld", value=w)
+    kept = [x for x in cmd.get("set") or [] if str(x).split("=", 1)[0].strip() not in withheld]
     return {"path": cmd["path"], "grid": list(cmd.get("grid") or []), "zips": list(cmd.get("zip") or []),
-            "seeds": cmd.get("seeds"), "sets": list(cmd.get("set") or []), "output": cmd.get("output"),
+            "seeds": seeds, "sets": kept, "output": cmd.get("output"),
             "smoke": bool(cmd.get("smoke"))}
 
 
@@ -398,18 +500,12 @@ def sweep_status(plan: Plan, out: str | Path) -> SweepStatus:
     out = Path(out)
     refused = None
     old = None
-    if out.exists() and not out.is_dir():
-        refused = str(RunFolderError("output path exists and is not a folder", file=str(out)))
-    elif out.is_dir():
-        try:
-            old = read_manifest(out)
-            if old is None and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
-                raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
-                                     "choose another --out", file=str(out))
-            if old is not None:
-                check_compatible(old, plan.manifest(), out)
-        except RunFolderError as exc:
-            refused = str(exc)
+    try:
+        old = check_folder(plan, out)
+        if old is not None:
+            check_compatible(old, plan.manifest(), out)
+    except RunFolderError as exc:
+        refused = str(exc)
     expected = _expected(plan)
     done: dict[str, list[int]] = {}
     failed: dict[str, list[int]] = {}
@@ -447,13 +543,8 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
                quiet: bool, live: Optional[bool], echo: Callable[[str], None], every: float,
                announce: Optional[Callable[[], None]], reference: Any = None) -> SweepOutcome:
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise RunFolderError("output path exists and is not a folder", file=str(out))
     new = plan.manifest()
-    old = read_manifest(out) if out.is_dir() else None
-    if old is None and out.is_dir() and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
-        raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
-                             "choose another --out", file=str(out))
+    old = check_folder(plan, out)
     if old is not None:
         check_compatible(old, new, out)
 
@@ -477,8 +568,8 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
         if old is not None:
             check_compatible(old, new, out)
         manifest = merge(old, new)
-        for tmp in out.glob(".*.tmp"):
-            tmp.unlink()
+        remove_stale_tmp(out)
+        repair_runs(out, manifest)
         write_manifest(out, manifest)
         if announce is not None:
             announce()

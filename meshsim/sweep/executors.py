@@ -13,7 +13,10 @@ one-line input error before anything is written.
 from __future__ import annotations
 
 import os
+import socket
+import struct
 from typing import Any, Callable, Iterator, Optional
+from urllib.parse import urlsplit
 
 from ..errors import InputError
 from .worker import failure, run_task
@@ -21,8 +24,10 @@ from .worker import failure, run_task
 __all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
 
 EXECUTORS = ("local", "dask")
-#: seconds to wait for a Dask scheduler given by address
+#: seconds to wait for a Dask scheduler given by address: connect and handshake together
 CONNECT_TIMEOUT = 3.0
+#: the largest handshake a scheduler is believed to send (bytes; a real one is about 60)
+HANDSHAKE_MAX = 64 * 1024
 #: runs submitted to Dask per worker thread at a time
 WINDOW = 2
 #: times a run whose Dask worker was lost is resubmitted before it counts as failed
@@ -64,9 +69,10 @@ class PoolExecutor(Executor):
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        from .lifeline import lifeline, pool_initializer
+        from .lifeline import lifeline, mark_temp_dir, pool_initializer
 
         self.workers = workers
+        mark_temp_dir()  # the forkserver's temp folder: removed at the next start if this process is killed
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.runner"])
         # the workers end when this process does, however it ends (lifeline.py)
@@ -103,6 +109,14 @@ class DaskExecutor(Executor):
     name = "dask"
 
     def __init__(self, workers: int, scheduler: Optional[str]):
+        import importlib.util
+
+        if importlib.util.find_spec("distributed") is None:
+            raise InputError("--executor dask needs Dask distributed, which the 'dask' extra installs: "
+                             "pip install 'meshsim[dask]'", field="--executor", value="dask")
+        remote = scheduler not in (None, "", "local")
+        if remote:
+            _probe(scheduler)  # before importing Dask (a second or more): the 3 s are the scheduler's
         try:
             import logging
 
@@ -112,13 +126,12 @@ class DaskExecutor(Executor):
                              "pip install 'meshsim[dask]'", field="--executor", value="dask") from None
         self.cluster = None
         self.address = scheduler
-        if scheduler in (None, "", "local"):
+        if not remote:
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
             self.address = "local"
         else:
-            _probe(scheduler)
             try:
                 self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
             except Exception as exc:  # OSError / TimeoutError / ValueError for a malformed address
@@ -199,11 +212,17 @@ class DaskExecutor(Executor):
 
 
 def _probe(address: str) -> None:
-    """A plain TCP connect to a ``tcp://host:port`` scheduler first: nothing
-    listening fails at once (Dask's client would retry until its timeout)."""
-    import socket
-    from urllib.parse import urlsplit
+    """Check a scheduler address before any work, all within ``CONNECT_TIMEOUT``
+    (issue 30): a TCP connect, then the handshake a Dask scheduler sends as
+    soon as it accepts a connection (an 8-byte length, then msgpack frames).
+    Nothing listening, a port that accepts and stays silent, an HTTP server
+    (which waits for a request) or bytes that are not a Dask handshake are one
+    input error; Dask's own client would wait for the handshake with no
+    deadline, or read "HTTP/1.1" as the length of a 3 EiB frame. Other schemes
+    (``tls://``, ...) get Dask's own handshake under the same deadline."""
+    import time
 
+    deadline = time.monotonic() + CONNECT_TIMEOUT
     if "://" not in address:
         address = "tcp://" + address
     try:
@@ -211,13 +230,106 @@ def _probe(address: str) -> None:
         host, port = u.hostname, u.port
     except ValueError:
         return  # let Dask name what is wrong with it
-    if u.scheme != "tcp" or not host or not port:
+    if u.scheme != "tcp":
+        _probe_other(address, deadline)
         return
+    if not host or not port:
+        return
+
+    def fail(why: str) -> InputError:
+        return InputError(f"cannot reach the Dask scheduler: {why}", field="--scheduler", value=address)
+
     try:
-        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
-        raise InputError(f"cannot reach the Dask scheduler: {exc.strerror or exc}", field="--scheduler",
-                         value=address) from None
+        raise fail(str(exc.strerror or exc)) from None
+    try:
+        head = _recv(sock, 8, deadline)
+        if head is None:
+            raise fail(f"it accepts connections but sent no Dask handshake within {CONNECT_TIMEOUT:g} s "
+                       "(is it a Dask scheduler? an HTTP server, for one, waits for a request)")
+        (size,) = struct.unpack("<Q", head)
+        frames = _recv(sock, size, deadline) if 16 <= size <= HANDSHAKE_MAX else None
+        if frames is None or not _is_handshake(frames):
+            raise fail("it answered, but not with a Dask handshake (is it a Dask scheduler?)")
+    finally:
+        sock.close()
+
+
+def _recv(sock: socket.socket, n: int, deadline: float) -> Optional[bytes]:
+    """Exactly ``n`` bytes before ``deadline``; None when they do not come (closed, silent, too slow)."""
+    import time
+
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(min(n - len(buf), 65536))
+        except OSError:  # socket.timeout, a reset
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _is_handshake(blob: bytes) -> bool:
+    """Dask's TCP framing (distributed.comm.utils.unpack_frames): a frame count,
+    each frame's length, the frames; the first is a msgpack map (compression,
+    python version, pickle protocol)."""
+    try:
+        (count,) = struct.unpack_from("<Q", blob)
+        if not 1 <= count <= 64:
+            return False
+        sizes = struct.unpack_from(f"<{count}Q", blob, 8)
+        start = 8 * (count + 1)
+        if start + sum(sizes) != len(blob):
+            return False
+        import msgpack
+
+        first = msgpack.unpackb(blob[start:start + sizes[0]], raw=False, strict_map_key=False)
+    except Exception:  # struct.error, msgpack's errors: not a handshake
+        return False
+    return isinstance(first, dict)
+
+
+def _probe_other(address: str, deadline: float) -> None:
+    """Dask's own connect and handshake for a scheme meshsim does not speak, in a
+    daemon thread given until ``deadline``."""
+    import asyncio
+    import threading
+    import time
+
+    result: dict[str, BaseException] = {}
+
+    async def handshake() -> None:
+        from distributed.comm import connect
+        from distributed.security import Security
+
+        scheme = address.split("://", 1)[0]
+        args = Security().get_connection_args("client") if scheme == "tls" else {}
+        comm = await connect(address, timeout=CONNECT_TIMEOUT, **args)
+        await comm.close()
+
+    def target() -> None:
+        try:
+            asyncio.run(asyncio.wait_for(handshake(), max(0.1, deadline - time.monotonic())))
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            result["exc"] = exc
+
+    t = threading.Thread(target=target, name="meshsim-scheduler-probe", daemon=True)
+    t.start()
+    t.join(max(0.1, deadline - time.monotonic()) + 0.5)
+    exc = result.get("exc")
+    if t.is_alive() or isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        raise InputError(f"cannot reach the Dask scheduler: no handshake within {CONNECT_TIMEOUT:g} s",
+                         field="--scheduler", value=address)
+    if exc is not None:
+        msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise InputError(f"cannot reach the Dask scheduler: {msg}", field="--scheduler", value=address)
 
 
 def make_executor(kind: str, workers: Optional[int], scheduler: Optional[str] = None) -> Executor:

@@ -27,16 +27,31 @@ The sweep process itself turns SIGTERM into an orderly exit (code 143) so that
 its ``finally`` blocks stop the pool; Ctrl-C reaches the whole foreground
 process group, so pool workers ignore SIGINT and leave it to the sweep
 process, which terminates them (no traceback per worker).
+
+Temp folders (issue 30): the forkserver's socket lives in a ``pymp-XXXXXXXX``
+folder in the system temp folder, which only an orderly exit of the sweep
+process removes. :func:`mark_temp_dir` writes the sweep's pid (and its start
+time, against pid reuse) into that folder when a pool starts, and removes
+every folder so marked whose process is gone: what a ``kill -9`` left behind
+goes at the next pool start. Folders of other programs carry no mark and are
+never touched.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Iterator, Optional
 
-__all__ = ["lifeline", "pool_initializer", "watch", "sigterm_exits"]
+__all__ = ["lifeline", "pool_initializer", "watch", "sigterm_exits", "mark_temp_dir", "remove_stale_temp_dirs"]
+
+#: the mark a pool's temp folder carries: {"pid": ..., "start": ...}
+TEMP_MARK = "meshsim-sweep.json"
 
 #: exit status of a sweep stopped by SIGTERM (128 + 15, the shell convention)
 SIGTERM_EXIT = 143
@@ -99,3 +114,63 @@ def sigterm_exits() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """When process ``pid`` started (clock ticks since boot, Linux), or None where unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _gone(pid: Any, start: Any) -> bool:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, someone else's
+        return False
+    now = _start_time(pid)
+    return start is not None and now is not None and now != start  # the pid was reused
+
+
+def remove_stale_temp_dirs(keep: Optional[Path] = None) -> int:
+    """Remove the marked pool temp folders (:data:`TEMP_MARK`) of processes that are gone; returns how many."""
+    n = 0
+    try:
+        dirs = list(Path(tempfile.gettempdir()).glob("pymp-*"))
+    except OSError:
+        return 0
+    for d in dirs:
+        if keep is not None and d == keep:
+            continue
+        try:
+            if d.is_symlink() or not d.is_dir() or d.stat().st_uid != os.getuid():
+                continue
+            mark = json.loads((d / TEMP_MARK).read_text())
+        except (OSError, ValueError):
+            continue  # not ours (no mark), or not readable
+        if isinstance(mark, dict) and _gone(mark.get("pid"), mark.get("start")):
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+    return n
+
+
+def mark_temp_dir() -> Optional[Path]:
+    """Mark multiprocessing's temp folder of this process (made now if need
+    be, before the pool's forkserver uses it) with this pid, and remove the
+    marked folders of processes that are gone. Returns the folder."""
+    import multiprocessing.util as mpu
+
+    try:
+        d = Path(mpu.get_temp_dir())
+        f = d / TEMP_MARK
+        if not f.exists():
+            f.write_text(json.dumps({"pid": os.getpid(), "start": _start_time(os.getpid())}))
+    except OSError:
+        return None
+    remove_stale_temp_dirs(keep=d)
+    return d

@@ -9,6 +9,14 @@ only to extend it, so a folder killed at any moment still describes itself.
 A rerun may change the grid and the seeds (the folder grows: points and runs
 are a union), nothing else: :func:`check_compatible` compares the base
 scenarios with every swept path masked and names the first difference.
+
+Secrets never reach it (docs/sweeps.md): the base scenario, the points' values
+and the ``--set`` echoes are written with secrets removed *by field*
+(:mod:`meshsim.redact`: URL user-info and query values, header values,
+secret-named fields), and bases are compared in that redacted form, so the
+manifest a sweep wrote still matches the scenario it was made from. A ``--set``
+whose value was removed is listed in ``command.withheld``: resuming with
+``--out DIR`` alone asks for it again.
 """
 from __future__ import annotations
 
@@ -19,8 +27,9 @@ from typing import Any, Optional
 
 from ..errors import RunFolderError
 from ..records import write_atomic
+from ..redact import redact_set, redact_value, structural
 
-__all__ = ["MANIFEST", "FORMAT", "read_manifest", "write_manifest", "check_compatible", "merge", "masked"]
+__all__ = ["MANIFEST", "FORMAT", "read_manifest", "write_manifest", "check_compatible", "merge", "masked", "public"]
 
 MANIFEST = "manifest.json"
 FORMAT = "meshsim-sweep/1"
@@ -33,16 +42,115 @@ def read_manifest(folder: Path) -> Optional[dict[str, Any]]:
     if not f.is_file():
         return None
     try:
-        m = json.loads(f.read_text())
-    except ValueError:
-        raise RunFolderError("manifest.json is not valid JSON (not written by meshsim sweep?)", file=str(f)) from None
+        m = json.loads(f.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):
+        raise RunFolderError("manifest.json is not valid JSON (cut short, or not written by meshsim sweep?)",
+                             file=str(f)) from None
+    except OSError as exc:
+        raise RunFolderError(f"cannot read: {exc.strerror or exc}", file=str(f)) from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise RunFolderError(f"not a {FORMAT} manifest", file=str(f))
+    return checked(m, f)
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+def checked(m: dict[str, Any], f: Path) -> dict[str, Any]:
+    """``m`` with every field the sweep reads of the type it needs (else one
+    line naming the field, exit 2: a damaged or hand-edited manifest), and
+    its lists without repeats (a run listed twice is one run: results.csv
+    gets one row for it). Issue 30."""
+
+    def bad(field: str, what: str, *value: Any) -> RunFolderError:
+        kind = f" {_kind(value[0])}" if value else ""
+        return RunFolderError(f"damaged manifest: {what}{kind} (restore the file, or sweep into "
+                              "another --out)", file=str(f), field=field)
+
+    want = {"base": dict, "axes": list, "output": str, "points": dict, "runs": list}
+    for key, typ in want.items():
+        if key not in m:
+            raise bad(key, "is missing")
+        if not isinstance(m[key], typ):
+            raise bad(key, f"must be {_kind(typ())}, not", m[key])
+    for key in ("scenario", "command", "search"):
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            raise bad(key, "must be an object, not", m[key])
+    if not isinstance(m.get("skipped", []), list):
+        raise bad("skipped", "must be a list, not", m["skipped"])
+    for i, a in enumerate(m["axes"]):
+        if not isinstance(a, str):
+            raise bad(f"axes.{i}", "must be a path (a string), not", a)
+    for k, v in m["points"].items():
+        if not isinstance(v, dict):
+            raise bad(f"points.{k}", "must be an object (path: value), not", v)
+    runs, seen = [], set()
+    for i, r in enumerate(m["runs"]):
+        if not (isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and isinstance(r[1], int)
+                and not isinstance(r[1], bool)):
+            raise bad(f"runs.{i}", f"must be [point, integer seed], not {_short(r)}")
+        if r[0] not in m["points"]:
+            raise bad(f"runs.{i}", f"names point {r[0]!r}, which points does not list")
+        if (r[0], r[1]) not in seen:
+            seen.add((r[0], r[1]))
+            runs.append(r)
+    m["runs"] = runs
+    skipped, keys = [], set()
+    for i, s in enumerate(m.get("skipped") or []):
+        if not isinstance(s, dict) or not isinstance(s.get("values"), dict):
+            raise bad(f"skipped.{i}", f"must be {{values: ..., reason: ...}}, not {_short(s)}")
+        k = json.dumps(s["values"], sort_keys=True, default=str)
+        if k not in keys:
+            keys.add(k)
+            skipped.append(s)
+    m["skipped"] = skipped
+    m["axes"] = list(dict.fromkeys(m["axes"]))
+    cmd = m.get("command") or {}
+    for key in ("grid", "zip", "set"):
+        v = cmd.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise bad(f"command.{key}", "must be a list of strings, not", v)
+    for key in ("path", "output"):  # (command.seeds: parse_seeds judges it, as it judges --seeds)
+        if cmd.get(key) is not None and not isinstance(cmd[key], str):
+            raise bad(f"command.{key}", "must be a string, not", cmd[key])
     return m
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    write_atomic(Path(folder) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False, default=str) + "\n")
+    m = public(manifest)
+    write_atomic(Path(folder) / MANIFEST, json.dumps(m, indent=1, sort_keys=False, default=str) + "\n")
+
+
+def public(manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` as it is written: secrets removed by field (never by searching text)."""
+    m = dict(manifest)
+    if "base" in m:
+        m["base"] = structural(m["base"])
+    if isinstance(m.get("points"), dict):
+        m["points"] = {k: {p: redact_value(p, v) for p, v in vals.items()} if isinstance(vals, dict) else vals
+                       for k, vals in m["points"].items()}
+    if isinstance(m.get("skipped"), list):
+        m["skipped"] = [dict(s, values={p: redact_value(p, v) for p, v in s["values"].items()})
+                        if isinstance(s, dict) and isinstance(s.get("values"), dict) else s for s in m["skipped"]]
+    cmd = m.get("command")
+    if isinstance(cmd, dict):
+        cmd = dict(cmd)
+        withheld = [str(w) for w in cmd.get("withheld") or []]
+        for opt in ("set", "grid", "zip"):
+            if isinstance(cmd.get(opt), list):
+                items = []
+                for item in cmd[opt]:
+                    text, removed = redact_set(item)
+                    items.append(text)
+                    if removed:  # --set: its path; --grid / --zip: the option (resuming needs new axes)
+                        withheld.append(text.split("=", 1)[0].strip() if opt == "set" else f"--{opt}")
+                cmd[opt] = items
+        if withheld:
+            cmd["withheld"] = list(dict.fromkeys(withheld))
+        m["command"] = cmd
+    return m
 
 
 def _delete(data: Any, path: str) -> None:
@@ -126,7 +234,8 @@ def check_compatible(old: dict[str, Any], new: dict[str, Any], folder: Path) -> 
         raise RunFolderError(f"the folder keeps output level '{old.get('output')}', this sweep asks for "
                              f"'{new.get('output')}'; use the same output level or another --out", file=where)
     paths = list(dict.fromkeys(list(old.get("axes", [])) + list(new.get("axes", []))))
-    d = _first_difference(masked(old["base"], paths), masked(new["base"], paths))
+    # both as written (secrets removed by field): a manifest matches the scenario it was made from
+    d = _first_difference(masked(structural(old["base"]), paths), masked(structural(new["base"]), paths))
     if d is not None:
         path, a, b = d
         raise RunFolderError(f"the folder holds a sweep of a different scenario: {path} is {_short(a)} there and "

@@ -107,8 +107,11 @@ def run_rows(folder: Path | str, manifest: Optional[dict] = None) -> tuple[list[
     folder = Path(folder)
     manifest = manifest or _manifest(folder)
     axes = list(manifest["axes"])
-    rows, metrics = [], set()
+    rows, metrics, seen = [], set(), set()
     for point, seed in manifest["runs"]:
+        if (point, seed) in seen:  # one row per run, whatever the list holds (issue 30)
+            continue
+        seen.add((point, seed))
         d = _run_dir(folder, point, seed)
         row: dict[str, Any] = {p: _axis_value(folder, manifest, point, seed, p) for p in axes}
         row.update(seed=seed, point=point)

@@ -24,22 +24,29 @@ settings (detector thresholds) on the sweep's executors (docs/sweeps.md,
   on an append-only file: each write is one fsync'd line, a line cut by
   ``kill -9`` is dropped on reopen). A rerun tells no finished trial again
   and reuses every finished run.
-- **Seed refinement:** the points of the front, and the challengers just
-  behind it that no front point beats distinguishably, get more seeds (the
-  next seeds after the trials' ones, the same for every point) until each
-  front point is distinguishable from its neighbours on some objective
-  (:func:`meshsim.sweep.stats.distinguishable`, paired on shared seeds), has
-  ``max_seeds``, or the refinement's run budget is spent.
-- **Recommendation:** among the feasible front points, keep those that are
-  not distinguishably worse than the best on the second objective (then the
-  third, …); of those, the one with the best 95 % bound on the first
-  objective (the smallest upper bound when minimising).
+- **Constraints:** ``==`` holds on every seed of a point (``detection.missed==0``:
+  no run missed an agent), ``<=`` / ``>=`` on the mean over its seeds; both over
+  every seed the point ran, refinement seeds included.
+- **Seed refinement:** the current recommendation and its contenders (points
+  no objective yet tells apart from it, :func:`meshsim.sweep.stats.distinguishable`,
+  paired on shared seeds) get more seeds (the next seeds after the trials' ones,
+  the same for every point), the recommendation recomputed after each round,
+  until it is told apart from every contender, each has ``max_seeds``, or the
+  refinement's run budget is spent. The ends of the front, already told apart,
+  get none.
+- **Recommendation** (:func:`_choose`): among the feasible front points, drop
+  those another front point dominates by the interval rule; keep those not
+  distinguishably worse than the best on the second objective (then the third,
+  …); take the best 95 % bound on the first objective and every kept point it
+  does not beat distinguishably; of those, the best means on the later
+  objectives. Intervals of rates and counts are clipped to their range.
 """
 from __future__ import annotations
 
 import copy
 import json
 import math
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -48,7 +55,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import InputError, RunFolderError
 from ..records import write_atomic
-from .stats import Interval, distinguishable, interval
+from .stats import Interval, clip, distinguishable, interval, metric_bounds
 
 __all__ = ["Range", "Objective", "Constraint", "SearchSpec", "SearchPlan", "SearchOutcome", "parse_range",
            "parse_constraint", "plan_search", "run_search", "describe_search", "JOURNAL", "FRONT", "TRIALS",
@@ -124,6 +131,23 @@ class Constraint:
 
     def holds(self, x: Optional[float]) -> bool:
         return x is not None and math.isfinite(x) and self.violation(x) <= 1e-12
+
+    def holds_on(self, seeds: dict[int, float]) -> bool:
+        """On a point's seed values: ``==`` on every seed (``detection.missed==0``: no seed missed an agent),
+        ``<=`` / ``>=`` on their mean (a bound on an average rate; its interval is reported beside it)."""
+        if not seeds:
+            return False
+        if self.op == "==":
+            return all(self.holds(x) for x in seeds.values())
+        return self.holds(sum(seeds.values()) / len(seeds))
+
+    def seed_violation(self, seeds: dict[int, float]) -> float:
+        """What the sampler is told (<= 0 feasible): ``==`` the worst seed's distance, else the mean's."""
+        if not seeds:
+            return math.inf
+        if self.op == "==":
+            return max(self.violation(x) for x in seeds.values())
+        return self.violation(sum(seeds.values()) / len(seeds))
 
 
 def _num(v: float) -> str:
@@ -487,6 +511,7 @@ def _open_study(sp: SearchPlan, out: Path):
 
     f = out / JOURNAL
     if f.exists():  # a line cut by kill -9 would corrupt the next append: drop it; a lock left behind is stale
+        check_journal(f)
         data = f.read_bytes()
         if data and not data.endswith(b"\n"):
             with open(f, "r+b") as fh:
@@ -495,8 +520,53 @@ def _open_study(sp: SearchPlan, out: Path):
     if lock.exists() or lock.is_symlink():
         lock.unlink()
     storage = JournalStorage(JournalFileBackend(str(f), lock_obj=JournalFileOpenLock(str(f))))
-    return optuna.create_study(storage=storage, study_name=STUDY_NAME, load_if_exists=True,
-                               directions=[o.direction for o in sp.spec.objectives], sampler=_sampler(sp, 0))
+    try:
+        return optuna.create_study(storage=storage, study_name=STUDY_NAME, load_if_exists=True,
+                                   directions=[o.direction for o in sp.spec.objectives], sampler=_sampler(sp, 0))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # records that do not replay
+        raise _damaged(f, f"its records do not replay ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _damaged(f: Path, what: str) -> RunFolderError:
+    return RunFolderError(f"damaged study journal: {what}; the finished runs stay in runs/: move {f.name} aside "
+                          "and rerun the search to rebuild the study (its runs are reused)", file=str(f))
+
+
+def check_journal(f: Path) -> None:
+    """One line (exit 2) for a ``study.journal`` that is not Optuna's journal:
+    a line that is not a JSON record with an ``op_code``. A last line cut
+    short by ``kill -9`` (no newline) is not damage: it is dropped when the
+    study opens. Issue 30."""
+    if not f.is_file():
+        if os.path.lexists(f):
+            raise _damaged(f, "it is not a file")
+        return
+    try:
+        data = f.read_bytes()
+    except OSError as exc:
+        raise RunFolderError(f"cannot read: {exc.strerror or exc}", file=str(f)) from None
+    lines = data.split(b"\n")
+    if lines and lines[-1]:  # cut short by kill -9: not a record yet
+        lines.pop()
+    creates: dict[bytes, int] = {}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            raise _damaged(f, f"line {i} is not a JSON record") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("op_code"), int) or isinstance(rec["op_code"], bool):
+            raise _damaged(f, f"line {i} is not an Optuna journal record (no op_code)")
+        if rec["op_code"] in (_CREATE_STUDY, _CREATE_TRIAL):
+            # a creation carries its own time stamp: the same line twice is a copy, and would add a trial
+            if line in creates:
+                raise _damaged(f, f"line {i} repeats line {creates[line]} (the same study or trial created twice)")
+            creates[line] = i
+
+
+#: Optuna's journal operation codes for creating a study and a trial (optuna.storages.journal's JournalOperation)
+_CREATE_STUDY, _CREATE_TRIAL = 0, 4
 
 
 def _read_trials(out: Path) -> Optional[list]:
@@ -514,16 +584,19 @@ def _read_trials(out: Path) -> Optional[list]:
                 if i >= log_number_from and line.strip():
                     try:
                         yield json.loads(line)
-                    except ValueError:
+                    except ValueError:  # the last line, cut short (check_journal refused any other)
                         return
 
         def append_logs(self, logs):  # pragma: no cover - never called by a read
             raise RuntimeError("read only")
 
+    check_journal(f)
     try:
         study = optuna.load_study(study_name=STUDY_NAME, storage=JournalStorage(_ReadOnly()))
     except KeyError:
         return None
+    except (IndexError, TypeError, ValueError, AttributeError) as exc:  # records that do not replay
+        raise _damaged(f, f"its records do not replay ({type(exc).__name__}: {str(exc)[:120]})") from None
     return study.get_trials(deepcopy=False)
 
 
@@ -664,8 +737,7 @@ def _evaluate(sp: SearchPlan, runner: _Runner, point, seeds: list[int]) -> tuple
     missing = [o.metric for o in sp.spec.objectives if not math.isfinite(means[o.metric])]
     if missing:
         return None, [], means, f"{missing[0]} has no value in any seed"
-    viol = [c.violation(means[c.metric]) if math.isfinite(means[c.metric]) else math.inf
-            for c in sp.spec.constraints]
+    viol = [c.seed_violation(runner.series(point.key, c.metric, seeds)) for c in sp.spec.constraints]
     return [means[o.metric] for o in sp.spec.objectives], viol, means, ""
 
 
@@ -690,7 +762,7 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
                announce: Optional[Callable[[], None]] = None) -> SearchOutcome:
     """Run (or resume) the study into ``out``, refine the front and write
     trials.csv, front.csv, recommended.json and the sweep tables."""
-    from .core import _Lock
+    from .core import _Lock, check_folder, remove_stale_tmp, repair_runs
     from .executors import make_executor
     from .manifest import merge, read_manifest, write_manifest
     from .results import write_results
@@ -699,15 +771,11 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
     from optuna.trial import TrialState
 
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise RunFolderError("output path exists and is not a folder", file=str(out))
     new = sp.manifest()
-    old = read_manifest(out) if out.is_dir() else None
-    if old is None and out.is_dir() and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
-        raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
-                             "choose another --out", file=str(out))
+    old = check_folder(sp.plan, out)  # (not among the inputs; a folder, empty or a sweep's)
     if old is not None:
         check_study_compatible(old, new, out)
+    check_journal(out / JOURNAL)
     ex = make_executor(executor, workers, scheduler)  # connect before writing anything
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -724,8 +792,8 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
             manifest["search"] = new["search"]
         else:
             manifest = new
-        for tmp in out.glob(".*.tmp"):
-            tmp.unlink()
+        remove_stale_tmp(out)
+        repair_runs(out, manifest)  # a damaged summary.json: its run counts as not run
         write_manifest(out, manifest)
         study = _open_study(sp, out)
         if announce is not None:
@@ -863,7 +931,9 @@ def _mean(xs: dict[int, float]) -> float:
 
 
 def _feasible(sp: SearchPlan, st: dict[str, dict[int, float]]) -> bool:
-    return all(c.holds(_mean(st[c.metric])) for c in sp.spec.constraints) and \
+    """Every constraint holds on the point's seeds so far (``==`` on each seed, ``<=`` / ``>=`` on the mean:
+    :meth:`Constraint.holds_on`) and every objective has a value."""
+    return all(c.holds_on(st[c.metric]) for c in sp.spec.constraints) and \
         all(math.isfinite(_mean(st[o.metric])) for o in sp.spec.objectives)
 
 
@@ -886,6 +956,54 @@ def _separated(sp: SearchPlan, a: dict, b: dict) -> bool:
     return any(distinguishable(a[o.metric], b[o.metric]) for o in sp.spec.objectives)
 
 
+def _better(o: Objective, a: dict, b: dict) -> bool:
+    """``a`` is distinguishably better than ``b`` on ``o`` (paired on shared seeds)."""
+    return o.sign * (_mean(a[o.metric]) - _mean(b[o.metric])) < 0 and distinguishable(a[o.metric], b[o.metric])
+
+
+def interval_dominates(sp: SearchPlan, a: dict, b: dict) -> bool:
+    """The interval rule: ``a`` is distinguishably better than ``b`` on some objective and distinguishably
+    worse on none (a point so dominated is never recommended)."""
+    objs = sp.spec.objectives
+    return any(_better(o, a, b) for o in objs) and not any(_better(o, b, a) for o in objs)
+
+
+def _iv(metric: str, xs: dict[int, float]) -> Interval:
+    """The 95 % interval of a metric's seed values, clipped to the metric's range (a rate to [0, 1])."""
+    return clip(interval(list(xs.values())), metric_bounds(metric))
+
+
+def _choose(sp: SearchPlan, front: list[str], st: dict[str, dict]) -> Optional[str]:
+    """The recommendation among the feasible front points ``front`` (docs/sweeps.md, "The recommendation"):
+
+    1. drop every point another front point dominates by the interval rule (:func:`interval_dominates`);
+    2. on the second objective, then the third, ..., keep the points not distinguishably worse than the
+       best mean;
+    3. on the first objective, take the best pessimistic 95 % bound, and with it every kept point it does
+       not beat distinguishably; of those, the best means on the later objectives, in order (then the
+       bound, then the order along the front).
+
+    The result is never dominated by any front point by the interval rule, and a point is never preferred
+    for a first-objective advantage the seeds cannot tell from noise."""
+    if not front:
+        return None
+    objs = sp.spec.objectives
+    pos = {k: i for i, k in enumerate(front)}
+    cand = [k for k in front if not any(interval_dominates(sp, st[q], st[k]) for q in front if q != k)] or \
+        list(front)  # a cycle of the paired rule (noise): every point
+    for o in objs[1:]:
+        best = min(cand, key=lambda k: (o.sign * _mean(st[k][o.metric]), pos[k]))
+        cand = [k for k in cand if k == best or not _better(o, st[best], st[k])]
+    o1 = objs[0]
+
+    def bound(k: str) -> float:
+        return _bound(o1, _iv(o1.metric, st[k][o1.metric]))
+
+    top = min(cand, key=lambda k: (bound(k), pos[k]))
+    tied = [k for k in cand if k == top or not _better(o1, st[top], st[k])]
+    return min(tied, key=lambda k: tuple(o.sign * _mean(st[k][o.metric]) for o in objs[1:]) + (bound(k), pos[k]))
+
+
 def _front_keys(sp: SearchPlan, runner: _Runner, complete: list, seeds: list[int]) -> list[str]:
     keys = sorted({t.user_attrs["point"] for t in complete if "point" in t.user_attrs})
     st = {k: _stats(sp, runner, k, len(seeds)) for k in keys}
@@ -893,9 +1011,22 @@ def _front_keys(sp: SearchPlan, runner: _Runner, complete: list, seeds: list[int
     return _nondominated(sp, feas, st)
 
 
+def _contenders(sp: SearchPlan, rec: str, front: list[str], rest: list[str], st: dict[str, dict]) -> list[str]:
+    """The points that can still take the recommendation from ``rec``: front points and feasible points of
+    the next layer that no objective yet tells apart from it (paired on shared seeds; its neighbours along
+    the front among them while they are not told apart), nearest first along the first objective. Points
+    already told apart from it, at the far ends of the front, get no seeds: they cannot change the choice."""
+    out = [k for k in front if k != rec and not _separated(sp, st[k], st[rec])]
+    out += [k for k in _nondominated(sp, rest, st) if not _separated(sp, st[k], st[rec])]
+    o1 = sp.spec.objectives[0]
+    x = _mean(st[rec][o1.metric])
+    return sorted(out, key=lambda k: (abs(_mean(st[k][o1.metric]) - x), k))
+
+
 def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list[dict], Optional[dict]]:
-    """More seeds for the front and its close challengers until the front's
-    neighbours are distinguishable or every such point has ``max_seeds``."""
+    """More seeds where the recommendation is decided: the current recommendation and the points that
+    cannot yet be told apart from it (:func:`_contenders`), until none is left, each has ``max_seeds``
+    or the budget is spent; the recommendation is recomputed after every round."""
     keys = sorted({t.user_attrs["point"] for t in complete if "point" in t.user_attrs})
     n = {k: len(sp.seeds) for k in keys}
     step = sp.seed_step
@@ -906,25 +1037,16 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
         st = {k: _stats(sp, runner, k, n[k]) for k in keys}
         feas = [k for k in keys if _feasible(sp, st[k])]
         front = _order(sp, _nondominated(sp, feas, st), st)
-        need: set[str] = set()
-        for i, f in enumerate(front):  # front points not yet distinguishable from a neighbour (both grow)
-            nb = [front[j] for j in (i - 1, i + 1) if 0 <= j < len(front)]
-            if not all(_separated(sp, st[f], st[q]) for q in nb):
-                need.add(f)
-        rest = [k for k in feas if k not in front]
-        challengers = []
-        for c in _order(sp, _nondominated(sp, rest, st), st):  # rank 2, not beaten distinguishably
-            above = [f for f in front if _dominates(sp, st[f], st[c])]
-            if not any(_separated(sp, st[f], st[c]) for f in above):
-                challengers.append(c)
-                need.update(above)  # compared on shared seeds: the points it is compared with grow too
-        grow = [k for k in front if k in need and n[k] < sp.max_seeds] + \
-            [c for c in challengers if n[c] < sp.max_seeds]
-        if not grow or spent >= budget:
+        rec = _choose(sp, front, st)
+        if rec is None:
+            break
+        others = _contenders(sp, rec, front, [k for k in feas if k not in front], st)
+        grow = [k for k in [rec] + others if n[k] < sp.max_seeds] if others else []
+        if not grow or spent >= budget:  # told apart from every contender, or no seeds left to give
             break
         rnd += 1
         pairs, grown = [], []
-        for k in grow:  # front points along the front first, then the challengers, while the budget lasts
+        for k in grow:  # the recommendation first (every comparison is paired), then its nearest contenders
             new_n = min(sp.max_seeds, n[k] + step, n[k] + budget - spent)
             if new_n <= n[k]:
                 break
@@ -932,10 +1054,9 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
             spent += new_n - n[k]
             n[k] = new_n
             grown.append(k)
-        echo(f"search: refinement round {rnd}: {len(grown)} point{'s' if len(grown) != 1 else ''} near the front "
-             f"get{'s' if len(grown) == 1 else ''} seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; "
-             f"{spent}/{budget} of the refinement "
-             "budget)")
+        echo(f"search: refinement round {rnd}: the recommended point and {len(grown) - 1} contender"
+             f"{'s' if len(grown) != 2 else ''} get seeds up to {max(n[k] for k in grown)} ({len(pairs)} runs; "
+             f"{spent}/{budget} of the refinement budget)")
         runner.run(pairs, f"refinement {rnd}")
         for k in grown:  # a failed run: refine that point no further (its statistics use the seeds that ran)
             if any(runner.values(k, s) is None for s in all_seeds[:n[k]]):
@@ -952,7 +1073,7 @@ def _refine(sp: SearchPlan, runner: _Runner, complete: list, echo) -> tuple[list
         row: dict[str, Any] = {"rank": i + 1, "point": k, "trial": trial_of.get(k), "seeds": ran}
         row.update(runner.points[k].values)
         row["_stats"] = st[k]
-        row["intervals"] = {o.metric: interval(list(st[k][o.metric].values())) for o in sp.spec.objectives}
+        row["intervals"] = {o.metric: _iv(o.metric, st[k][o.metric]) for o in sp.spec.objectives}
         prev = front[i - 1] if i > 0 else None
         nxt = front[i + 1] if i + 1 < len(front) else None
         row["distinct_prev"] = None if prev is None else _separated(sp, st[k], st[prev])
@@ -968,26 +1089,42 @@ def _bound(o: Objective, iv: Interval) -> float:
     return iv.hi if o.direction == "minimize" else -iv.lo
 
 
+RULE = ("feasible front points (constraints: == on every seed, <= and >= on the mean over every seed the point "
+        "ran) that no front point dominates by the interval rule (distinguishably better on one objective, "
+        "worse on none); of those, not distinguishably worse than the best on {later}; then the best 95 % bound "
+        "on {first}, and among the points it does not beat distinguishably, the best means on {later}")
+
+
 def _recommend(sp: SearchPlan, rows: list[dict]) -> Optional[dict]:
     if not rows:
         return None
     objs = sp.spec.objectives
-    keep = list(rows)
-    for o in objs[1:]:  # not distinguishably worse than the best on each later objective, in order
-        best = min(keep, key=lambda r: (o.sign * r["intervals"][o.metric].mean, r["rank"]))
-        keep = [r for r in keep if r is best or not (
-            o.sign * (r["intervals"][o.metric].mean - best["intervals"][o.metric].mean) > 0
-            and distinguishable(r["_stats"][o.metric], best["_stats"][o.metric]))]
-    o1 = objs[0]
-    rec = min(keep, key=lambda r: (_bound(o1, r["intervals"][o1.metric]), r["rank"]))
+    by = {r["point"]: r for r in rows}
+    key = _choose(sp, [r["point"] for r in rows], {k: r["_stats"] for k, r in by.items()})
+    rec = by[key]
     paths = [r.path for r in sp.spec.ranges]
-    return {"rule": "feasible front points not distinguishably worse than the best on "
-                    + (", then ".join(o.metric for o in objs[1:]) or "(no other objective)")
-                    + f"; of those the best 95 % bound on {o1.metric}",
+    later = ", then ".join(o.metric for o in objs[1:]) or "(no other objective)"
+    bounded = [o.metric for o in objs if metric_bounds(o.metric) != (-math.inf, math.inf)]
+    return {"rule": RULE.format(later=later, first=objs[0].metric),
             "rank": rec["rank"], "trial": rec["trial"], "point": rec["point"], "seeds": rec["seeds"],
             "values": {p: rec[p] for p in paths},
             "objectives": {o.metric: _iv_dict(rec["intervals"][o.metric]) for o in objs},
+            "constraints": {c.text(): {"mean": _finite(_mean(rec["_stats"][c.metric])),
+                                       "worst_seed": _finite(_worst(c, rec["_stats"][c.metric])),
+                                       "seeds": len(rec["_stats"][c.metric])} for c in sp.spec.constraints},
+            "clipped": {m: list(_json_bounds(metric_bounds(m))) for m in bounded},
             "set": " ".join(f"--set {p}={_setval(rec[p])}" for p in paths)}
+
+
+def _worst(c: Constraint, xs: dict[int, float]) -> float:
+    """The seed value furthest on the wrong side of the bound (the largest for <=, the smallest for >=)."""
+    if not xs:
+        return math.nan
+    return max(xs.values(), key=lambda x: (c.violation(x), x))
+
+
+def _json_bounds(b: tuple[float, float]) -> tuple[Optional[float], Optional[float]]:
+    return tuple(x if math.isfinite(x) else None for x in b)  # type: ignore[return-value]
 
 
 def _setval(v: Any) -> str:
@@ -1055,19 +1192,19 @@ def _write_trials(sp: SearchPlan, out: Path, study) -> None:
 
 def describe_search(sp: SearchPlan, out: Path) -> list[str]:
     """What ``--dry-run`` prints (and refuses, as the run would): never writes."""
-    from .core import short_names
-    from .manifest import read_manifest
+    from .core import check_folder, short_names
 
     s = sp.spec
     names = short_names([r.path for r in s.ranges])
     n = len(sp.seeds)
     lines = [f"{sp.plan.name}: search (Optuna NSGA-II, seed {s.seed}): {s.trials} trials in batches of {s.batch} "
              f"x {n} seed{'s' if n != 1 else ''} ({_seeds_text(sp.seeds)}) = up to {s.trials * n} runs; "
-             f"front points refined up to {sp.max_seeds} seeds, at most {sp.refine_runs} more runs -> {out}/",
+             f"the recommendation and its contenders refined up to {sp.max_seeds} seeds, at most "
+             f"{sp.refine_runs} more runs -> {out}/",
              "  ranges: " + ", ".join(f"{names[r.path]} {_num(r.low)}..{_num(r.high)} ({r.kind})" for r in s.ranges),
              "  " + ", ".join(f"{o.direction} {o.metric}" for o in s.objectives)
              + ("; subject to " + ", ".join(c.text() for c in s.constraints) if s.constraints else "")]
-    old = read_manifest(out) if out.is_dir() else None
+    old = check_folder(sp.plan, out)  # refused as the run would refuse it
     if old is not None:
         check_study_compatible(old, sp.manifest(), out)
         trials = _read_trials(out) or []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-__all__ = ["Interval", "interval", "paired", "distinguishable"]
+__all__ = ["Interval", "interval", "paired", "distinguishable", "clip", "metric_bounds"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,31 @@ def distinguishable(a: Mapping[int, float], b: Mapping[int, float], conf: float 
     """True when the paired-difference interval excludes zero."""
     d = paired(a, b, conf)
     return d.n >= 2 and math.isfinite(d.lo) and (d.lo > 0.0 or d.hi < 0.0)
+
+
+#: metrics that are shares (to [0, 1]) and counts or delays (>= 0), by the last part of their name: a
+#: t-interval over few seeds can leave that range (0.111 [-0.128, 0.350]), so search outputs clip it and say so
+_SHARE_NAMES = ("accuracy", "faa", "bfti", "ra", "h_majority", "collapse")
+_NONNEG_PARTS = ("delay", "missed", "false_isolations", "isolated", "detected", "count", "tokens", "calls",
+                 "messages", "bytes", "wall", "cpu", "outputs", "unanswered", "tasks")
+
+
+def metric_bounds(metric: str) -> tuple[float, float]:
+    """The range a metric's values can take: (0, 1) for a rate or share (a name ending in ``rate`` or
+    ``_share``, accuracies, FAA, BFTI, RA, H-majority, collapse), (0, inf) for counts and delays, else
+    unbounded."""
+    last = metric.rsplit(".", 1)[-1].lower()
+    if last.endswith("rate") or last.endswith("_share") or last.startswith("p_") or \
+            last in _SHARE_NAMES or metric.lower().startswith("accuracy."):
+        return (0.0, 1.0)
+    if any(p in last for p in _NONNEG_PARTS):
+        return (0.0, math.inf)
+    return (-math.inf, math.inf)
+
+
+def clip(iv: Interval, bounds: tuple[float, float]) -> Interval:
+    """``iv`` with its ends moved into ``bounds`` (the mean and se unchanged)."""
+    lo, hi = bounds
+    if not math.isfinite(iv.lo):
+        return iv
+    return Interval(iv.mean, iv.se, min(max(iv.lo, lo), hi), max(min(iv.hi, hi), lo), iv.n)

@@ -35,7 +35,7 @@ from .tables import BANDS, FORMAT, RANKING, SAMPLES, STATE, TORNADO, read_csv, r
 
 __all__ = ["Study", "Sample", "plan_uncertainty", "check_metrics", "run_uncertainty", "UncertaintyOutcome",
            "STATE", "RANKING", "BANDS", "SAMPLES", "TORNADO", "FORMAT", "read_state", "read_csv",
-           "DEFAULT_BUDGET", "DEFAULT_TOP", "classify", "metric_value"]
+           "DEFAULT_BUDGET", "DEFAULT_TOP", "classify", "metric_value", "MIN_NOISE_SEEDS", "noise_warning"]
 
 #: runs (samples x seeds); sized so that persistent-math (about 0.4 s of CPU a run) finishes within 30 min
 #: on 2 cores with its 5 seeds (docs/uncertainty.md, "Budget")
@@ -44,6 +44,10 @@ DEFAULT_TOP = 5
 #: metrics used when none is named, those the scenario's summary holds
 DEFAULT_METRICS = ("detection.false_isolations", "detection.delay_mean", "accuracy.overall", "bfti", "faa")
 BAND_Q = (0.05, 0.5, 0.95)
+#: seeds below which the base sample's sd is not reported as seed noise: a sd from 2 runs is one
+#: difference (issue 29: 0 on staggered-math where 10 seeds range 1-5 false isolations)
+MIN_NOISE_SEEDS = 3
+UNCLASSIFIED = f"unclassified: fewer than {MIN_NOISE_SEEDS} seeds"
 
 
 @dataclass
@@ -368,9 +372,10 @@ def run_uncertainty(study: Study, out: str | Path, executor: str = "local", work
                     echo: Callable[[str], None] = lambda s: None, every: float = 10.0,
                     announce: Optional[Callable[[], None]] = None) -> UncertaintyOutcome:
     """Screen, pick the top factors, run the band, write the tables, figure and report."""
-    from ..sweep.core import run_sweep
+    from ..sweep.core import check_folder, run_sweep
 
     out = Path(out)
+    check_folder(_sweep_plan(study, study.samples), out)  # refused before the first line is printed
     lock: Optional[_Lock] = None
     failures: list[dict[str, Any]] = []
 
@@ -498,16 +503,29 @@ def band_rows(study: Study, out: Path, samples: list[Sample]) -> list[dict[str, 
     for m in study.metrics:
         bv = [x for x in _values(out, base.key, study.seeds, m) if x is not None]
         means = [x for x in (_mean(_values(out, s.key, study.seeds, m)) for s in lhs) if x is not None]
-        sd = statistics.stdev(bv) if len(bv) > 1 else None
+        # fewer than MIN_NOISE_SEEDS: no seed noise is reported, and nothing is classified against it
+        sd = statistics.stdev(bv) if len(bv) >= MIN_NOISE_SEEDS else None
         q = [quantile(means, p) for p in BAND_Q]
         paper = study.papers.get(m)
+        cls = classify(paper, q[0], q[2], sd)
+        if sd is None and cls and cls != "robust disagreement":  # outside the band needs no seed noise
+            cls = UNCLASSIFIED
         rows.append({"metric": m, "base_mean": statistics.fmean(bv) if bv else None, "seed_sd": sd,
                      "seed_se": sd / math.sqrt(len(bv)) if sd is not None else None, "n_seeds": len(bv),
                      "band_p5": q[0], "band_p50": q[1], "band_p95": q[2],
                      "band_min": min(means) if means else None, "band_max": max(means) if means else None,
                      "band_sd": statistics.stdev(means) if len(means) > 1 else None, "n_samples": len(means),
-                     "paper": paper, "class": classify(paper, q[0], q[2], sd)})
+                     "paper": paper, "class": cls})
     return rows
+
+
+def noise_warning(n_seeds: int) -> Optional[str]:
+    """The loud line ``meshsim uncertainty`` prints with fewer than :data:`MIN_NOISE_SEEDS` seeds, else None."""
+    if n_seeds >= MIN_NOISE_SEEDS:
+        return None
+    return (f"warning: --seeds: {n_seeds} seed{'s' if n_seeds != 1 else ''}: the band is compared with seed noise "
+            f"only from {MIN_NOISE_SEEDS} seeds on (a sd of 2 runs is one difference); bands.csv leaves seed_sd "
+            f"and seed_se empty and classifies only a paper value outside the band")
 
 
 def sample_rows(study: Study, out: Path, samples: list[Sample]) -> tuple[list[str], list[dict[str, Any]]]:

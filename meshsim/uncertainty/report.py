@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["tornado", "tornado_figure", "build_report", "write_report", "load"]
+__all__ = ["tornado", "tornado_figure", "build_report", "write_report", "load", "span"]
 
 LOW_COLOR, HIGH_COLOR = "#1c7ed6", "#f08c00"
 BAND_COLOR, BAND_EDGE, NOISE_COLOR, PAPER_COLOR = "#a5d8ff", "#1864ab", "#ced4da", "#c92a2a"
@@ -45,15 +45,18 @@ def _fmt(v: Optional[float]) -> str:
 
 def tornado(d: dict[str, Any], metric: str, ax=None):
     """One metric: each band factor's effect from its low end (blue) to its high end (orange) around the
-    base mean, largest mu* on top; shaded: the 5-95 % band; grey: base mean ± 2 seed se; red: the paper."""
+    base mean, the factor that moves the metric most on top (labelled with that span and its screening mu*); shaded: the 5-95 % band; grey: base mean ± 2 seed se; red: the paper."""
     from ..plots.canvas import _axes
 
     band = next(b for b in d["bands"] if b["metric"] == metric)
     ranks = [r for r in d["ranking"] if r["metric"] == metric and r["in_band"]]
-    ranks.sort(key=lambda r: r["rank"])
     ends = _ends(d, metric)
-    ax = _axes(ax, _height(len(ranks)))
     base = band["base_mean"]
+    # Rows by how far the factor alone moves this metric (the span of its bars), not by mu*: mu* comes
+    # from the screening's few Morris steps of 2/3 elsewhere in the space, and a factor may be in the
+    # band for another metric's mu* (issue 29: "mu* 0" beside a bar from 4 to 2.5)
+    ranks.sort(key=lambda r: (-(span(ends.get(r["factor"], (None, None)), base) or -1.0), r["rank"]))
+    ax = _axes(ax, _height(len(ranks)))
     labels = []
     n = len(ranks)
     xs = [x for x in (base, band["band_p5"], band["band_p95"], band.get("paper")) if x is not None]
@@ -74,7 +77,8 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
                         xytext=(3 if right else -3, 0), textcoords="offset points", va="center",
                         ha="left" if right else "right", fontsize=8, color=color, zorder=5)
         labels.append(f"{r['factor']}  [{_fmt(r['low'])}{'×' if r['scale'] else ''}, "
-                      f"{_fmt(r['high'])}{'×' if r['scale'] else ''}]\nμ* {_fmt(r['mu_star'])}")
+                      f"{_fmt(r['high'])}{'×' if r['scale'] else ''}]\nmoves {_fmt(span((lo, hi), base))}"
+                      f" · screening μ* {_fmt(r['mu_star'])}")
     # below the factors: the band over the assumptions and the seed noise of a seed mean, side by side
     y_band, y_noise = -1.3, -2.1
     if band["band_p5"] is not None:
@@ -92,7 +96,8 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
     ax.axhline(-0.7, color="#adb5bd", lw=0.8)
     ax.set_yticks(list(range(n - 1, -1, -1)) + [y_band, y_noise],
                   labels + [f"assumption band 5–95 %\n({band['n_samples']} samples)",
-                            f"seed noise: base ± 2 se\n({band['n_seeds']} seeds)"], fontsize=8)
+                            f"seed noise: base ± 2 se\n({band['n_seeds']} seeds)" if band["seed_se"] is not None
+                            else f"seed noise: not measured\n({band['n_seeds']} seeds; 3 needed)"], fontsize=8)
     ax.set_ylim(y_noise - 0.6, n - 0.3)
     if xs:
         lo_x, hi_x = min(xs), max(xs)
@@ -117,6 +122,16 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(axis="x", color="#f1f3f5", zorder=0)
     return ax
+
+
+def span(ends: tuple[Optional[float], Optional[float]], base: Optional[float]) -> Optional[float]:
+    """How far a factor alone moves the metric: the width of the tornado's bars, max − min of the
+    base and the two ends (None without an end or a base)."""
+    xs = [v for v in ends if v is not None]
+    if base is None or not xs:
+        return None
+    xs.append(base)
+    return max(xs) - min(xs)
 
 
 def _same_side(lo: Optional[float], hi: Optional[float], base: Optional[float]) -> bool:
@@ -175,7 +190,10 @@ def section(d: dict[str, Any], image: Optional[str] = None) -> str:
           "sd; robust disagreement: the paper outside the 5–95 % band; assumption-bound: inside a wider band.</p>")
     if image:
         parts.append(f"<figure><h3>Tornado</h3>{image}<figcaption>Each top factor moved alone to the low (blue) and "
-                     "high (orange) end of its range, the others at the base; rows ordered by μ*.</figcaption>"
+                     "high (orange) end of its range, the others at the base; rows ordered by how far that moves the metric "
+                     "(\u201cmoves\u201d: the span of the bars). The screening μ* beside it chose the band's factors "
+                     "(over every metric); it is measured on Morris steps of ⅔ elsewhere in the space, so it can be "
+                     "small where the bars are long.</figcaption>"
                      "</figure>")
     for m in st["metrics"]:
         rk = sorted((r for r in d["ranking"] if r["metric"] == m), key=lambda r: r["rank"])

@@ -16,8 +16,7 @@ single-chain multi-CoT mode. Per mechanism:
 * **Planners** (``_plan_chains_v1`` / ``_select_planning_agents``). ``plans``
   (3) planners each write one plan: the agents declaring a ``planning``
   capability, else the first ``plans`` agents of the registry — no agent here
-  declares one, so the first ``plans`` candidates in name order (the
-  registry's order). Each planner makes one InferAbilities call with its own
+  declares one, so the first ``plans`` candidates in registry order. Each planner makes one InferAbilities call with its own
   model (App. B.2's planner call; a remote planner gets a ``plan_req`` and
   answers ``plan_rep`` with the ability pair it inferred); a plan that does
   not come back is skipped, and with none the coordinator plans alone (the
@@ -76,7 +75,12 @@ constant state is the same pick the LinUCB's tie-break makes here.
 **Assumed** (numbers are profile-free protocol parameters with ranges):
 ``top_l`` 3 (range 1 .. all candidates: the orchestrator's default vs. the
 runner's 32); the coordinator is the entry agent (Path-1 has one central
-orchestrator); the registry order is name order; a step's latency is the
+orchestrator); the registry order — the order agents registered in, which
+decides every tie above — is drawn once per run from the named stream
+``symphony/registry`` (``registry: random``; no source says who registers
+first in this setting: the authors' runner registers three identical agents;
+``registry: name``, the earlier reading, gave every step to the first agents
+by name, issue 34); a step's latency is the
 simulated round trip the coordinator measures (the code measures wall time
 of the agent call). Nothing is excluded: no isolation, detection delay
 infinite. Tokens: Symphony's planner prompt is priced as InferAbilities (the
@@ -85,6 +89,7 @@ fake has no separate planner call).
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from typing import Annotated, Any, Generator, Literal, Optional
 
@@ -119,6 +124,11 @@ class SymphonyParams(BaselineParams):
     planners: Literal["registry", "coordinator"] = "registry"
     #: equal UCB: the first in shortlist order (the code) or at random (sensitivity)
     tie_break: Literal["order", "random"] = "order"
+    #: the registry's order, which decides equal similarities, equal UCBs and the planners (the code
+    #: keeps the order agents registered in): drawn once per run from the named stream
+    #: ``symphony/registry`` (no source says who registers first here; issue 34), or name order
+    #: (``name``: the earlier reading, under which degraded A3 and A5 never got a step; a sensitivity)
+    registry: Literal["random", "name"] = "random"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,10 +138,15 @@ class SymphonyParams(BaselineParams):
 def similarity(declared: Any, requirement: str) -> float:
     """``CapabilityManager.match``: the best SequenceMatcher ratio between the
     requirement and one declared tag (lower case), rounded to 3 places."""
-    req = requirement.lower()
+    return _similarity(frozenset(str(tag).lower() for tag in declared), requirement.lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _similarity(tags: frozenset, req: str) -> float:
+    # a pure function of a handful of ability names, asked once per candidate per step: cached
     best = 0.0
-    for tag in declared:
-        best = max(best, difflib.SequenceMatcher(None, str(tag).lower(), req).ratio())
+    for tag in tags:
+        best = max(best, difflib.SequenceMatcher(None, tag, req).ratio())
     return round(best, 3)
 
 
@@ -213,6 +228,7 @@ class SymphonyAgent(PlanAgent):
         p = self.params
         self.bandit = GlobalLinUCB(6, l2=p.l2, alpha=p.alpha, delta=p.delta, S=p.S)
         self.pulls: dict[str, int] = {}
+        self._registry: dict[str, tuple] = {}
         self._steps: dict[tuple[int, int], dict[int, tuple[str, list[float], float]]] = {}
         self._plan_waits: dict[tuple[int, int], Event] = {}
         self.node.on("plan_req", self._on_plan_req)
@@ -222,8 +238,21 @@ class SymphonyAgent(PlanAgent):
         self.node.spawn(self._coordinate(task))
 
     def pool(self) -> list[str]:
-        """The coordinator's candidates in registry (name) order: itself and its neighbours."""
-        return sorted(set(self.neighbours()) | {self.name}, key=lambda a: (len(a), a))
+        """The coordinator's candidates in registry order: itself and its neighbours."""
+        return sorted(set(self.neighbours()) | {self.name}, key=self.registry_key)
+
+    def registry_key(self, a: str) -> tuple:
+        """Where ``a`` stands in the registry. ``registry: random``: one order for the whole run
+        (the code has one registry), the same at every coordinator: each agent's place is a draw of
+        the run seed's stream ``symphony/registry/<agent>``, computed without advancing any stream,
+        so it does not depend on who asks first, nor on the names' order."""
+        if self.params.registry == "name":
+            return (len(a), a)
+        key = self._registry.get(a)
+        if key is None:
+            draw = int(self.env.seed_sequence("symphony", "registry", a).generate_state(2, dtype="uint64")[0])
+            key = self._registry[a] = (draw, len(a), a)
+        return key
 
     def declared(self, a: str) -> frozenset:
         return self.K if a == self.name else self.peer_abilities.get(a, frozenset())

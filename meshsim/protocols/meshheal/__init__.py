@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serial
 
 from ...errors import InputError, SimulationError
 from ...types import parse_duration
+from ..base import Timer
 from ..execution import ExecutionLayer
 from ..ledger import ReviewLedger
 from .agent import MeshHealAgent
@@ -165,6 +166,13 @@ class MeshHeal(ExecutionLayer):
 
     def routing_tables(self):
         return {}  # MeshHeal's tables carry the ANY pseudo-ability; see summary instead
+
+    def timers(self) -> list[Timer]:
+        if not self.params.refresh:
+            return []  # triggered updates only (the default)
+        # every agent sends its full distance vector to every neighbour each refresh
+        return [Timer("protocol.params.refresh", float(self.params.refresh), 2 * len(self.ctx.net.links),
+                      "distance-vector refreshes")]
 
     def set_behaviour(self, agent: str, kind: str, spec: dict) -> None:
         """A scenario event turns ``agent`` Byzantine (``frame``, ``shield``,
