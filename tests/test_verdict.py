@@ -392,3 +392,29 @@ def test_options_that_contradict_each_other_are_one_line(extra, says, tmp_path):
     assert res.exit_code == 2 and not (tmp_path / "v").exists(), res.output
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith(says), line
+
+
+@pytest.mark.slow  # a real search (6 trials of the staggered smoke stream), then its verdict: ~20 s
+def test_a_real_search_folder_gives_its_recommendation_and_its_seeds(tmp_path):
+    pytest.importorskip("optuna")
+    stag = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
+    search = tmp_path / "search"
+    res = CliRunner().invoke(main, ["sweep", stag, "--smoke", "--search", "optuna", "--range",
+                                    "protocol.params.beta=2.0:4.5", "--minimize", "detection.delay_mean",
+                                    "--minimize", "detection.false_isolation_rate", "--trials", "4", "--batch", "4",
+                                    "--seeds", "1-2", "--workers", "1", "--out", str(search), "-q"])
+    assert res.exit_code in (0, 100), res.output
+    rec = json.loads((search / "recommended.json").read_text())
+    used = {s for _k, s in json.loads((search / "manifest.json").read_text())["runs"]}
+    res = _cli(stag, "--smoke", "--from", str(search), "--seeds", f"{max(used)}", "--dry-run")
+    assert res.exit_code == 2 and "must be disjoint" in res.stderr, res.output
+    out = tmp_path / "v"
+    res = _cli(stag, "--smoke", "--from", str(search), "--front", "0", "--seeds", "70001-70002", "--samples", "0",
+               "--workers", "1", "--out", str(out), "-q")
+    assert res.exit_code in (0, 4), res.output
+    v = json.loads((out / "verdict.json").read_text())
+    assert v["candidates"] == [{"name": "recommended", "origin": f"recommended.json (front rank {rec['rank']})",
+                                "values": rec["values"]}]
+    assert v["seeds"]["search"] == sorted(used) and v["cells"][0]["runs"] == 2
+    (resolved,) = {f.read_text() for f in out.glob("*/runs/*/seed-70001/scenario.resolved.yaml")}
+    assert f"beta: {rec['values']['protocol.params.beta']}" in resolved
