@@ -159,6 +159,23 @@ def test_a_proportion_pools_its_counts_and_a_mean_needs_two_seeds():
     assert one["result"] == "FAIL" and "no interval" in one["why"]
 
 
+@settings(max_examples=40)
+@given(fi=st.lists(st.integers(0, 5), min_size=1, max_size=12), coll=st.data(),
+       v=st.floats(0.0, 1.0), dv=st.floats(0.0, 0.5))
+def test_a_looser_bound_never_turns_pass_into_fail(fi, coll, v, dv):
+    """Judging is monotone in the bound, for every form (the verdict cannot be gamed by rounding)."""
+    collapsed = coll.draw(st.lists(st.booleans(), min_size=len(fi), max_size=len(fi)))
+    runs = _runs(detection__false_isolations=[float(x) for x in fi], detection__ever_healthy_agents=[6.0] * len(fi),
+                 collapse__occurred=[float(c) for c in collapsed])
+    for form in ("P(collapse)<={}", "false_isolations_per_healthy<={}", "max(false_isolations)<={}",
+                 "mean(false_isolations)<={}", "false_isolations<={}"):
+        scale = 1.0 if "P(" in form or "healthy" in form else 6.0
+        tight = judge(parse_constraint(form.format(v * scale)), runs)["result"]
+        loose = judge(parse_constraint(form.format(min(1.0, v + dv) * scale if "P(" in form else (v + dv) * scale)),
+                      runs)["result"]
+        assert not (tight == "PASS" and loose == "FAIL"), form
+
+
 def test_every_measure_reads_a_field_the_summary_documents():
     doc = (ROOT / "docs" / "outputs.md").read_text()
     for m in MEASURES.values():
