@@ -229,6 +229,11 @@ def plan_verdict(scenarios: list[str], sets: list[str] | tuple[str, ...] = (), f
     _positions(plan, bands, samples, design_seed)
     held = len(plan.sizes) * len(cands) * len(seed_list)
     band = len(plan.sizes) * len(cands) * len(plan.positions) * len(plan.band_seeds)
+    from ..sweep.spec import MAX_RUNS
+
+    if held + band > MAX_RUNS:
+        raise InputError(f"the verdict plans {held + band:,} runs, more than {MAX_RUNS:,}: fewer seeds or samples",
+                         field="--seeds", value=seeds)
     if budget is not None and held + band > budget:  # before any point is built or anything written
         raise InputError(f"the verdict plans {held + band:,} runs ({held:,} held-out, {band:,} over the "
                          f"assumptions), more than the budget: fewer seeds, samples (--samples), candidates "
