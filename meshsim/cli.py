@@ -812,6 +812,87 @@ def _g(v: Any) -> str:
 
 
 @main.command()
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="SCENARIO...")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
+              help="Override a field of every scenario (the candidate thresholds when no --from is given).")
+@click.option("--from", "from_dir", default=None, metavar="SEARCH_DIR",
+              help="Candidates from a search folder: its recommended.json, then its front.csv by rank.")
+@click.option("--front", type=click.IntRange(0, 10_000), default=None,
+              help="With --from: at most N front points besides the recommended one (default: the whole front).")
+@click.option("--seeds", default=None, metavar="SEEDS",
+              help="Held-out seeds, a list or a range (70001-70010): disjoint from the search's and --tuned-on's.")
+@click.option("--tuned-on", "tuned_on", default=None, metavar="SEEDS",
+              help="Seeds the --set thresholds were chosen on (refused as held-out seeds).")
+@click.option("--constraint", "constraints", multiple=True, metavar="'TERM<=V'",
+              help="P(collapse)<=0.01, false_isolations_per_healthy<=0.01, detection.missed==0, max(METRIC)<=V, "
+                   "... (docs/verdict.md; repeatable). Default: those three.")
+@click.option("--bands", default=None, metavar="STUDY_DIR",
+              help="Assumption samples from a stored meshsim uncertainty study (its top factors); default: a "
+                   "Latin hypercube over every range of the backend profile.")
+@click.option("--samples", type=click.IntRange(0, 100_000), default=20, show_default=True,
+              help="Assumption samples per candidate and size (0: no band).")
+@click.option("--band-seeds", type=click.IntRange(1, 100_000), default=3, show_default=True,
+              help="Held-out seeds (the first ones) each assumption sample runs.")
+@click.option("--design-seed", type=SEED, default=1, show_default=True, help="Seed of the Latin hypercube.")
+@click.option("--budget", type=click.IntRange(1, 100_000_000), default=None,
+              help="Refuse before starting when the plan holds more runs.")
+@click.option("--smoke", is_flag=True, help="Apply each scenario's 'smoke' overrides (small runs).")
+@click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
+              help="Folder (default: runs/verdict-<first scenario name>); rerunning resumes it.")
+@click.option("--workers", type=click.IntRange(1, 4096), default=None,
+              help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="With --executor dask: 'local' or tcp://host:8786.")
+@click.option("--dry-run", is_flag=True, help="Check everything, print the plan and stop (writes nothing).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def verdict(scenarios: tuple[str, ...], sets: tuple[str, ...], from_dir: str | None, front: int | None,
+            seeds: str | None, tuned_on: str | None, constraints: tuple[str, ...], bands: str | None, samples: int,
+            band_seeds: int, design_seed: int, budget: int | None, smoke: bool, out: str | None,
+            workers: int | None, executor: str, scheduler: str | None, dry_run: bool, quiet: bool) -> int:
+    """Candidate thresholds on held-out seeds and over the assumption ranges, at one or several sizes:
+    every measure with its 95 % interval, worst seed and band, and PASS / FAIL per constraint
+    (docs/verdict.md). Writes OUT/verdict.json and verdict.md; resumable. Exit 0 all PASS, 4 some FAIL,
+    100 + failed runs, 2 bad input."""
+    from .verdict import console_lines, folder_status, plan_verdict, run_verdict, seeds_text
+
+    if scheduler and executor != "dask":
+        raise InputError("--scheduler goes with --executor dask", field="--scheduler", value=scheduler)
+    plan = plan_verdict(list(scenarios), sets, from_dir, seeds, constraints, bands, samples, band_seeds, front,
+                        tuned_on, design_seed, smoke, budget)
+    out_dir = Path(out) if out else Path("runs") / f"verdict-{_safe(plan.sizes[0].name)}"
+
+    def announce(done: int) -> None:
+        sizes = ", ".join(f"{s.name} ({s.agents} agents)" for s in plan.sizes)
+        cands = ", ".join(c.name for c in plan.candidates)
+        click.echo(f"verdict: {len(plan.sizes)} size{'s' if len(plan.sizes) != 1 else ''} ({sizes}) x "
+                   f"{len(plan.candidates)} candidate{'s' if len(plan.candidates) != 1 else ''} ({cands}): "
+                   f"{len(plan.seeds)} held-out seeds ({seeds_text(plan.seeds)}) + "
+                   + (f"{len(plan.positions)} assumption samples x {len(plan.band_seeds)} seeds" if plan.positions
+                      else "no assumption band")
+                   + f" = {plan.runs} runs"
+                   + (f", {done} already done" if done else "") + (f" (budget {budget})" if budget else "")
+                   + f" -> {out_dir}/")
+        for w in plan.warnings:
+            click.echo(f"warning: {w}", err=True)
+
+    if dry_run:
+        done, refused = folder_status(plan, out_dir)
+        if refused:
+            raise InputError(refused)
+        announce(done)
+        click.echo("constraints: " + ", ".join(c.text for c in plan.constraints))
+        return 0
+    res = run_verdict(plan, out_dir, executor=executor, workers=workers, scheduler=scheduler, quiet=quiet,
+                      echo=(lambda m: None) if quiet else (lambda m: click.echo(m, err=True)), announce=announce)
+    for line in console_lines(res.verdict):
+        click.echo(line)
+    click.echo("wrote " + ", ".join(str(p) for p in res.written))
+    if res.failed:
+        return 100 + min(res.failed, 99)
+    return 0 if res.verdict["result"] == "PASS" else 4
+
+
+@main.command()
 def schema() -> None:
     """Print the scenario file's JSON Schema (for editors and other tools)."""
     from .scenario import scenario_schema
