@@ -143,6 +143,8 @@ def _agent_line(name: str, e: Mapping[str, Any], tasks: Any, states: Optional[li
         since = _isolated_since(states, name, b)
         when = f" (at task {since}, while healthy)" if since is not None else ""
         text = [f"{head}: isolated before it degraded{when}, so no detection delay"]
+    elif not isinstance(delay, int):
+        text = [f"{head}: isolated at task {c}"]
     else:
         text = [f"{head}: isolated {_plural(delay, 'task')} later"
                 + (f" ({_plural(own, 'own output')})" if isinstance(own, int) else "")]
@@ -222,9 +224,9 @@ def collapse_line(s: Mapping[str, Any]) -> Optional[str]:
     if not isinstance(c, dict) or not c.get("occurred"):
         return None
     spans = [d for d in c.get("spans") or [] if isinstance(d, dict)]
-    abilities = sorted({str(d.get("ability")) for d in spans})
+    abilities = sorted({str(d["ability"]) for d in spans if d.get("ability") is not None})
     what = f"ability {_names(abilities, quote=True)}" if len(abilities) == 1 else \
-        f"abilities {_names(abilities, quote=True)}"
+        f"abilities {_names(abilities, quote=True)}" if abilities else "an ability"
     text = f"COLLAPSE: every healthy holder of {what} isolated at once"
     if isinstance(c.get("first_at"), int):
         text += f", from task {c['first_at']}"
