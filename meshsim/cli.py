@@ -298,8 +298,26 @@ def _next_steps(result: Any, out_dir: Path, report_written: bool) -> None:
 
     runs = getattr(result, "runs", None) or [result]
     explain = any(((r.summary or {}).get("detection") or {}).get("false_isolations") for r in runs)
-    for line in next_steps(Path(getattr(result, "out", None) or out_dir), report_written, explain):
+    for line in next_steps(Path(getattr(result, "out", None) or out_dir), report_written, explain, _prog()):
         click.echo(line)
+
+
+def _prog() -> str:
+    """How to call meshsim again: as typed (``.venv/bin/meshsim`` from README's first command) unless
+    ``meshsim`` on PATH is that same program."""
+    import os
+    import shutil
+
+    typed = sys.argv[0] if sys.argv else ""
+    if os.path.basename(typed) != "meshsim" or os.sep not in typed:
+        return "meshsim"
+    found = shutil.which("meshsim")
+    try:
+        if found and os.path.samefile(found, typed):
+            return "meshsim"
+    except OSError:
+        pass
+    return typed
 
 
 def _transport_line(t: dict) -> str:

@@ -238,13 +238,14 @@ def collapse_line(s: Mapping[str, Any]) -> Optional[str]:
 # ----------------------------------------------------------------------------- end of a run
 
 
-def next_steps(out_dir: Path, report_written: bool = False, explain: bool = False) -> list[str]:
-    """The run folder and the commands that show it (paths quoted for a shell)."""
-    d = shlex.quote(str(out_dir))
-    commands = [] if report_written else [f"meshsim report {d}   (report.html: tables and every figure)"]
-    commands.append(f"meshsim plot {d}   (one figure; --kind picks which)")
+def next_steps(out_dir: Path, report_written: bool = False, explain: bool = False, prog: str = "meshsim") -> list[str]:
+    """The run folder and the commands that show it (paths quoted for a shell; ``prog``: how meshsim
+    was called, e.g. ``.venv/bin/meshsim`` outside the venv)."""
+    d, m = shlex.quote(str(out_dir)), shlex.quote(prog)
+    commands = [] if report_written else [f"{m} report {d}   (report.html: tables and every figure)"]
+    commands.append(f"{m} plot {d}   (one figure; --kind picks which)")
     if explain:
-        commands.append(f"meshsim explain {d}   (which reviews isolated each agent)")
+        commands.append(f"{m} explain {d}   (which reviews isolated each agent)")
     return [f"results in {out_dir}/ (docs/outputs.md says what each file holds)"] + \
         [("next: " if k == 0 else "      ") + c for k, c in enumerate(commands)]
 

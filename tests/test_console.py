@@ -148,6 +148,9 @@ def test_a_quiet_run_prints_nothing_and_a_plotted_run_does_not_suggest_the_repor
     assert res.stdout == "" and res.stderr == ""
     assert next_steps(Path("r"), report_written=True)[1].startswith("next: meshsim plot r")
     assert not any("meshsim report" in x for x in next_steps(Path("r"), report_written=True))
+    # called as README's first command does, outside the venv: the commands say how to call it again
+    assert next_steps(Path("r"), prog=".venv/bin/meshsim")[1] == \
+        "next: .venv/bin/meshsim report r   (report.html: tables and every figure)"
 
 
 # ------------------------------------------------------------------ progress off a terminal
