@@ -160,11 +160,11 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
         if len(planned) > 1 and not quiet else []
     show = not quiet and sys.stderr.isatty()
     if show:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                      TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
-                      transient=True) as bar:
+                      TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(), TextColumn("ETA"),
+                      TimeRemainingColumn(), transient=True) as bar:
             task = bar.add_task(sc.name, total=1.0)
 
             def progress(kind: str, done: float, total: float) -> None:
@@ -173,23 +173,26 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
                 bar.update(task, completed=(done / total) if total else 0)
 
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
-    elif plan_line:
-        def announce(kind: str, done: float, total: float) -> None:
-            if plan_line:
-                click.echo(plan_line.pop(), err=True)
+    elif not quiet:
+        from .console import ProgressLines
 
-        result = run_api(sc, seed=seed, out=out_dir, progress=announce, force=force, seed_folder=True)
+        # off a terminal (a log, CI): one plain line every console.PROGRESS_EVERY seconds (issue 32)
+        lines = ProgressLines(sc.name, lambda m: click.echo(m, err=True), seeds=len(planned),
+                              first=plan_line[0] if plan_line else None)
+        result = run_api(sc, seed=seed, out=out_dir, progress=lines, force=force, seed_folder=True)
     else:
         result = run_api(sc, seed=seed, out=out_dir, force=force, seed_folder=True)
     _notes(sc, result=result)  # after the run's own checks: an invalid scenario gets its one error line only
     if not quiet:
-        _print_result(result, out_dir)
+        _print_result(result, out_dir, sc)
     if make_report:
         from .plots.report import write_report
 
         path = write_report(out_dir)
         if not quiet:
             click.echo(f"report -> {path}")
+    if not quiet:
+        _next_steps(result, out_dir, make_report)
     return _loud_failures(result, max_failed)
 
 
@@ -266,20 +269,55 @@ def _safe(name: str) -> str:
     return safe.lstrip(".")[:128] or "run"
 
 
-def _print_result(result: Any, out_dir: Path) -> None:
+def _print_result(result: Any, out_dir: Path, sc: Any = None) -> None:
+    """Each seed's results in words (meshsim.console: what a number counts, what the paper says)."""
+    from .console import false_isolation_reference, seed_lines
     from .runner import MultiRunResult
 
+    ref = false_isolation_reference(sc) if sc is not None else None
     if isinstance(result, MultiRunResult):
-        click.echo(f"{len(result.runs)} seeds -> {out_dir}/ (aggregate.json)")
+        click.echo(f"{len(result.runs)} seeds -> {out_dir}/ (aggregate.json: mean and sd over seeds)")
         for r in result.runs:
-            click.echo(f"  seed {r.seed}: {_headline(r.summary)}" + (" (resumed)" if r.resumed else ""))
+            first, *rest = seed_lines(r.summary, r.out, ref)
+            click.echo(f"  seed {r.seed}: {first}" + (" (resumed)" if r.resumed else ""))
+            for line in rest:
+                click.echo(f"    {line}")
             if r.transport:
                 click.echo(f"    {_transport_line(r.transport)}")
     else:
         click.echo(f"seed {result.seed} -> {result.out or out_dir}/" + (" (resumed)" if result.resumed else ""))
-        click.echo(f"  {_headline(result.summary)}")
+        for line in seed_lines(result.summary, result.out, ref):
+            click.echo(f"  {line}")
         if result.transport:
             click.echo(f"  {_transport_line(result.transport)}")
+
+
+def _next_steps(result: Any, out_dir: Path, report_written: bool) -> None:
+    """The end of a run: its folder and the commands that show it."""
+    from .console import next_steps
+
+    runs = getattr(result, "runs", None) or [result]
+    explain = any(((r.summary or {}).get("detection") or {}).get("false_isolations") for r in runs)
+    for line in next_steps(Path(getattr(result, "out", None) or out_dir), report_written, explain, _prog()):
+        click.echo(line)
+
+
+def _prog() -> str:
+    """How to call meshsim again: as typed (``.venv/bin/meshsim`` from README's first command) unless
+    ``meshsim`` on PATH is that same program."""
+    import os
+    import shutil
+
+    typed = sys.argv[0] if sys.argv else ""
+    if os.path.basename(typed) != "meshsim" or os.sep not in typed:
+        return "meshsim"
+    found = shutil.which("meshsim")
+    try:
+        if found and os.path.samefile(found, typed):
+            return "meshsim"
+    except OSError:
+        pass
+    return typed
 
 
 def _transport_line(t: dict) -> str:
@@ -298,42 +336,10 @@ def _transport_line(t: dict) -> str:
 
 
 def _headline(s: dict) -> str:
-    parts = [f"sim_time={s.get('sim_time', 0):.1f}s",
-             f"messages={s.get('messages', {}).get('total', {}).get('sent', 0)}"]
-    acc = s.get("accuracy", {})
-    if isinstance(acc, dict) and "overall" in acc:
-        parts.append(f"accuracy={acc['overall']:.3f}")
-    if "routing" in s:
-        parts.append(f"tables_correct_at_end={s['routing']['tables_correct_at_end']}")
-    # SAC / CP-WBFT (SAC Tab. 1): initial and final honest accuracy, their gap, majority
-    for key, label in (("iaa", "IAA"), ("faa", "FAA"), ("bfti", "BFTI"), ("h_majority", "H-Majority")):
-        v = s.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            parts.append(f"{label}={v:+.3f}" if key == "bfti" else f"{label}={v:.3f}")
-    agents = s.get("agents")
-    det = s.get("detection") if isinstance(s.get("detection"), dict) else {}
-    if isinstance(agents, dict) and 0 < len(agents) <= 4:
-        for name, a in agents.items():
-            if isinstance(a, dict) and "detection_delay" in a:
-                own = a.get("detection_delay_outputs")
-                parts.append(f"{name}: detected+{a['detection_delay']}"
-                             + (f" ({own} own outputs)" if own is not None else "")
-                             + f" closure={a['closure']} reintegrated+{a.get('reintegration_delay')}")
-        # a degraded agent already isolated (falsely) when it degrades shows detected+0:
-        # the healthy isolations say why (detection.false_isolations: one definition everywhere)
-        if isinstance(det.get("false_isolations"), int):
-            parts.append(f"false_isolations={det['false_isolations']}")
-    elif isinstance(agents, dict) and agents:
-        parts.append(f"isolated {sum(1 for a in agents.values() if a.get('isolated_at') is not None)}/{len(agents)}"
-                     f" degraded, false_isolations={det.get('false_isolations')}")
-        if isinstance(det.get("delay_mean"), (int, float)) and isinstance(det.get("delay_outputs_mean"), (int, float)):
-            parts.append(f"delay_mean={det['delay_mean']:.1f} tasks ({det['delay_outputs_mean']:.1f} own outputs)")
-    from .collapse import collapse_clause
+    """A seed's results on one line (meshsim.console.seed_lines joined)."""
+    from .console import seed_lines
 
-    clause = collapse_clause(s)
-    if clause:
-        parts.append(clause)
-    return " ".join(parts)
+    return "; ".join(seed_lines(s))
 
 
 @main.command()

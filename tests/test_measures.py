@@ -209,7 +209,7 @@ def test_one_false_isolation_definition_with_its_named_parts():
 
 
 def _console_counts(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"false_isolations=(\d+)", text)]
+    return [int(x) for x in re.findall(r"(\d+)(?: of \d+)? agents? isolated while healthy", text)]
 
 
 def test_console_summary_and_sweep_tables_report_the_same_false_isolation_count(tmp_path):

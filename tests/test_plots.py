@@ -567,7 +567,7 @@ def test_unknown_figure_suffix_is_one_line_exit_2(run_dir, tmp_path):
 
 @pytest.mark.parametrize("argv", [["run", "--plot"], ["report"], ["plot"]])
 def test_without_matplotlib_plotting_stops_first_in_one_line(argv, tmp_path, monkeypatch, run_dir):
-    """The README's install has no matplotlib: say so before simulating anything."""
+    """An environment without matplotlib (a core dependency since issue 32): say so before simulating anything."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     out = tmp_path / "run"
     if argv[0] == "run":
@@ -577,5 +577,5 @@ def test_without_matplotlib_plotting_stops_first_in_one_line(argv, tmp_path, mon
     res = _runner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 2
     line = one_error_line(res.stderr)
-    assert "matplotlib" in line and "meshsim[plot]" in line
+    assert "matplotlib" in line and "pip install 'matplotlib" in line
     assert not out.exists()  # nothing was simulated

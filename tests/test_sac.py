@@ -557,9 +557,9 @@ def test_console_summary_shows_sac_metrics(tmp_path):
     # one --seed of a 5-seed scenario goes to its seed folder (the scenario fixes the layout)
     s = json.loads((tmp_path / "run" / "seed-3" / "summary.json").read_text())
     line = res.output.splitlines()[1]
-    for label, key in (("IAA", "iaa"), ("FAA", "faa"), ("H-Majority", "h_majority")):
-        assert f"{label}={s[key]:.3f}" in line, line
-    assert f"BFTI={s['bfti']:+.3f}" in line, line
+    assert f"{s['iaa']:.3f} at round 0 (IAA) -> {s['faa']:.3f} after the last round (FAA)" in line, line
+    assert f"{s['h_majority']:.3f} of queries (H-Majority)" in line, line
+    assert f"BFTI {s['bfti']:+.3f} (FAA - IAA)" in line, line
 
 
 @pytest.mark.slow  # README's test command stays under 2 minutes; .ci/run runs the slow ones

@@ -44,8 +44,8 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise InputError("figures need matplotlib, which the 'plot' extra installs: "
-                         "pip install 'meshsim[plot]'") from None
+        raise InputError("figures need matplotlib, a core dependency of meshsim missing from this environment: "
+                         "pip install 'matplotlib>=3.8'") from None
 
 
 def _mpl():
