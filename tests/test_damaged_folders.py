@@ -223,9 +223,11 @@ class TestTempFoldersOfKilledPools:
         proc = subprocess.Popen(cmd + args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not list(out.glob("runs/*/seed-*/summary.json")):
+            deadline = time.monotonic() + 300  # (a loaded CI machine starts the pool slowly)
+            while time.monotonic() < deadline and not (list(tmp.glob("pymp-*"))
+                                                       and list(out.glob("runs/*/seed-*/summary.json"))):
                 time.sleep(0.05)
+            assert proc.poll() is None, "the sweep ended before it could be killed"
             assert list(tmp.glob("pymp-*")), "the pool's temp folder"
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
