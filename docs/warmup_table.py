@@ -34,12 +34,15 @@ def per_seed(run: Path, warm: int) -> dict[str, float]:
         raise SystemExit(f"{run}: no states.jsonl (run with --set output.trace=states)")
     iso = [r for r in states if r["new"] == "isolated"]
     out = {"false isolations (agents)": d["false_isolations"],
-           "false isolation events": d["false_isolation_events"],
-           # before any agent degrades every isolation is a false one
-           "false isolations before first degradation (events)": sum(1 for r in iso if r["task"] < b0),
-           f"false isolation events in tasks 1..{warm} (the warm-up)": sum(1 for r in iso if r["task"] <= warm),
-           "never-degraded agents isolated by task 100": len({r["agent"] for r in iso
-                                                              if r["task"] <= 100 and r["agent"] not in degraded})}
+           "never-degraded agents isolated at some point": d["never_degraded_isolated"],
+           "false isolation events": d["false_isolation_events"]}
+    if b0 < math.inf:  # before any agent degrades every isolation is a false one
+        out["false isolation events before the first degradation"] = sum(1 for r in iso if r["task"] < b0)
+    out[f"false isolation events in tasks 1..{warm} (the warm-up)"] = sum(1 for r in iso if r["task"] <= warm)
+    if d["ever_healthy_agents"] <= 6:
+        # the six-agent figure; at scale 100 tasks are one or two outputs per agent
+        out["never-degraded agents isolated by task 100"] = len({r["agent"] for r in iso
+                                                                 if r["task"] <= 100 and r["agent"] not in degraded})
     if d["episodes"]:
         out["missed episodes"] = d["missed"]
         out["detection delay (tasks)"] = d["delay_mean"]
