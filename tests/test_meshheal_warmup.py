@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import meshsim
 from meshsim.protocols.meshheal.detector import (AbsoluteDetector, CusumDetector, DetectorParams, PeerSummary,
@@ -19,7 +21,24 @@ from meshsim.records import read_records
 from meshsim.runfolder import comparable_files
 from meshsim.types import RoutingState
 
-from test_cli import invoke, one_error_line
+from meshsim.cli import main
+
+
+def invoke(*args):
+    from click.testing import CliRunner
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # click < 8.2
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), stderr
+    return lines[0]
 
 N, W, I = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,3 +163,27 @@ def test_app_c2_no_probe_during_warmup_even_to_an_agent_that_claims_isolation(tm
                      if any(":probe->A2" in a for a in t["actions"])]
     assert any(i <= WARM for i in probes[0])  # without a warm-up the lie draws probes early
     assert probes[WARM] and min(probes[WARM]) > WARM
+
+
+_score = st.floats(0.0, 1.0, allow_nan=False)
+_step = st.tuples(_score, st.lists(_score, min_size=0, max_size=3), st.lists(st.floats(-1.0, 1.0), max_size=4),
+                  st.sampled_from(["s1", "s2"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=30), k=st.integers(0, 30),
+       kind=st.sampled_from([RelativeDetector, AbsoluteDetector, CusumDetector]))
+def test_app_c2_warmup_collects_the_same_evidence_and_never_moves_the_state(steps, k, kind):
+    """Property: a detector in warm-up for its first k updates holds exactly the
+    evidence (score windows, shortfall windows, matched counts, CUSUM sum) of one
+    that acted throughout, and stays normal during those k updates."""
+    warm, ref = kind(DetectorParams()), kind(DetectorParams())
+    for i, (q, mus, pool, s) in enumerate(steps):
+        u = warm.update_lists("T", s, q, mus, pool, act=i >= k)
+        ref.update_lists("T", s, q, mus, pool)
+        if i < k:
+            assert warm.state is N and not u.changed
+        assert {key: list(d) for key, d in warm.scores.items()} == {key: list(d) for key, d in ref.scores.items()}
+        assert {key: list(d) for key, d in warm.shortfalls.items()} == \
+            {key: list(d) for key, d in ref.shortfalls.items()}
+        assert warm.matched == ref.matched and getattr(warm, "cusum", 0) == getattr(ref, "cusum", 0)
