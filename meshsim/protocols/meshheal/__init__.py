@@ -58,6 +58,10 @@ class MeshHealParams(BaseModel):
     spread_floor: Annotated[float, Field(gt=0, le=1e6)] = 0.10
     probe_every: Annotated[int, Field(ge=1, le=10 ** 9)] = 10
     probe_clock: Literal["stream", "local"] = "stream"
+    # App. C.2 / Tab. C5 warm-up: the first `warmup` tasks of the stream collect detector
+    # evidence while every agent stays in ordinary routing (no transition, no probe).
+    # The paper gives no length; 0 (off) keeps the runs as they were (docs/meshheal.md#warm-up).
+    warmup: Annotated[int, Field(ge=0, le=10 ** 9)] = 0
     abs_watch: _Prob = 0.6
     abs_isolate: _Prob = 0.5
     cusum_k: Annotated[float, Field(ge=-1e6, le=1e6)] = 0.1
@@ -95,7 +99,7 @@ class MeshHealParams(BaseModel):
         # The issue-20 defences appear in a resolved scenario only when set, so
         # that runs without them resolve (and digest) exactly as before.
         data = handler(self)
-        for name in _DEFENCE_FIELDS:
+        for name in _DEFENCE_FIELDS + _OMIT_AT_DEFAULT:
             if getattr(self, name) == type(self).model_fields[name].default:
                 data.pop(name, None)
         return data
@@ -118,12 +122,17 @@ class MeshHealParams(BaseModel):
                                  field=f"protocol.params.{name}", value=getattr(self, name))
         if sc.tasks is None:
             raise InputError("meshheal needs a 'tasks' stream", field="tasks")
+        if self.warmup and self.warmup >= sc.tasks.count:
+            raise InputError(f"a warm-up of {self.warmup} tasks leaves no task of the {sc.tasks.count}-task stream "
+                             "to detection", field="protocol.params.warmup", value=self.warmup)
         if sc.backend is None:
             raise InputError("meshheal needs a 'backend'", field="backend")
 
 
 _DEFENCE_FIELDS = ("trim_f", "trim_short", "min_reviewers", "credibility", "credibility_min", "credibility_prior",
                    "robustness_time_limit")
+# later keys, likewise absent from a resolved scenario while off (runs digest as before)
+_OMIT_AT_DEFAULT = ("warmup",)
 
 
 class MeshHeal(ExecutionLayer):
@@ -227,7 +236,7 @@ class MeshHeal(ExecutionLayer):
             rec.setdefault("detector", []).append(
                 {"ability": kw["ability"], "matched": u.matched, "shortfall": u.shortfall, "xbar": u.xbar,
                  "m": u.m, "p25": u.p25, "z": u.z, "state": u.state.value,
-                 **({"blocked": True} if u.blocked else {})})
+                 **({"blocked": True} if u.blocked else {}), **({"warmup": True} if not kw["act"] else {})})
         elif kind == "unreviewed":
             self.unreviewed += 1
         elif kind == "defence":

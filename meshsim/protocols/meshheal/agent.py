@@ -272,7 +272,7 @@ class MeshHealAgent:
             X.R = yield from infer_pair(self.llm, X.task, self.pairs)
             X.actions.append((self.name, "infer"))
         M = set(X.R) - X.C
-        if not X.probe:
+        if not X.probe and t > p.warmup:  # warm-up: ordinary routing only, no probe
             j = self._probe_target(M, t)
             if j is not None:
                 self.peer_probe_at[j] = t
@@ -352,6 +352,7 @@ class MeshHealAgent:
         links = self.node.links
         state = self.peer_state
         p = self.params
+        act = task.index > p.warmup  # warm-up (App. C.2): collect evidence, change no state
         defended = a is not None and p.defended
         if defended:
             ev = self._evidence(q, a, task.index)
@@ -370,10 +371,10 @@ class MeshHealAgent:
             old = self.state
             if defended:
                 self.detector.note_evidence(witnesses, weight)
-            u: Update = self.detector.update_lists(task.type, s, q, mus, pool)
+            u: Update = self.detector.update_lists(task.type, s, q, mus, pool, act)
             if u.blocked:
                 self.sink("defence", what="blocked", agent=self.name, task=task.index)
-            self.sink("evidence", agent=self.name, task=task, ability=s, q=q, update=u, probe=probe)
+            self.sink("evidence", agent=self.name, task=task, ability=s, q=q, update=u, probe=probe, act=act)
             key = (task.type, s)
             self._send_summary(key)
             if u.changed:

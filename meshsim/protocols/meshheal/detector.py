@@ -15,6 +15,10 @@ new routing state. Equations are Sec. 4.2.2 / App. B.5:
   z < α; normal/watched→isolated after two consecutive updates with z ≥ β
   (count resets when z < β); isolated→watched at one update with z < β;
   fewer than 3 matched observations or an empty peer set → unchanged.
+* warm-up (App. C.2, Tab. C5): an update with ``act=False`` collects the
+  evidence (scores, shortfalls, matched counts, the CUSUM sum) and reports z,
+  but applies no transition and counts no crossing; the first acting update
+  after it decides on the windows the warm-up filled.
 
 ``AbsoluteDetector`` and ``CusumDetector`` are the Sec. 6.4 comparison rules;
 ``NoDetector`` never changes state (the no-healing control).
@@ -143,7 +147,7 @@ class _Base:
         return changed
 
     def update(self, task_type: str, ability: str, q: float,
-               peers: dict[str, dict[tuple[str, str], PeerSummary]]) -> Update:
+               peers: dict[str, dict[tuple[str, str], PeerSummary]], act: bool = True) -> Update:
         """Apply one final review score q_{i,t} for (T, s).
 
         ``peers`` maps each *normal* direct neighbour to its latest summaries;
@@ -154,11 +158,12 @@ class _Base:
         mus = [summ[key].mu for summ in peers.values() if key in summ and summ[key].mu is not None]
         pool = [sm.xbar for summ in peers.values() for (t, _s), sm in summ.items()
                 if t == task_type and sm.xbar is not None]
-        return self.update_lists(task_type, ability, q, mus, pool)
+        return self.update_lists(task_type, ability, q, mus, pool, act)
 
     def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
-                     pool: list[float]) -> Update:
-        """``mus``: μ_{j,T,s} of P_{i,T,s}; ``pool``: x̄_{j,T,s'} of C_{i,T}."""
+                     pool: list[float], act: bool = True) -> Update:
+        """``mus``: μ_{j,T,s} of P_{i,T,s}; ``pool``: x̄_{j,T,s'} of C_{i,T}.
+        ``act=False`` (warm-up): collect the evidence, leave the state as it is."""
         raise NotImplementedError
 
     def note_evidence(self, witnesses: frozenset = frozenset(), weight: float = 1.0) -> None:
@@ -172,7 +177,7 @@ class RelativeDetector(_Base):
     """Peer-relative detector (Sec. 4.2.2, App. B.5)."""
 
     def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
-                     pool: list[float]) -> Update:
+                     pool: list[float], act: bool = True) -> Update:
         p = self.p
         key = (task_type, ability)
         # Reference from normal neighbours with recent matched outputs (P_{i,T,s}).
@@ -196,6 +201,8 @@ class RelativeDetector(_Base):
         p25 = percentile(pool, 25.0)
         spread = max(m - p25, p.spread_floor)
         z = (xbar - m) / spread
+        if not act:  # warm-up: evidence only; no crossing counted, no transition
+            return Update(True, x, xbar, m, p25, z, self.state, False)
         blocked = False
         if p.min_reviewers > 1 and z >= p.beta:
             blocked = not k_witnessed(d, self.witnesses[skey], p.min_reviewers, m, spread, p.beta,
@@ -251,13 +258,13 @@ class RelativeDetector(_Base):
 class AbsoluteDetector(_Base):
     """Fixed thresholds on the agent's own recent mean score (Sec. 6.4 comparison)."""
 
-    def update_lists(self, task_type, ability, q, mus, pool):
+    def update_lists(self, task_type, ability, q, mus, pool, act=True):
         p = self.p
         key = (task_type, ability)
         self._record_score(key, q)
         self.matched[key] = self.matched.get(key, 0) + 1
         mu = self.mu(key)
-        if self.matched[key] < p.min_obs:
+        if self.matched[key] < p.min_obs or not act:
             return Update(True, None, None, None, None, None, self.state, False)
         bad = mu < p.abs_isolate
         self.over_beta = self.over_beta + 1 if bad else 0
@@ -283,14 +290,16 @@ class CusumDetector(_Base):
         super().__init__(params)
         self.cusum = 0.0
 
-    def update_lists(self, task_type, ability, q, mus, pool):
+    def update_lists(self, task_type, ability, q, mus, pool, act=True):
         p = self.p
         key = (task_type, ability)
         self._record_score(key, q)
         self.matched[key] = self.matched.get(key, 0) + 1
         self.cusum = max(0.0, self.cusum + (p.cusum_target - q) - p.cusum_k)
         s = self.state
-        if s is ISOLATED:
+        if not act:  # warm-up: the sum accumulates, the state stays
+            changed = False
+        elif s is ISOLATED:
             changed = self._set(WATCHED) if self.cusum < p.cusum_h else False
         elif self.cusum >= 2 * p.cusum_h:
             changed = self._set(ISOLATED)
@@ -306,7 +315,7 @@ class CusumDetector(_Base):
 class NoDetector(_Base):
     """Never changes state: the no-healing control."""
 
-    def update_lists(self, task_type, ability, q, mus, pool):
+    def update_lists(self, task_type, ability, q, mus, pool, act=True):
         self._record_score((task_type, ability), q)
         return Update(False, None, None, None, None, None, self.state, False)
 
