@@ -188,7 +188,9 @@ class MeshHeal(ExecutionLayer):
     # -- sinks (controllers write, never read) ---------------------------------------
     def _sink(self, kind: str, **kw: Any) -> None:
         env = self.ctx.env
-        if kind == "done":
+        if kind == "hop":
+            self.record_hop(kw["task"], kw["agent"])
+        elif kind == "done":
             self.complete(kw["task"], kw["state"], kw["output"])
         elif kind == "unanswered":
             self.fail(kw["task"], kw["state"], kw["reason"])

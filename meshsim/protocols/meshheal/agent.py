@@ -189,10 +189,13 @@ class MeshHealAgent:
     # ------------------------------------------------------------ task flow
     def start(self, task: TaskInfo) -> None:
         """The task enters the network here (entry agent, Alg. 1 line 4)."""
+        self.sink("hop", task=task.index, agent=self.name)
         self.node.start(self._work(TaskState(task=task)))
 
     def _on_task(self, msg) -> Generator:
         X: TaskState = msg.payload
+        # the delivery, as the observer sees it (issue 34): before any behaviour of this controller
+        self.sink("hop", task=X.task.index, agent=self.name)
         X.probe = msg.kind == "probe"
         if self.byz is not None and self.byz.hole is not None:
             return self._hole(X)
