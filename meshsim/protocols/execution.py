@@ -345,7 +345,8 @@ class ExecutionLayer(Protocol):
         row["unanswered"] = unanswered
         hops = self._hops.pop(task.index, None)
         if not ok:
-            self.lost_rows.append((task.index, hops[-1] if hops else None, "wrong" if unanswered is None else "unanswered"))
+            self.lost_rows.append((task.index, hops[-1] if hops else None,
+                                   "wrong" if unanswered is None else "unanswered"))
             if unanswered is not None and hops:  # only lost tasks: answered rows stay as they were
                 row["reached"] = hops
                 row["last_holder"] = hops[-1]
