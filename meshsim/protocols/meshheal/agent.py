@@ -82,7 +82,8 @@ class MeshHealAgent:
         if params.e2e_ack:
             self.watch = ForwardWatch(params.e2e_timeout, params.e2e_retries, params.rate_prior, params.rate_min)
             self._e2e_deadlines = Deadlines(self.env, self._e2e_expire)
-            self._upstream: dict[int, str] = {}  # task index -> the neighbour it came from (acks go back)
+            # task index -> the neighbours it came from, in order (a task may pass twice): acks go back to each
+            self._upstream: dict[int, list[str]] = {}
             node.on("task_ack", self._on_task_ack)
         else:
             self.watch = None
@@ -209,7 +210,9 @@ class MeshHealAgent:
         self.sink("hop", task=X.task.index, agent=self.name)
         X.probe = msg.kind == "probe"
         if self.watch is not None:
-            self._upstream[X.task.index] = msg.src
+            ups = self._upstream.setdefault(X.task.index, [])
+            if msg.src not in ups:
+                ups.append(msg.src)
         if self.byz is not None and self.byz.hole is not None:
             return self._hole(X)
         return self._work(X)
@@ -385,9 +388,10 @@ class MeshHealAgent:
         the neighbour the task came from (the reverse of its route)."""
         if self.watch is None:
             return
-        up = self._upstream.pop(t, None)
-        if up is not None and up in self.node.links and self.node.links[up].up:
-            self.reliable.send(up, "task_ack", {"task": t}, size=HEADER_BYTES + 8, wait=False)
+        links = self.node.links
+        for up in self._upstream.pop(t, ()):
+            if up in links and links[up].up:
+                self.reliable.send(up, "task_ack", {"task": t}, size=HEADER_BYTES + 8, wait=False)
 
     def _on_task_ack(self, msg) -> None:
         t = msg.payload["task"]
@@ -423,7 +427,7 @@ class MeshHealAgent:
         """No ack in time: send the task (as it left here) to another next hop."""
         X = p.state
         missing = sorted(set(X.R) - X.C) if X.R is not None else [ANY]
-        tried = set(p.tried)
+        tried = set(p.tried) | set(self._upstream.get(X.task.index, ()))  # never back where it came from
         for s in missing:
             for nxt in self.watch.route_around(self._alternatives(s), []) if self.params.rating \
                     else self._alternatives(s):
