@@ -63,6 +63,8 @@ def test_route_around_puts_rated_down_neighbours_last_and_never_drops_the_only_r
     assert w.route_around(["A4"], ["A4", "A6", "A2"]) == ["A6", "A2", "A4"]  # longer routes first
     assert w.route_around(["A4"], ["A4"]) == ["A4"]  # nothing else offers a route: still used
     assert w.route_around(["A1", "A2"], ["A3"]) == ["A1", "A2"]  # nobody rated down: unchanged
+    # routing around: agents the task already visited go last (no back and forth)
+    assert w.route_around(["A4"], ["A2", "A6"], visited=["A2"]) == ["A6", "A4", "A2"]
 
 
 def test_an_ack_ends_the_wait_and_credits_the_neighbour_it_came_from():

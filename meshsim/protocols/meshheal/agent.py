@@ -354,7 +354,7 @@ class MeshHealAgent:
             hops = self.dv.next_hops(s)
             self.rnd.shuffle(hops)
             if self.watch is not None and self.params.rating:
-                hops = self.watch.route_around(hops, self._alternatives(s))
+                hops = self.watch.route_around(hops, self._alternatives(s), X.visits)
             for nxt in hops:
                 if nxt in tried:
                     continue
@@ -429,7 +429,7 @@ class MeshHealAgent:
         missing = sorted(set(X.R) - X.C) if X.R is not None else [ANY]
         tried = set(p.tried) | set(self._upstream.get(X.task.index, ()))  # never back where it came from
         for s in missing:
-            for nxt in self.watch.route_around(self._alternatives(s), []) if self.params.rating \
+            for nxt in self.watch.route_around(self._alternatives(s), [], X.visits) if self.params.rating \
                     else self._alternatives(s):
                 if nxt in tried:
                     continue

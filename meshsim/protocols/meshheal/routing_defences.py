@@ -108,10 +108,13 @@ class ForwardWatch:
     def low(self, peer: str) -> bool:
         return self.rating(peer) < self.min_rating
 
-    def route_around(self, hops: list[str], alternatives: list[str]) -> list[str]:
+    def route_around(self, hops: list[str], alternatives: list[str], visited: Iterable[str] = ()) -> list[str]:
         """Next hops in the order to try: the well-rated shortest ones, then
         well-rated alternatives (longer routes), then the rated-down ones last
-        (a rated-down neighbour is still used when nothing else offers a route)."""
+        (a rated-down neighbour is still used when nothing else offers a route).
+        When it routes around someone, agents the task already visited (its own
+        ``visits``) go after the others, so that two agents that rated the same
+        neighbour down do not hand the task back and forth."""
         good = [h for h in hops if not self.low(h)]
         if len(good) == len(hops) and good:
             return hops
@@ -119,4 +122,6 @@ class ForwardWatch:
         more = [j for j in alternatives if j not in seen and not self.low(j)]
         seen.update(more)
         bad = [h for h in hops if h not in seen]
-        return good + more + bad
+        out = good + more + bad
+        v = set(visited)
+        return [h for h in out if h not in v] + [h for h in out if h in v] if v else out
