@@ -199,8 +199,8 @@ class ExecutionLayer(Protocol):
         self._phase_of = self._phases()
         self._task_index = 0
         # issue 34 (observer only): the agents each open task reached, in order (a controller
-        # reports a delivery through its write-only sink; nothing crosses a link), and for every
-        # task that ended unanswered or wrong, (index, last agent it reached, "unanswered"|"wrong")
+        # reports a delivery through its write-only sink; nothing crosses a link: MeshHeal's do), and
+        # for every such task that ended unanswered or wrong, (index, last agent reached, "unanswered"|"wrong")
         self._hops: dict[int, list[str]] = {}
         self.lost_rows: list[tuple[int, Optional[str], str]] = []
 
@@ -344,10 +344,9 @@ class ExecutionLayer(Protocol):
         row["correct"] = ok = bool(correct) and unanswered is None
         row["unanswered"] = unanswered
         hops = self._hops.pop(task.index, None)
-        if not ok:
-            self.lost_rows.append((task.index, hops[-1] if hops else None,
-                                   "wrong" if unanswered is None else "unanswered"))
-            if unanswered is not None and hops:  # only lost tasks: answered rows stay as they were
+        if not ok and hops:  # methods whose controllers report deliveries (MeshHeal)
+            self.lost_rows.append((task.index, hops[-1], "wrong" if unanswered is None else "unanswered"))
+            if unanswered is not None:  # only lost tasks: answered rows stay as they were
                 row["reached"] = hops
                 row["last_holder"] = hops[-1]
         if state is not None:
