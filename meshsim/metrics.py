@@ -604,8 +604,8 @@ def route_losses(lost_rows: Iterable[tuple], start: int, liars: Iterable[str]) -
         n = sum(by.values())
         at = sum(c for a, c in by.items() if a in liars)
         out[kind] = {"tasks": n, "at_liars": at, "at_liars_share": _frac(at, n),
-                     # the ten agents holding most of them last, most first
-                     "by_last_holder": dict(sorted(by.items(), key=lambda e: (-e[1], _order(e[0])))[:10])}
+                     # the ten agents holding most of them last, most first: [agent, tasks] pairs
+                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], _order(e[0])))[:10]]}
     return out
 
 

@@ -63,7 +63,8 @@ def test_a_dropped_task_records_its_route_up_to_the_black_hole(tmp_path):
     # answered tasks carry no observer fields: their rows are as before
     assert all("reached" not in r and "last_holder" not in r for r in rows if r["unanswered"] is None)
     losses = s["adversarial"]["routing"]["losses"]["unanswered"]
-    assert losses["tasks"] == len(lost) == losses["by_last_holder"]["A4"] == losses["at_liars"]
+    assert losses["by_last_holder"] == [["A4", len(lost)]]
+    assert losses["tasks"] == len(lost) == losses["at_liars"]
     assert losses["at_liars_share"] == 1.0
 
 
@@ -79,11 +80,12 @@ def test_a_grey_holes_wrong_answers_are_counted_at_the_liar(tmp_path):
 
 def test_route_losses_counts_by_last_holder_from_the_first_lie():
     rows = [(1, "A4", "unanswered"), (5, "A4", "unanswered"), (6, "A2", "unanswered"), (7, None, "unanswered"),
-            (8, "A4", "wrong"), (9, "A1", "wrong")]
+            (8, "A4", "wrong"), (9, "A1", "wrong"), (10, "A1", "wrong")]
     out = route_losses(rows, 5, ["A4"])
     assert out["unanswered"] == {"tasks": 3, "at_liars": 1, "at_liars_share": pytest.approx(1 / 3),
-                                 "by_last_holder": {"A4": 1, "A2": 1, "?": 1}}
-    assert out["wrong"]["at_liars"] == 1 and out["wrong"]["tasks"] == 2
+                                 "by_last_holder": [["?", 1], ["A2", 1], ["A4", 1]]}
+    assert out["wrong"]["at_liars"] == 1 and out["wrong"]["tasks"] == 3
+    assert out["wrong"]["by_last_holder"] == [["A1", 2], ["A4", 1]]  # most first
     assert route_losses([], 1, ["A4"])["unanswered"]["at_liars_share"] is None
 
 
