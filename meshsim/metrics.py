@@ -573,6 +573,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                               after_reaction=span(reaction, n + 1) if reaction is not None else None,
                               outcomes={o: sum(1 for h in hits if h["outcome"] == o)
                                         for o in ("drop", "corrupt", "pass")})
+        out["routing"]["losses"] = route_losses(getattr(proto, "lost_rows", []), r0, routers)
     targets_all = {t for r in log for t in r.get("targets", ())}
     collateral = {}
     for a in sorted(getattr(proto, "K", {}), key=_order):
@@ -584,6 +585,27 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
     out["collateral_isolated"] = len(collateral)
     out["collateral_agents"] = list(collateral)
     out["collateral_at"] = collateral
+    return out
+
+
+def route_losses(lost_rows: Iterable[tuple], start: int, liars: Iterable[str]) -> dict[str, Any]:
+    """Where tasks were lost, from the observer's route records (issue 34):
+    tasks from ``start`` on that ended unanswered (a black hole's drops time out)
+    or wrong (a grey hole's own answers), counted by the last agent each reached,
+    and the share of them whose last holder was a routing liar."""
+    liars = set(liars)
+    out: dict[str, Any] = {}
+    for kind in ("unanswered", "wrong"):
+        by: dict[str, int] = {}
+        for i, holder, k in lost_rows:
+            if k == kind and i >= start:
+                key = holder if holder is not None else "?"
+                by[key] = by.get(key, 0) + 1
+        n = sum(by.values())
+        at = sum(c for a, c in by.items() if a in liars)
+        out[kind] = {"tasks": n, "at_liars": at, "at_liars_share": _frac(at, n),
+                     # the ten agents holding most of them last, most first: [agent, tasks] pairs
+                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], _order(e[0])))[:10]]}
     return out
 
 

@@ -51,6 +51,7 @@ KEYS = {
     "plan_req": {"task", "sample"},
     "plan_rep": {"task", "sample", "pair"},
     "sac_team": {"task", "round", "answer", "text"},
+    "task_ack": {"task"},  # issue 34's end-to-end acknowledgement (e2e_ack), back along the route
 }
 #: dataclasses that may travel, and the fields they may have
 TYPES = {

@@ -52,6 +52,9 @@ class DistanceVector:
         # A Byzantine controller's false distances (issue 20): ability -> advertised
         # distance, or None (the truth). Only adverts change; the table stays true.
         self.lie: Callable[[str], int | None] | None = None
+        # A check of a neighbour's advert, (peer, ability, distance) -> keep it? (issue 34's
+        # advert-consistency defence); an advert it rejects counts as "unreachable".
+        self.check: Callable[[str, str, int], bool] | None = None
         node.on(DV, self._on_dv)
         node.link_listeners.append(self._on_link)
         # First full advertisement right away, then periodic refresh.
@@ -201,9 +204,12 @@ class DistanceVector:
         vec = self.nbr.setdefault(peer, {})
         inf = self.infinity
         universe = self.universe
+        check = self.check
         for s, d in msg.payload.items():
             if s not in universe:
                 universe.add(s)
+            if check is not None and d < inf and not check(peer, s, d):
+                d = inf
             if d >= inf:
                 if s in vec:
                     del vec[s]

@@ -198,6 +198,11 @@ class ExecutionLayer(Protocol):
         self._finished = Event(ctx.env)
         self._phase_of = self._phases()
         self._task_index = 0
+        # issue 34 (observer only): the agents each open task reached, in order (a controller
+        # reports a delivery through its write-only sink; nothing crosses a link: MeshHeal's do), and
+        # for every such task that ended unanswered or wrong, (index, last agent reached, "unanswered"|"wrong")
+        self._hops: dict[int, list[str]] = {}
+        self.lost_rows: list[tuple[int, Optional[str], str]] = []
 
     def _phases(self) -> dict[int, str]:
         out, k = {}, 1
@@ -338,6 +343,12 @@ class ExecutionLayer(Protocol):
         row["end"] = self.ctx.env.now
         row["correct"] = ok = bool(correct) and unanswered is None
         row["unanswered"] = unanswered
+        hops = self._hops.pop(task.index, None)
+        if not ok and hops:  # methods whose controllers report deliveries (MeshHeal)
+            self.lost_rows.append((task.index, hops[-1], "wrong" if unanswered is None else "unanswered"))
+            if unanswered is not None:  # only lost tasks: answered rows stay as they were
+                row["reached"] = hops
+                row["last_holder"] = hops[-1]
         if state is not None:
             row["inferred_pair"] = list(state.R) if state.R else None
             row["route"] = list(state.visits)
@@ -379,6 +390,16 @@ class ExecutionLayer(Protocol):
         return self._cur.get(task_index)
 
     # -- what controllers report (write-only) --------------------------------------
+    def record_hop(self, task_index: int, agent: str) -> None:
+        """Task ``task_index`` was delivered to ``agent`` (or entered there): the
+        observer's route record (issue 34), kept while the task is open."""
+        if task_index in self._cur:
+            hops = self._hops.get(task_index)
+            if hops is None:
+                self._hops[task_index] = [agent]
+            else:
+                hops.append(agent)
+
     def complete(self, task: Any, state: Optional[TaskState], output: Any, extra: Optional[dict] = None) -> None:
         """A committed final answer: the observer grades it and closes the task."""
         self._finish(task, state, bool(self.grade(task.index, output)), None, extra)

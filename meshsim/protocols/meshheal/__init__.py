@@ -85,6 +85,14 @@ class MeshHealParams(BaseModel):
     credibility_min: _Prob = 0.5
     credibility_prior: tuple[Annotated[float, Field(ge=0, le=1e6)], Annotated[float, Field(ge=0, le=1e6)]] = (4.0, 1.0)
     robustness_time_limit: Annotated[float, Field(gt=0, le=86400)] = 10.0  # trim_f > 0: the graph check's budget
+    # defences against routing liars (issue 34; docs/adversarial.md#routing-defences), all off by default
+    e2e_ack: bool = False  # end-to-end task acknowledgement back along the route, retry via another next hop
+    e2e_timeout: _Dur = 600.0  # a first forwarder's wait for the ack (deeper ones wait less: routing_defences.py)
+    e2e_retries: Annotated[int, Field(ge=0, le=16)] = 2
+    rating: bool = False  # route around neighbours whose forwarded tasks were not acknowledged (needs e2e_ack)
+    rate_min: _Prob = 0.5
+    rate_prior: tuple[Annotated[float, Field(gt=0, le=1e6)], Annotated[float, Field(gt=0, le=1e6)]] = (2.0, 1.0)
+    advert_check: bool = False  # ignore a neighbour's distance-0 advert for an ability it did not declare
 
     def detector_params(self) -> DetectorParams:
         return DetectorParams(window=self.window, min_obs=self.min_obs, alpha=self.alpha, beta=self.beta,
@@ -120,6 +128,9 @@ class MeshHealParams(BaseModel):
             if on and (self.detector != "relative" or not self.review):
                 raise InputError(f"{name} acts on the relative detector's window: needs detector: relative and review: true",
                                  field=f"protocol.params.{name}", value=getattr(self, name))
+        if self.rating and not self.e2e_ack:
+            raise InputError("rating rates neighbours by end-to-end acks: needs e2e_ack: true",
+                             field="protocol.params.rating", value=self.rating)
         if sc.tasks is None:
             raise InputError("meshheal needs a 'tasks' stream", field="tasks")
         if self.warmup and self.warmup >= sc.tasks.count:
@@ -130,7 +141,8 @@ class MeshHealParams(BaseModel):
 
 
 _DEFENCE_FIELDS = ("trim_f", "trim_short", "min_reviewers", "credibility", "credibility_min", "credibility_prior",
-                   "robustness_time_limit")
+                   "robustness_time_limit",
+                   "e2e_ack", "e2e_timeout", "e2e_retries", "rating", "rate_min", "rate_prior", "advert_check")
 # later keys, likewise absent from a resolved scenario while off (runs digest as before)
 _OMIT_AT_DEFAULT = ("warmup",)
 
@@ -164,6 +176,8 @@ class MeshHeal(ExecutionLayer):
         self.lies: dict[str, Any] = {}
         self.byz_log: list[dict] = []
         self.byz_route_rows: list[dict] = []
+        # issue 34 routing defences: what they did, by kind and by the neighbour concerned
+        self.route_defence_counts: dict[str, dict[str, int]] = {}
 
     # -- setup ------------------------------------------------------------------
     def attach(self, node, abilities):
@@ -197,7 +211,9 @@ class MeshHeal(ExecutionLayer):
     # -- sinks (controllers write, never read) ---------------------------------------
     def _sink(self, kind: str, **kw: Any) -> None:
         env = self.ctx.env
-        if kind == "done":
+        if kind == "hop":
+            self.record_hop(kw["task"], kw["agent"])
+        elif kind == "done":
             self.complete(kw["task"], kw["state"], kw["output"])
         elif kind == "unanswered":
             self.fail(kw["task"], kw["state"], kw["reason"])
@@ -251,6 +267,10 @@ class MeshHeal(ExecutionLayer):
             elif what == "low_credibility":
                 c["low_credibility_scores"] += kw["scores"]
                 c["dropped_evidence"] += int(kw["dropped"])
+        elif kind == "route_defence":
+            per = self.route_defence_counts.setdefault(kw["what"], {})
+            peer = kw["peer"] or "-"
+            per[peer] = per.get(peer, 0) + 1
         elif kind == "byz_route":
             self.byz_route_rows.append({"agent": kw["agent"], "task": kw["task"], "t": env.now,
                                         "outcome": kw["outcome"]})
@@ -278,6 +298,38 @@ class MeshHeal(ExecutionLayer):
         out = meshheal_summary(self)
         if self.params.defended:
             out["defences"] = self.defence_summary()
+        p = self.params
+        if p.e2e_ack or p.advert_check:
+            out["routing_defences"] = self.routing_defence_summary()
+        return out
+
+    def routing_defence_summary(self) -> dict[str, Any]:
+        """Issue 34: what the routing defences did, split by whether the neighbour
+        concerned was a routing liar (observer's knowledge; agents never read it):
+        a timeout, rating or rejected advert against an honest agent is a false
+        accusation."""
+        p = self.params
+        liars = {r["agent"] for r in self.byz_log if r["behaviour"] == "route_lie"}
+        out: dict[str, Any] = {"e2e_ack": p.e2e_ack, "rating": p.rating, "advert_check": p.advert_check}
+
+        def split(what: str) -> dict[str, int]:
+            per = self.route_defence_counts.get(what, {})
+            return {"total": sum(per.values()), "at_liars": sum(c for a, c in per.items() if a in liars),
+                    "at_honest": sum(c for a, c in per.items() if a not in liars and a != "-")}
+
+        if p.e2e_ack:
+            out["e2e_timeout"], out["e2e_retries"] = p.e2e_timeout, p.e2e_retries
+            out["timeouts"] = split("timeout")
+            out["retries"] = split("retry")
+            out["gave_up"] = split("gave_up")["total"]
+        if p.rating:
+            out["rate_min"], out["rate_prior"] = p.rate_min, list(p.rate_prior)
+            low = [(name, j) for name in sorted(self.agents) for j in sorted(self.agents[name].watch.counts)
+                   if self.agents[name].watch.low(j)]
+            out["rated_down"] = {"total": len(low), "at_liars": sum(1 for _a, j in low if j in liars),
+                                 "at_honest": sum(1 for _a, j in low if j not in liars)}
+        if p.advert_check:
+            out["adverts_rejected"] = split("advert_rejected")
         return out
 
     def defence_summary(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from ...sim import Deadlines
 from ...types import RoutingState
 from ..execution import generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
+from .routing_defences import ForwardWatch, advert_consistent
 from .byzantine import Lies, rescore, route_lies, state_lie, summary_lie
 from .detector import Update
 from .review import Assessment, assess, serve_review
@@ -77,6 +78,17 @@ class MeshHealAgent:
         self._deadlines = Deadlines(self.env, self._deadline)
         # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
         self.byz: Optional[Lies] = None
+        # routing defences (issue 34; routing_defences.py), off by default: nothing below runs then
+        if params.e2e_ack:
+            self.watch = ForwardWatch(params.e2e_timeout, params.e2e_retries, params.rate_prior, params.rate_min)
+            self._e2e_deadlines = Deadlines(self.env, self._e2e_expire)
+            # task index -> the neighbours it came from, in order (a task may pass twice): acks go back to each
+            self._upstream: dict[int, list[str]] = {}
+            node.on("task_ack", self._on_task_ack)
+        else:
+            self.watch = None
+        if params.advert_check:
+            self.dv.check = self._advert_consistent
         # every message is handled on arrival; a handler's generator (work) runs as its own process
         node.on("hello", self._on_hello)
         node.on("state", self._on_state)
@@ -189,11 +201,18 @@ class MeshHealAgent:
     # ------------------------------------------------------------ task flow
     def start(self, task: TaskInfo) -> None:
         """The task enters the network here (entry agent, Alg. 1 line 4)."""
+        self.sink("hop", task=task.index, agent=self.name)
         self.node.start(self._work(TaskState(task=task)))
 
     def _on_task(self, msg) -> Generator:
         X: TaskState = msg.payload
+        # the delivery, as the observer sees it (issue 34): before any behaviour of this controller
+        self.sink("hop", task=X.task.index, agent=self.name)
         X.probe = msg.kind == "probe"
+        if self.watch is not None:
+            ups = self._upstream.setdefault(X.task.index, [])
+            if msg.src not in ups:
+                ups.append(msg.src)
         if self.byz is not None and self.byz.hole is not None:
             return self._hole(X)
         return self._work(X)
@@ -221,6 +240,7 @@ class MeshHealAgent:
             X.P.append(self.name)
             self.sink("byz_route", agent=self.name, task=t, outcome="corrupt")
             self.sink("done", task=X.task, state=X, output=y)
+            self._ack_upstream(t)  # as an honest finalizer would: a grey hole looks honest
             return
         self.sink("byz_route", agent=self.name, task=t, outcome="pass")
         yield from self._work(X)
@@ -313,6 +333,7 @@ class MeshHealAgent:
             X.Y.append(y_hat)
             X.P.append(self.name)
             self.sink("done", task=X.task, state=X, output=y_hat)
+            self._ack_upstream(t)
 
     # ---------------------------------------------------------------- routing
     def _forward(self, X: TaskState, raw: bool = False) -> Generator[Any, Any, None]:
@@ -332,6 +353,8 @@ class MeshHealAgent:
         for s in targets:
             hops = self.dv.next_hops(s)
             self.rnd.shuffle(hops)
+            if self.watch is not None and self.params.rating:
+                hops = self.watch.route_around(hops, self._alternatives(s), X.visits)
             for nxt in hops:
                 if nxt in tried:
                     continue
@@ -343,7 +366,88 @@ class MeshHealAgent:
 
     def _send_state(self, dst: str, X: TaskState, kind: str) -> Generator[Any, Any, bool]:
         ok = yield self.reliable.send(dst, kind, X.copy(), size=HEADER_BYTES + X.size_bytes())
+        if ok and self.watch is not None:
+            self._e2e_watch(X, dst)
         return bool(ok)
+
+    # ---------------------------------------------------- routing defences (issue 34)
+    def _e2e_watch(self, X: TaskState, dst: str) -> None:
+        """Wait for the task's end-to-end ack from ``dst``: deeper forwarders
+        (more agents already visited) wait less, so the one next to a drop
+        retries first (routing_defences.ForwardWatch.timeout)."""
+        t = X.task.index
+        w = self.watch
+        old = w.pending.get(t)
+        if old is not None:  # the task came back through here: the newer forward is the one to watch
+            Deadlines.cancel(old.deadline)
+        tried = (old.tried | {dst}) if old is not None else {dst}
+        w.watch(t, X.copy(), dst, tried, self._e2e_deadlines.add(w.timeout(len(X.visits) - 1), t))
+
+    def _ack_upstream(self, t: int) -> None:
+        """The task is finished here, or its ack came back: pass the ack to
+        the neighbour the task came from (the reverse of its route)."""
+        if self.watch is None:
+            return
+        links = self.node.links
+        for up in self._upstream.pop(t, ()):
+            if up in links and links[up].up:
+                self.reliable.send(up, "task_ack", {"task": t}, size=HEADER_BYTES + 8, wait=False)
+
+    def _on_task_ack(self, msg) -> None:
+        t = msg.payload["task"]
+        p = self.watch.acked(t, msg.src)
+        if p is None:
+            return  # not waiting (already acked, retried elsewhere, or never forwarded it)
+        Deadlines.cancel(p.deadline)
+        self._ack_upstream(t)
+
+    def _e2e_expire(self, t: int) -> None:
+        if not self.node.alive:
+            return
+        p = self.watch.expired(t)
+        if p is None:
+            return
+        self.sink("route_defence", what="timeout", agent=self.name, peer=p.dst, task=t)
+        if p.retries >= self.params.e2e_retries:
+            self.sink("route_defence", what="gave_up", agent=self.name, peer=p.dst, task=t)
+            return
+        self.node.start(self._e2e_retry(p))
+
+    def _alternatives(self, s: str) -> list[str]:
+        """Up neighbours that advertise a finite distance to ``s``, nearest first
+        (name order among equals): where a retry or a re-route may go when the
+        shortest next hops are tried or rated down."""
+        links = self.node.links
+        inf = self.params.infinity
+        cands = [(vec.get(s, inf), j) for j, vec in self.dv.nbr.items()
+                 if vec.get(s, inf) < inf and j in links and links[j].up]
+        return [j for _d, j in sorted(cands, key=lambda e: (e[0], len(e[1]), e[1]))]
+
+    def _e2e_retry(self, p) -> Generator[Any, Any, None]:
+        """No ack in time: send the task (as it left here) to another next hop."""
+        X = p.state
+        missing = sorted(set(X.R) - X.C) if X.R is not None else [ANY]
+        tried = set(p.tried) | set(self._upstream.get(X.task.index, ()))  # never back where it came from
+        for s in missing:
+            for nxt in self.watch.route_around(self._alternatives(s), [], X.visits) if self.params.rating \
+                    else self._alternatives(s):
+                if nxt in tried:
+                    continue
+                tried.add(nxt)
+                ok = yield self.reliable.send(nxt, "task", X.copy(), size=HEADER_BYTES + X.size_bytes())
+                if ok:
+                    self.sink("route_defence", what="retry", agent=self.name, peer=nxt, task=X.task.index)
+                    t = X.task.index
+                    wait = self._e2e_deadlines.add(self.watch.timeout(len(X.visits) - 1), t)
+                    self.watch.watch(t, X, nxt, tried, wait, retries=p.retries + 1)
+                    return
+        self.sink("route_defence", what="gave_up", agent=self.name, peer=None, task=X.task.index)
+
+    def _advert_consistent(self, peer: str, ability: str, d: int) -> bool:
+        ok = advert_consistent(self.peer_abilities.get(peer), ability, d, ANY)
+        if not ok:
+            self.sink("route_defence", what="advert_rejected", agent=self.name, peer=peer, task=None)
+        return ok
 
     # --------------------------------------------------------------- evidence
     def _update_evidence(self, task: TaskInfo, H: frozenset, q: float, probe: bool,
