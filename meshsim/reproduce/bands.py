@@ -48,7 +48,10 @@ __all__ = ["STUDIES", "BAND_SKIP", "BAND_SEEDS", "QUICK_SAMPLES", "SAMPLES", "fi
 #: runs/uncertainty-<scenario name>[-<suffix>] (the suffix names a study run with --set overrides)
 STUDIES: dict[str, tuple[tuple[str, str], ...]] = {
     "meshheal": (("scenarios/meshheal/persistent-math.yaml", ""), ("scenarios/meshheal/scale-96-sparse.yaml", "")),
-    "sac": (("scenarios/sac/ablation-b2w1-cpwbft.yaml", ""), ("scenarios/sac/sac-merg-7.yaml", "math-l4")),
+    "sac": (("scenarios/sac/ablation-b2w1-cpwbft.yaml", ""), ("scenarios/sac/sac-merg-7.yaml", "math-l4"),
+            # Tab. 5 / Tab. 6 (issue 34): their model pairs' factors rank first only on their own datasets
+            ("scenarios/sac/aime-sac-7.yaml", ""), ("scenarios/sac/hmmt-cpwbft-7.yaml", ""),
+            ("scenarios/sac/aime-cpwbft-7.yaml", ""), ("scenarios/sac/hmmt-sac-7.yaml", "")),
 }
 #: experiments not recomputed at band samples: hundreds of agents (Tab. 2b), or five benchmarks x 300 queries
 BAND_SKIP = {"meshheal": ("scaling",), "sac": ("tab3-cs",)}
