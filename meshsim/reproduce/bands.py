@@ -114,7 +114,11 @@ def classify_row(paper: Any, p5: float, p95: float, seed_sd: Optional[float]) ->
     from ..uncertainty import classify
 
     if isinstance(paper, (int, float)) and not isinstance(paper, bool):
-        return classify(float(paper), p5, p95, seed_sd)
+        # a paper value equal to a band edge but for float rounding (SAC Tab. 6 IAA = 400/7 both ways) is inside
+        tol = 1e-9 * max(1.0, abs(float(paper)))
+        x = float(paper)
+        x = p5 if abs(x - p5) <= tol else (p95 if abs(x - p95) <= tol else x)
+        return classify(x, p5, p95, seed_sd)
     lo = hi = None
     if isinstance(paper, str):
         m, a = _RANGE.match(paper), _ABS.match(paper)
