@@ -20,7 +20,7 @@ comes and printed beside the paper's value (papers/sac-2605.09076.md).
 * :data:`ASSUMPTIONS` -- the assumption parameters that move a headline, the
   scenario each is swept on and the recommended range.
 
-``python -m meshsim.validation.sac predict [--seeds N] [--only tab3-math ...]``
+``python -m meshsim.validation.sac predict [--seeds N] [--only tab3-math tab5 ...]``
 and ``python -m meshsim.validation.sac sweep PATH V1 V2 ... [--scenario S]``
 print the same tables (``meshsim reproduce sac`` is the CLI front end).
 """
