@@ -263,13 +263,16 @@ def models_used(data: dict[str, Any], datasets: list[str]) -> set[str]:
 def factors_in_use(factors: list, data: dict[str, Any], datasets: list[str]) -> list:
     """The assumption factors (``provenance.assumption_factors``) that can move a run on
     ``datasets``: a factor all of whose numbers belong to models that play no role
-    there (``score.gpt-5.solves`` on MATH-500) is dropped, so that a screening spends
-    no samples on it."""
+    there (``score.gpt-5.solves`` on MATH-500), or to another dataset's accuracy
+    (``accuracy.hmmt.weak``), is dropped, so that a screening spends no samples on it."""
     used = models_used(data, datasets)
+    # another dataset's own accuracy (accuracy.hmmt.weak, an assumption) moves nothing here either
+    other_sets = set(data.get("accuracy") or {}) - set(datasets) - {"default"}
 
     def idle(path: str) -> bool:
         parts = path.split(".")
-        return len(parts) > 1 and parts[0] in BEHAVIOUR and parts[1] not in used
+        return len(parts) > 1 and ((parts[0] in BEHAVIOUR and parts[1] not in used)
+                                   or (parts[0] == "accuracy" and parts[1] in other_sets))
 
     return [f for f in factors if not all(idle(p) for p, *_ in f.leaves)]
 

@@ -118,6 +118,10 @@ DATASETS: dict[str, ConsensusDataset] = {d.name: d for d in (
     ConsensusDataset("math_l4_30", "the 30-problem MATH level 4 subset of the ablations (SAC Tab. 7-8)",
                      low=-100, high=2000),
     ConsensusDataset("aime", "AIME-2025-like: integers 0-999 (SAC Tab. 5)", low=0, high=999),
+    # HMMT February 2025 answers are exact expressions (integers, fractions, radicals); the fake compares
+    # answers as strings, so integer stand-ins with near-miss distractors keep what matters: one truth per query
+    ConsensusDataset("hmmt", "HMMT-25-like: free-form exact answers, stood in for by integers (SAC Tab. 6)",
+                     low=-100, high=2000),
     ConsensusDataset("arc", "ARC-Challenge-like: four options", _ABCD),
     ConsensusDataset("hellaswag", "HellaSwag-like: four endings", ("ending1", "ending2", "ending3", "ending4")),
     ConsensusDataset("obqa", "OpenBookQA-like: four options", _ABCD),

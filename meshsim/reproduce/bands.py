@@ -48,7 +48,10 @@ __all__ = ["STUDIES", "BAND_SKIP", "BAND_SEEDS", "QUICK_SAMPLES", "SAMPLES", "fi
 #: runs/uncertainty-<scenario name>[-<suffix>] (the suffix names a study run with --set overrides)
 STUDIES: dict[str, tuple[tuple[str, str], ...]] = {
     "meshheal": (("scenarios/meshheal/persistent-math.yaml", ""), ("scenarios/meshheal/scale-96-sparse.yaml", "")),
-    "sac": (("scenarios/sac/ablation-b2w1-cpwbft.yaml", ""), ("scenarios/sac/sac-merg-7.yaml", "math-l4")),
+    "sac": (("scenarios/sac/ablation-b2w1-cpwbft.yaml", ""), ("scenarios/sac/sac-merg-7.yaml", "math-l4"),
+            # Tab. 5 / Tab. 6 (issue 34): their model pairs' factors rank first only on their own datasets
+            ("scenarios/sac/aime-sac-7.yaml", ""), ("scenarios/sac/hmmt-cpwbft-7.yaml", ""),
+            ("scenarios/sac/aime-cpwbft-7.yaml", ""), ("scenarios/sac/hmmt-sac-7.yaml", "")),
 }
 #: experiments not recomputed at band samples: hundreds of agents (Tab. 2b), or five benchmarks x 300 queries
 BAND_SKIP = {"meshheal": ("scaling",), "sac": ("tab3-cs",)}
@@ -111,7 +114,11 @@ def classify_row(paper: Any, p5: float, p95: float, seed_sd: Optional[float]) ->
     from ..uncertainty import classify
 
     if isinstance(paper, (int, float)) and not isinstance(paper, bool):
-        return classify(float(paper), p5, p95, seed_sd)
+        # a paper value equal to a band edge but for float rounding (SAC Tab. 6 IAA = 400/7 both ways) is inside
+        tol = 1e-9 * max(1.0, abs(float(paper)))
+        x = float(paper)
+        x = p5 if abs(x - p5) <= tol else (p95 if abs(x - p95) <= tol else x)
+        return classify(x, p5, p95, seed_sd)
     lo = hi = None
     if isinstance(paper, str):
         m, a = _RANGE.match(paper), _ABS.match(paper)

@@ -1,7 +1,7 @@
 """The SAC paper's experiments (arXiv 2605.09076) for ``meshsim reproduce sac``.
 
 The settings and the paper's values are :data:`meshsim.validation.sac.SETTINGS`
-(Tab. 1, 3, 7, 8 and the swaying adversary with F = 0 and F = 3); the
+(Tab. 1, 3, 5, 6, 7, 8 and the swaying adversary with F = 0 and F = 3); the
 assumption sweeps are its :data:`~meshsim.validation.sac.ASSUMPTIONS`. The
 initial accuracy of each agent group (W/S IAA) is call-level and was
 calibrated (``backends/sac-default.yaml``); everything else is a prediction.
@@ -21,6 +21,7 @@ _LABELS = (("iaa", "IAA", PREDICTION), ("faa", "FAA", PREDICTION), ("bfti", "BFT
 _TOPO = {"merg": "MERG", "complete": "Complete", "er": "Erdős–Rényi", "pa": "Preferential"}
 _EXPS = OrderedDict([("Tab. 3 MATH-500", "tab3-math"), ("Tab. 3 Commonsense (mean of 5)", "tab3-cs"),
                      ("Tab. 1 MATH level 4", "tab1-math"), ("Tab. 1 Commonsense170k", "tab1-cs"),
+                     ("Tab. 5 AIME 2025", "tab5"), ("Tab. 6 HMMT-25", "tab6"),
                      ("Tab. 7", "tab7"), ("Tab. 8 n=9", "tab8"), ("Swaying adversary", "swaying")])
 
 

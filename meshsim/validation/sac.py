@@ -6,7 +6,8 @@ comes and printed beside the paper's value (papers/sac-2605.09076.md).
 
 * :data:`SETTINGS` -- the paper's experiments as scenario runs: Tab. 3
   (MATH-500 and the mean of the five open-weight commonsense sets), Tab. 1
-  (MATH level 4, Commonsense170k), Tab. 7 (composition ablation), Tab. 8
+  (MATH level 4, Commonsense170k), Tab. 5 (AIME 2025), Tab. 6 (HMMT-25: 4
+  strong, 3 adversarial, no weak), Tab. 7 (composition ablation), Tab. 8
   (n = 9), and the swaying adversary with F = 0 vs F = 3 (no paper value).
 * :func:`run_setting` / :func:`predict` -- run settings over seeds; rows of
   paper value vs simulated mean ± sd; :func:`format_table` prints them.
@@ -19,7 +20,7 @@ comes and printed beside the paper's value (papers/sac-2605.09076.md).
 * :data:`ASSUMPTIONS` -- the assumption parameters that move a headline, the
   scenario each is swept on and the recommended range.
 
-``python -m meshsim.validation.sac predict [--seeds N] [--only tab3-math ...]``
+``python -m meshsim.validation.sac predict [--seeds N] [--only tab3-math tab5 ...]``
 and ``python -m meshsim.validation.sac sweep PATH V1 V2 ... [--scenario S]``
 print the same tables (``meshsim reproduce sac`` is the CLI front end).
 """
@@ -157,6 +158,27 @@ def _settings() -> list[Setting]:
     for (m, t), (iaa, faa, bfti, ra, hm) in t8.items():
         out.append(Setting(f"tab8-{m}-{t}", "Tab. 8 n=9", m, t, ((f"scaling-9-{m}-{t}", ()),),
                            {"iaa": iaa, "faa": faa, "bfti": bfti, "ra": ra, "h_majority": hm}))
+    # Tab. 5, AIME 2025 (Qwen3-4B-Thinking-2507 / Qwen3-4B), the 30 problems; 4 strong, 2 weak, 1 adversarial
+    t5 = {("cpwbft", "merg"): (60.5, 21.0, -39.5, 0.0, (63, 37), (74, 18), 0.0),
+          ("cpwbft", "complete"): (61.9, 0.0, -61.9, 0.0, (62, 0), (78, 0), 0.0),
+          ("cpwbft", "er"): (61.0, 0.0, -61.0, 0.0, (62, 0), (76, 0), 0.0),
+          ("sac", "merg"): (62.4, 61.4, -1.0, 80.0, (63, 78), (78, 68), 83.3),
+          ("sac", "complete"): (61.4, 58.6, -2.8, 76.7, (67, 72), (74, 67), 76.7),
+          ("sac", "er"): (63.3, 61.4, -1.9, 83.3, (72, 75), (75, 70), 80.0)}
+    for (m, t), v in t5.items():
+        out.append(Setting(f"tab5-aime-{m}-{t}", "Tab. 5 AIME 2025", m, t, ((f"aime-{m}-7", _TOPO_SETS[t]),),
+                           _tab(m, t, *v)))
+    # Tab. 6, HMMT-25 (GPT-5.6-sol): 4 strong, 3 adversarial, no weak; "Strong Agent ACC" is S IAA. Its IAA,
+    # printed 57.1, is 4 x 100 / 7 exactly (strong 100 %, adversaries 0): kept exact so that the printed
+    # rounding does not read as a disagreement with a simulated 57.14
+    iaa6 = 400 / 7
+    t6 = {("cpwbft", "merg"): (iaa6, 5.7, -51.4, 10.0, None, (100, 10), 10.0),
+          ("cpwbft", "complete"): (iaa6, 5.7, -51.4, 10.0, None, (100, 10), 10.0),
+          ("sac", "merg"): (iaa6, 53.3, -3.8, 93.3, None, (100, 93), 93.3),
+          ("sac", "complete"): (iaa6, 53.3, -3.8, 93.3, None, (100, 93), 93.3)}
+    for (m, t), v in t6.items():
+        out.append(Setting(f"tab6-hmmt-{m}-{t}", "Tab. 6 HMMT-25", m, t, ((f"hmmt-{m}-7", _TOPO_SETS[t]),),
+                           _tab(m, t, *v)))
     # beyond the paper: the swaying adversary, filter off vs on (issue 10)
     for F in (0, 3):
         for t, sets in (("complete", ()), ("merg", ("network.topology={kind: merg, n: 7}",))):
