@@ -96,7 +96,8 @@ def runs_to_show(bound: float, conf: float = CONF) -> Optional[int]:
     if bound <= 0.0:
         return None
     a = (1.0 - conf) / 2.0
-    return int(math.ceil(math.log(a) / math.log1p(-bound) - 1e-9))
+    n = math.log(a) / math.log1p(-bound) - 1e-9
+    return int(math.ceil(n)) if math.isfinite(n) else None  # (a bound this small is never shown)
 
 
 # ------------------------------------------------------------------------------------ summaries over seeds
