@@ -130,6 +130,7 @@ def test_a_collapse_line_names_the_abilities_that_collapsed():
 # ------------------------------------------------------------------ the end of a run
 
 
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 def test_the_end_of_a_run_names_the_folder_and_the_next_commands(tmp_path):
     out = tmp_path / "my run"
     res = _run(STAGGERED, "--smoke", "--seed", "3", "--out", str(out))

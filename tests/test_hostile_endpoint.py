@@ -182,6 +182,7 @@ def one_error_line(stderr: str) -> str:
 @pytest.mark.parametrize("mode, needle", [("bomb", "decoded body above 4194304 bytes"),
                                           ("flood", "Content-Length 419430400 above 4194304 bytes"),
                                           ("flood_close", "body above 4194304 bytes")])
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 def test_a_bomb_or_a_400_mib_body_on_the_preflight_is_one_line_under_300_mb(hostile, tmp_path, mode, needle):
     """The preflight's GET /models body is capped like a reply (max_reply_bytes,
     counted while it is inflated): exit 2 naming the endpoint, never 588 / 876 MB."""
@@ -236,6 +237,7 @@ def test_a_reply_text_beyond_16_characters_per_max_token_is_cut_and_flagged(host
 
 
 # ------------------------------------------------------------------ time: one deadline for the whole request
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 def test_a_preflight_dripping_one_header_byte_every_1_5_s_ends_at_its_deadline(hostile, tmp_path):
     """httpx's timeout is per read; 1.5 s between bytes never trips a 2 s one.
     The preflight's deadline covers connect, headers and body together."""
@@ -248,6 +250,7 @@ def test_a_preflight_dripping_one_header_byte_every_1_5_s_ends_at_its_deadline(h
     assert took < 8, took  # the 2 s deadline (plus building the scenario), not the 60 s of dripping
 
 
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 @pytest.mark.parametrize("mode", ["header_drip", "body_drip"])
 def test_a_dripping_chat_reply_is_a_timeout_at_the_deadline(hostile, mode):
     hostile.modes["POST"] = mode

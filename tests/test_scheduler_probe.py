@@ -114,6 +114,7 @@ def test_bytes_that_are_not_a_dask_handshake_are_refused_at_once(reply):
     assert took < CONNECT_TIMEOUT + 1.0, took
 
 
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 def test_the_sweep_command_ends_with_one_line_and_exit_2_before_writing(silent, tmp_path):
     import distributed  # noqa: F401  (imported before the clock starts)
 

@@ -174,6 +174,7 @@ def test_the_written_manifest_is_redacted_and_still_matches_its_scenario(tmp_pat
 # ------------------------------------------------------------------------------------ whole folders
 
 
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 def test_a_sweep_and_its_resume_write_no_secret_anywhere(stub, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_VAR, SECRETS["env"])
     port = stub.server_address[1]

@@ -216,6 +216,7 @@ def test_verdict_json_holds_each_measure_against_the_runs_it_came_from(folder):
     assert "| candidate | size | detection.missed==0 |" in md and "Clopper-Pearson" in md
 
 
+@pytest.mark.slow  # (waits on deadlines or runs whole commands: the slow phase keeps it)
 def test_pass_and_fail_are_both_reachable_and_set_the_exit_code(folder, tmp_path):
     import shutil
 

@@ -521,6 +521,14 @@ class OpenAIBackend(Backend):
             fut.result()  # _preflight ends within ``wait`` (asyncio.wait_for), whatever the server does
         except BaseException:
             fut.cancel()  # Ctrl-C: the request stops with the caller
+            # A stream a cap or deadline stopped leaves httpx's async generators open; closed now on the
+            # loop, not later by the garbage collector as tasks the loop never runs ("Task was destroyed
+            # but it is pending!" beside the one error line). The command ends after this error.
+            try:
+                asyncio.run_coroutine_threadsafe(self._ensure_loop().shutdown_asyncgens(),
+                                                 self._ensure_loop()).result(timeout=2)
+            except Exception:
+                pass
             raise
 
     def preflight_deadline(self) -> float:

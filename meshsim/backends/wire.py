@@ -15,6 +15,8 @@ layers, or another coding (``br``, ``zstd``: meshsim asks for
 """
 from __future__ import annotations
 
+import contextlib
+
 import zlib
 from typing import Any, Iterator
 
@@ -146,10 +148,13 @@ async def read_body(response: Any, cap: int) -> bytes:
             raise BodyTooLarge(f"body above {cap} bytes")
         return content
     body = BoundedBody(content_codings(response.headers), cap)
-    try:
-        async for raw in response.aiter_raw():
-            body.feed(raw)
-    except BaseException:
-        body.parts.clear()  # the exception's traceback holds this frame: not the bytes read so far
-        raise
+    # closed here, not by the garbage collector: a stream left open when a cap or deadline
+    # stops it would be finalized by a task the loop may never run ("Task was destroyed")
+    async with contextlib.aclosing(response.aiter_raw()) as chunks:
+        try:
+            async for raw in chunks:
+                body.feed(raw)
+        except BaseException:
+            body.parts.clear()  # the exception's traceback holds this frame: not the bytes read so far
+            raise
     return body.body()
