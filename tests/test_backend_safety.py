@@ -99,7 +99,7 @@ def evil():
     srv.daemon_threads = True
     srv.log, srv.lock = [], threading.Lock()
     srv.drip = True
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     th.start()
     yield srv
     srv.shutdown()
@@ -198,7 +198,7 @@ def test_missing_key_and_refused_key_are_exit_2(tmp_path, monkeypatch):
             pass
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         sc = scenario(tmp_path, srv.server_address[1])
         monkeypatch.delenv(KEY_VAR, raising=False)
@@ -250,7 +250,7 @@ class EchoAll(BaseHTTPRequestHandler):
 def echo_all():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), EchoAll)
     srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield srv
     srv.shutdown()
     srv.server_close()
@@ -321,7 +321,7 @@ class Fails(BaseHTTPRequestHandler):
 def test_an_endpoint_that_fails_every_call_is_a_nonzero_exit_with_the_failure_counts(tmp_path, monkeypatch):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Fails)
     srv.daemon_threads, srv.lock, srv.n = True, threading.Lock(), 0
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     monkeypatch.setenv(KEY_VAR, KEY)
     try:
         res = CliRunner().invoke(main, ["run", str(scenario(tmp_path, srv.server_address[1])), "--out",
@@ -382,7 +382,7 @@ class Huge(BaseHTTPRequestHandler):
 def test_a_reply_above_the_byte_cap_is_a_failed_call_never_recorded(tmp_path, monkeypatch):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Huge)
     srv.daemon_threads, srv.lock, srv.n = True, threading.Lock(), 0
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     monkeypatch.setenv(KEY_VAR, KEY)
     try:
         sc = scenario(tmp_path, srv.server_address[1], max_reply_bytes=100_000)

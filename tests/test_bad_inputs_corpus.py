@@ -443,7 +443,7 @@ def test_a_reply_with_a_lone_surrogate_fails_the_call_not_the_run(tmp_path, monk
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Surrogate)
     srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     monkeypatch.setenv("MESHSIM_SURROGATE_KEY", "sk-surrogate-0123456789")
     inputs = tmp_path / "in"
     inputs.mkdir()

@@ -142,7 +142,7 @@ def hostile():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
     srv.daemon_threads = True
     srv.modes, srv.lock, srv.posts, srv.drip, srv.done = {}, threading.Lock(), 0, 1.5, threading.Event()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield srv
     srv.done.set()  # every dripping or flooding handler ends at its next step
     srv.shutdown()

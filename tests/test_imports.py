@@ -10,6 +10,7 @@ of a module's own parent package is left out: Python always runs the parent's
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,5 +99,8 @@ def test_every_module_imports_on_its_own():
         "print('\\n'.join(bad))\n"
         "sys.exit(1 if bad else 0)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)  # ~5 s idle; generous under load
+    # bytecode cached (as Python does by default): each module is imported ~100 times here, and without
+    # the cache (PYTHONDONTWRITEBYTECODE) every import compiles it again
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)  # ~5 s idle; generous under load
     assert proc.returncode == 0, proc.stdout + proc.stderr

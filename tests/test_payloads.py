@@ -187,7 +187,7 @@ def test_replayed_real_meshheal_run_carries_no_truth(tap, tmp_path, monkeypatch)
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
     srv.auth = []
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     th.start()
     monkeypatch.setenv("MESHSIM_E2E_KEY", SECRET)
     try:

@@ -297,7 +297,7 @@ def _scenario(tmp_path, port, mode):
 def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
     srv.auth = []
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     th.start()
     port = srv.server_address[1]
     monkeypatch.setenv("MESHSIM_E2E_KEY", SECRET)

@@ -77,7 +77,7 @@ def http_server():
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
     srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield f"tcp://127.0.0.1:{srv.server_address[1]}"
     srv.shutdown()
     srv.server_close()
