@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -211,9 +212,11 @@ class TestTempFoldersOfKilledPools:
 
     @pytest.mark.slow
     @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-    def test_kill_9_of_a_pool_sweep_leaves_its_temp_folder_until_the_next_start_only(self, tmp_path):
-        tmp = tmp_path / "tmp"
-        tmp.mkdir()
+    def test_kill_9_of_a_pool_sweep_leaves_its_temp_folder_until_the_next_start_only(self, tmp_path, request):
+        # a short TMPDIR: the pool's forkserver socket lives in it, and an AF_UNIX path has at most
+        # 107 bytes (xdist's tmp_path, popen-gwN/..., is too long for it)
+        tmp = Path(tempfile.mkdtemp(prefix="mstmp"))
+        request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
         env = dict(os.environ, TMPDIR=str(tmp))
         env.pop("MESHSIM_DEBUG", None)
         out = tmp_path / "s"
@@ -224,7 +227,7 @@ class TestTempFoldersOfKilledPools:
                                 start_new_session=True)
         try:
             deadline = time.monotonic() + 300  # (a loaded CI machine starts the pool slowly)
-            while time.monotonic() < deadline and not (list(tmp.glob("pymp-*"))
+            while time.monotonic() < deadline and proc.poll() is None and not (list(tmp.glob("pymp-*"))
                                                        and list(out.glob("runs/*/seed-*/summary.json"))):
                 time.sleep(0.05)
             assert proc.poll() is None, "the sweep ended before it could be killed"
