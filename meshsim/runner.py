@@ -40,7 +40,7 @@ from .protocols.base import TableRows
 from . import redact
 from .records import TableWriter, json_default, read_records, write_atomic, write_records
 from .backends import make_backend
-from .attribution import attribute, reach_warnings, review_reach, without_liars
+from .attribution import BYZANTINE_EVENTS, attribute, reach_warnings, review_reach, without_liars
 from .runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment,
                         input_record, read_json, refuse_inputs_inside, remove_stale_tmp, resume_problem,
                         scenario_inputs)
@@ -803,7 +803,11 @@ def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.
     """A run with Byzantine agents: its attack counts limited to what the attack caused, against
     the paired run of the same seed without the liars (in memory; issue 34, meshsim/attribution.py)."""
     adv = result.summary.get("adversarial")
-    if adv is None:
+    if adv is None or not any(e.type in BYZANTINE_EVENTS for e in scenario.events):
+        return  # (SAC's `adversarial` is about roles, not liar events: nothing to pair)
+    if scenario.backend is not None and scenario.backend.kind in ("openai", "replay"):
+        # the paired run would call the endpoint again and write into the cassette (a replay of
+        # the run would then be served the paired run's answers): counts stay as observed
         return
     if G is None:
         G = build_graph(scenario, seed)
