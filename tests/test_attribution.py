@@ -158,3 +158,14 @@ def test_collateral_counts_only_isolations_the_pair_did_not_have_by_then():
     out = attribute(adv, [_iso("A2", 25, False), _iso("A6", 31, False)], lambda j, t: True)
     assert out["collateral_isolated_observed"] == 2
     assert out["collateral_isolated"] == 1 and out["collateral_agents"] == ["A6"]
+
+
+def test_a_run_without_liar_events_is_not_paired_sac_roles_included():
+    """SAC's `adversarial` section is about roles, not liar events: no paired run (on a recording
+    backend a paired run wrote its own answers into the cassette, and the replay then differed)."""
+    import meshsim
+
+    sc = meshsim.load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "sac" / "sac-complete-7.yaml",
+                               smoke=True)
+    adv = meshsim.run(sc, seed=1).summary.get("adversarial")
+    assert isinstance(adv, dict) and "paired" not in adv
