@@ -119,6 +119,15 @@ def _notes(sc: Any, links: Any = None, result: Any = None) -> None:
         click.echo(f"note: {sc.source}: {note}", err=True)
 
 
+def _executor_options(f: Any) -> Any:
+    """--workers, --executor and --scheduler of a command that runs on the sweep engine."""
+    f = click.option("--scheduler", default=None, metavar="ADDRESS",
+                     help="With --executor dask: 'local' or tcp://host:8786.")(f)
+    f = click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)(f)
+    return click.option("--workers", type=click.IntRange(1, 4096), default=None,
+                        help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")(f)
+
+
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option("--seed", type=SEED, default=None,
@@ -748,10 +757,7 @@ def _seed_text(seeds: list[int]) -> str:
 @click.option("--smoke", is_flag=True, help="Apply the scenario's 'smoke' overrides (small runs).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Folder (default: runs/uncertainty-<scenario name>); rerunning resumes it.")
-@click.option("--workers", type=click.IntRange(1, 4096), default=None,
-              help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)
-@click.option("--scheduler", default=None, metavar="ADDRESS", help="With --executor dask: 'local' or tcp://host:8786.")
+@_executor_options
 @click.option("--dry-run", is_flag=True, help="Check everything, list the design and stop (writes nothing).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def uncertainty(scenario: str, metrics: tuple[str, ...], budget: int | None, seeds: str | None, top: int,
@@ -845,10 +851,7 @@ def _g(v: Any) -> str:
 @click.option("--smoke", is_flag=True, help="Apply each scenario's 'smoke' overrides (small runs).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Folder (default: runs/verdict-<first scenario name>); rerunning resumes it.")
-@click.option("--workers", type=click.IntRange(1, 4096), default=None,
-              help="Processes (local) or LocalCluster workers (dask); default: the CPUs available.")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True)
-@click.option("--scheduler", default=None, metavar="ADDRESS", help="With --executor dask: 'local' or tcp://host:8786.")
+@_executor_options
 @click.option("--dry-run", is_flag=True, help="Check everything, print the plan and stop (writes nothing).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def verdict(scenarios: tuple[str, ...], sets: tuple[str, ...], from_dir: str | None, front: int | None,
