@@ -442,9 +442,11 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
               "(parallel).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Figure file: .png, .pdf or .svg (default: RUN_DIR/<kind>.png).")
+@click.option("--rerun", is_flag=True, help="A run folder kept without records (a sweep's runs/<point>/): run the "
+              "seed again and write its record tables into it first (docs/plots.md).")
 def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: int | None, x: str | None,
          y: str | None, metric: str | None, by: str | None, out: str | None, where: tuple[str, ...] = (),
-         facet: str | None = None, color: str | None = None) -> None:
+         facet: str | None = None, color: str | None = None, rerun: bool = False) -> None:
     """Draw a figure of RUN_DIR (several RUN_DIRs for --kind sac) or of a sweep
     folder (--kind tradeoff, heatmap, sensitivity, parallel); see docs/plots.md and docs/sweeps.md."""
     from . import plots
@@ -456,6 +458,8 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
     if is_sweep_folder(run_dirs[0]) and kind != "gray":  # --kind gray: one line per point (docs/sac.md)
         from .plots.sweeps import render_sweep
 
+        if rerun:
+            raise InputError("--rerun takes a run folder: one of the sweep's runs/<point>/", file=run_dirs[0])
         if len(run_dirs) > 1 or agents or seed is not None:
             raise InputError("a sweep folder takes one folder and no --agents / --seed", field="RUN_DIR",
                              value=list(run_dirs))
@@ -467,6 +471,11 @@ def plot(run_dirs: tuple[str, ...], kind: str | None, agents: str | None, seed: 
         raise InputError("--kind tradeoff / sensitivity / parallel and --x, --y, --metric, --by, --where, --facet, "
                          "--color take a sweep folder (meshsim sweep)", file=run_dirs[0])
 
+    if rerun and kind not in ("phases", "sac", "gray", "topology"):  # those read summary.json only
+        from .plots.rerun import rerun_missing
+
+        rs = plots.open_run(run_dirs[0])
+        rerun_missing(rs, [seed if seed is not None else rs.seeds[0]], echo=click.echo)
     path = plots.render(list(run_dirs), kind=kind, agents=plots.parse_agents(agents), seed=seed, out=out)
     click.echo(f"wrote {path}")
     if kind == "phases":
@@ -921,8 +930,10 @@ def schema() -> None:
                    "scenario's own values that are grid values).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Sweep folders: the report file (default: SWEEP_DIR/report.html).")
+@click.option("--rerun", is_flag=True, help="A run folder kept without records (a sweep's runs/<point>/): run its "
+              "seeds again and write their record tables into it first (docs/plots.md).")
 def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: str | None = None,
-           reference: tuple[str, ...] = (), out: str | None = None) -> None:
+           reference: tuple[str, ...] = (), out: str | None = None, rerun: bool = False) -> None:
     """Write RUN_DIR/report.html: scenario, tables and figures in one self-contained file
     (a sweep folder: trade-off, parallel coordinates, every parameter's effect, heat maps and the
     per-point table with intervals)."""
@@ -940,13 +951,19 @@ def report(run_dir: str, seed: int | None, where: tuple[str, ...] = (), facet: s
     if is_sweep_folder(run_dir):
         from .plots.sweeps import write_sweep_report
 
+        if rerun:
+            raise InputError("--rerun takes a run folder: one of the sweep's runs/<point>/", file=run_dir)
         path = write_sweep_report(run_dir, out, where=where, facet=facet, reference=list(reference) or None)
         click.echo(f"wrote {path}")
         return
     if where or facet or reference or out:
         raise InputError("--where, --facet, --reference and --out take a sweep folder (meshsim sweep)",
                          file=run_dir)
+    if rerun:
+        from .plots import open_run
+        from .plots.rerun import rerun_missing
 
+        rerun_missing(open_run(run_dir), echo=click.echo)
     click.echo(f"wrote {write_report(run_dir, seed=seed)}")
 
 

@@ -21,6 +21,11 @@ from ..names import node_order
 from ..records import dig, find_records, has_records, iter_records
 
 
+#: the per-record tables a run may write (each NAME.jsonl or NAME.jsonl.gz; runfolder.TABLES)
+RECORD_TABLES = ("events", "tasks", "reviews", "states", "rounds", "queries")
+#: what the per-agent MeshHeal figures and the report read beside summary.json
+MESHHEAL_TABLES = ("tasks.jsonl", "states.jsonl", "reviews.jsonl")
+
 SAC_METHODS = {"sac": "SAC", "cp-wbft": "CP-WBFT", "cp_wbft": "CP-WBFT", "cpwbft": "CP-WBFT"}
 
 
@@ -183,7 +188,8 @@ class RunFolder:
     def agents(self) -> list[str]:
         """Every agent named in the records (natural order)."""
         if "_agents" not in self._cache:
-            names: set[str] = set(self.review_index())
+            # a sweep run at output level records has no reviews.jsonl: its states name the agents
+            names: set[str] = set(self.review_index()) if self.has("reviews.jsonl") else set()
             for s in self.states():
                 names.add(s["agent"])
             names.update(_summary_agents(self.summary))
@@ -191,6 +197,36 @@ class RunFolder:
                 names.update(self._task_scan()[0])
             self._cache["_agents"] = _order(names)
         return self._cache["_agents"]
+
+
+    def output_level(self) -> str:
+        """Which output level the folder's record tables look like (docs/sweeps.md#outputs):
+        ``summary`` (none: a sweep's default), ``records`` (every table but reviews),
+        ``full``; a folder ``meshsim run`` wrote (its provenance.json) is always ``full``."""
+        if self.has("provenance.json"):
+            return "full"
+        if not any(self.has(f"{t}.jsonl") for t in RECORD_TABLES):
+            return "summary"
+        if not self.has("reviews.jsonl") and self.has("states.jsonl") and self.has("tasks.jsonl"):
+            return "records"
+        return "full"
+
+    def need_records(self, what: str, names: Iterable[str] = MESHHEAL_TABLES) -> None:
+        """Raise one line when a table ``what`` reads is missing: for a folder kept at a
+        lower output level (a sweep's run) the line names the level needed and ``--rerun``."""
+        names = tuple(names)
+        missing = [n for n in names if not self.has(n)]
+        if not missing:
+            return
+        level = self.output_level()
+        if level != "full":
+            need = "records" if "reviews.jsonl" not in names else "full"
+            raise RunFolderError(
+                f"{' and '.join(missing)} missing: the run was kept at output level '{level}'"
+                f"{' (a sweep default)' if level == 'summary' else ''} and the {what} needs level '{need}'; add "
+                f"--rerun to run this seed again with full records into the folder, or sweep with --output {need}",
+                file=str(self.path))
+        self.require(*names, why=f"partial run folder: the {what} needs them")
 
 
 class _Codes:
@@ -314,6 +350,11 @@ class RunSet:
     runs: dict[int, RunFolder]
     aggregate: Optional[dict[str, Any]] = None
     _single: Optional[RunFolder] = field(default=None, repr=False)
+    #: a multi-seed folder without aggregate.json (``meshsim run --seed S`` of a
+    #: multi-seed scenario, a sweep point's ``runs/<point>/``): the aggregate was
+    #: computed here from the finished seeds' summaries; what this says is shown
+    #: beside every seed note (which seeds, which are unfinished)
+    note: str = ""
 
     @property
     def multi(self) -> bool:
@@ -391,12 +432,12 @@ def open_run(path: Path | str | RunSet | RunFolder) -> RunSet:
         rf = RunFolder(p)
         return RunSet(p, {rf.seed if rf.seed is not None else 0: rf})
     # multi-seed folder
-    agg = None
-    if has_agg:
-        agg = RunFolder(p).json("aggregate.json")
-        if not isinstance(agg, dict) or "metrics" not in agg:
-            raise RunFolderError("aggregate.json has no 'metrics'", file=str(p / "aggregate.json"))
-    listed = [int(s) for s in (agg or {}).get("seeds", [])] or list(seeds)
+    if not has_agg:
+        return _without_aggregate(p, seeds)
+    agg = RunFolder(p).json("aggregate.json")
+    if not isinstance(agg, dict) or "metrics" not in agg:
+        raise RunFolderError("aggregate.json has no 'metrics'", file=str(p / "aggregate.json"))
+    listed = [int(s) for s in agg.get("seeds", [])] or list(seeds)
     problems = []
     for s in listed:
         d = seeds.get(s)
@@ -406,13 +447,41 @@ def open_run(path: Path | str | RunSet | RunFolder) -> RunSet:
         for name in ("summary.json", "scenario.resolved.yaml"):
             if not (d / name).is_file():
                 problems.append(f"seed-{s}/{name}")
-    if agg is None:
-        problems.insert(0, "aggregate.json")
     if problems:
         shown = ", ".join(problems[:4]) + (f" and {len(problems) - 4} more" if len(problems) > 4 else "")
         raise RunFolderError(f"partial multi-seed run folder: {shown} missing (rerun 'meshsim run' to resume)",
                              file=str(p))
     return RunSet(p, {s: RunFolder(seeds[s]) for s in listed}, agg)
+
+
+def _seed_list(seeds: Iterable[int]) -> str:
+    xs = list(seeds)
+    return ", ".join(map(str, xs[:12])) + (f" and {len(xs) - 12} more" if len(xs) > 12 else "")
+
+
+def _without_aggregate(p: Path, seeds: dict[int, Path]) -> RunSet:
+    """A multi-seed folder with no aggregate.json: some of its seeds were run
+    (``meshsim run --seed S``), or it is a sweep point (``runs/<point>/``), or
+    its last seed is still running. Its finished seeds are what there is: their
+    aggregate is computed here and :attr:`RunSet.note` says which seeds it covers."""
+    from ..metrics import aggregate
+
+    done = {s: d for s, d in seeds.items()
+            if (d / "summary.json").is_file() and (d / "scenario.resolved.yaml").is_file()}
+    open_ = [s for s in seeds if s not in done]
+    if not done:
+        shown = ", ".join(f"seed-{s}/summary.json" for s in open_[:4]) + \
+            (f" and {len(open_) - 4} more" if len(open_) > 4 else "")
+        raise RunFolderError(f"no finished seed in this multi-seed run folder: {shown or 'aggregate.json'} missing "
+                             "(rerun 'meshsim run' to resume)", file=str(p))
+    runs = {s: RunFolder(d) for s, d in done.items()}
+    agg = {"seeds": list(done), "metrics": aggregate([r.summary for r in runs.values()])}
+    note = "the folder has no aggregate.json; " + (
+        f"seed {_seed_list(done)} is its one finished seed" if len(done) == 1
+        else f"computed here from its {len(done)} finished seeds")
+    if open_:
+        note += f"; unfinished: seed {_seed_list(open_)}"
+    return RunSet(p, runs, agg, note=note)
 
 
 def _as_runset(run: Any) -> RunSet:
@@ -426,7 +495,10 @@ def _as_folder(run: Any, seed: Optional[int] = None) -> RunFolder:
 
 
 def _need_meshheal(rf: RunFolder, what: str) -> None:
-    rf.require("states.jsonl", "reviews.jsonl", why=f"the {what} needs a MeshHeal run")
+    names = ("states.jsonl",) if what == "heatmap" else ("states.jsonl", "reviews.jsonl")
+    if rf.protocol == "meshheal":
+        rf.need_records(what, names)
+    rf.require(*names, why=f"the {what} needs a MeshHeal run")
 
 
 def _agent_list(rf: RunFolder, k: int = 8) -> str:

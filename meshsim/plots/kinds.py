@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import InputError
 from .canvas import save_figure, _new_figure
-from .folder import open_run, RunFolder, RunSet, _as_folder
+from .folder import open_run, RunFolder, RunSet, _as_folder, _need_meshheal
 from .healing import detector_figure, state_heatmap, timeline, heatmap_height
 from .phases import phase_bars
 from .sac import sac_figure
@@ -25,6 +25,8 @@ def parse_agents(text: Optional[str]) -> Optional[list[str]]:
 
 def default_kind(run: Any) -> str:
     rf = _as_folder(run)
+    if rf.protocol == "meshheal":  # a folder without records: say which level (never a silent topology)
+        rf.need_records("timeline")
     if rf.is_meshheal:
         return "timeline" if len(rf.agents()) <= 40 else "heatmap"
     if rf.is_sac:
@@ -53,6 +55,7 @@ def figure(kind: str, run_dirs: Sequence[Any], agents: Optional[Sequence[str]] =
     if kind == "timeline":
         return timeline(rf, agents=agents)
     if kind == "heatmap":
+        _need_meshheal(rf, "heatmap")
         fig = _new_figure(heatmap_height(len(agents or rf.agents())))
         state_heatmap(rf, agents=agents, ax=fig.add_subplot(1, 1, 1))
         return fig

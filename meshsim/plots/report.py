@@ -87,6 +87,10 @@ def _stat_names(prefix: str) -> list[str]:
 
 
 def _seeds_note(rs: RunSet) -> str:
+    if rs.multi and rs.note:  # a multi-seed folder without aggregate.json: its finished seeds
+        if len(rs.runs) == 1:
+            return f"one seed ({rs.first.seed}), from summary.json ({rs.note})"
+        return f"mean ± sample std over {len(rs.runs)} seeds ({', '.join(map(str, rs.seeds))}; {rs.note})"
     if rs.multi:
         return f"mean ± sample std over {len(rs.runs)} seeds ({', '.join(map(str, rs.seeds))}), from aggregate.json"
     return f"one seed ({rs.first.seed}), from summary.json"
@@ -406,7 +410,7 @@ def _check_records(rs: RunSet) -> None:
     """A MeshHeal run must hold its three tables, each readable: a partial folder is an error."""
     for rf in rs.runs.values():
         if rf.protocol == "meshheal":
-            rf.require("tasks.jsonl", "states.jsonl", "reviews.jsonl", why="partial MeshHeal run folder")
+            rf.need_records("report" if len(rs.runs) == 1 else f"report (seed {rf.seed})")
             rf.agents(), rf.states()  # reads every row of the three tables once
 
 
@@ -425,7 +429,9 @@ def build_report(run: Any, seed: Optional[int] = None) -> str:
     if sc.get("description"):
         parts.append(f"<p>{html.escape(str(sc['description']))}</p>")
     seeds = f"{len(rs.runs)} seeds ({', '.join(map(str, rs.seeds))}); per-seed figures: seed {rf.seed}" \
-        if rs.multi else f"seed {rf.seed}"
+        if rs.multi and len(rs.runs) > 1 else f"seed {rf.seed}"
+    if rs.note:
+        seeds += f" ({rs.note})"
     parts.append(f'<p class="meta">run folder <code>{html.escape(str(rs.path))}</code> · protocol '
                  f'<b>{html.escape(rf.protocol)}</b> · {seeds}</p>')
     parts.append("<h2>Summary</h2>" + _headline_html(rs))
