@@ -440,7 +440,7 @@ def _copy_seed(run_dir: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("case", ["absent", "not-a-run", "unfinished", "no-aggregate", "no-reviews",
+@pytest.mark.parametrize("case", ["absent", "not-a-run", "unfinished", "no-reviews",
                                   "bad-jsonl", "cut-gzip", "bad-seed", "sac-kind"])
 def test_missing_or_partial_folder_exit_2(run_dir, tmp_path, case):
     args = []
@@ -452,11 +452,6 @@ def test_missing_or_partial_folder_exit_2(run_dir, tmp_path, case):
         target = _copy_seed(run_dir, tmp_path / "r")
         (target / "summary.json").unlink()
         expect = "summary.json missing"
-    elif case == "no-aggregate":
-        target = tmp_path / "multi"
-        shutil.copytree(run_dir, target)
-        (target / "aggregate.json").unlink()
-        expect = "aggregate.json missing"
     elif case == "no-reviews":
         target = _copy_seed(run_dir, tmp_path / "r")
         find_records(target, "reviews.jsonl").unlink()

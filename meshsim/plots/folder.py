@@ -205,11 +205,12 @@ class RunFolder:
         ``full``; a folder ``meshsim run`` wrote (its provenance.json) is always ``full``."""
         if self.has("provenance.json"):
             return "full"
-        if not any(self.has(f"{t}.jsonl") for t in RECORD_TABLES):
+        states, reviews = self.has("states.jsonl"), self.has("reviews.jsonl")
+        if not states and not reviews:
             return "summary"
-        if not self.has("reviews.jsonl") and self.has("states.jsonl") and self.has("tasks.jsonl"):
+        if states and not reviews and self.has("tasks.jsonl"):
             return "records"
-        return "full"
+        return "full"  # (a damaged one: the figures name what is missing)
 
     def need_records(self, what: str, names: Iterable[str] = MESHHEAL_TABLES) -> None:
         """Raise one line when a table ``what`` reads is missing: for a folder kept at a

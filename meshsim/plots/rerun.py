@@ -78,7 +78,9 @@ def rerun_records(folder: Path | str) -> list[str]:
                                  "scenario.resolved.yaml into another --out", file=str(folder))
         # only the tables the folder lacks (output level records keeps all but reviews): the others are
         # the same rows, and were written by the sweep
-        tables = {n: rows for n, rows in {"events.jsonl": res.records, **res.tables}.items() if not rf.has(n)}
+        keep = rf.output_level() == "records"
+        tables = {n: rows for n, rows in {"events.jsonl": res.records, **res.tables}.items()
+                  if not (keep and rf.has(n))}
         names = {n + (".gz" if fmt == "jsonl.gz" else "") for n in tables}
         own = OwnFiles(folder)
         other = {n[:-3] if n.endswith(".gz") else n + ".gz" for n in names}  # write_records removes the other form
