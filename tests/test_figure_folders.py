@@ -7,6 +7,7 @@ The real runs here are the six-agent smoke scenario (a second or two each)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -176,3 +177,86 @@ def test_report_on_one_seed_of_a_multi_seed_scenario(tmp_path):
     assert rs.seeds == [2] and "unfinished: seed 3" in _seeds_note(rs)
     res = invoke("plot", out, "--seed", "3")
     assert res.exit_code == 2 and "no seed 3" in one_line(res)
+
+
+# ------------------------------------------------------------------ intervals of proportions
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from meshsim.sweep.stats import interval, is_proportion, metric_interval, proportion_interval  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=8))
+def test_proportion_interval_stays_in_0_1_and_holds_the_mean(xs):
+    iv = proportion_interval(xs)
+    assert 0.0 <= iv.lo <= iv.mean + 1e-12 and iv.mean - 1e-12 <= iv.hi <= 1.0, iv
+    assert iv.n == len(xs)
+
+
+def test_proportion_interval_near_0_and_1_stays_inside_where_t_does_not():
+    near0, near1 = [0.0, 0.0, 0.02], [1.0, 0.97, 1.0]
+    assert interval(near0).lo < 0.0 and interval(near1).hi > 1.0  # the t-interval leaves [0, 1]
+    for xs in (near0, near1, [0.35, 0.78]):  # two seeds: t gives about -2.2 ... 3.3
+        iv = proportion_interval(xs)
+        assert 0.0 <= iv.lo < iv.mean < iv.hi <= 1.0
+    # far from 0 and 1, with little seed noise, it is the t-interval
+    xs = [0.52, 0.55, 0.5, 0.53, 0.51]
+    t, w = interval(xs), proportion_interval(xs)
+    assert w.lo == pytest.approx(t.lo, abs=2e-3) and w.hi == pytest.approx(t.hi, abs=2e-3)
+    # one seed: none; identical seeds: zero width, as the t-interval
+    assert math.isnan(proportion_interval([0.4]).lo)
+    assert (proportion_interval([0.0, 0.0]).lo, proportion_interval([0.0, 0.0]).hi) == (0.0, 0.0)
+
+
+def test_which_metrics_are_proportions():
+    for m in ("accuracy.overall", "accuracy.by_phase.degraded", "detection.false_isolation_rate", "iaa", "faa"):
+        assert is_proportion(m), m
+    for m in ("detection.delay_mean", "bfti", "tokens_per_task", "detection.false_isolations"):
+        assert not is_proportion(m), m
+    assert metric_interval("detection.delay_mean", [1.0, 5.0]).lo < 0  # a t-interval, as before
+
+
+def test_summary_csv_gives_proportions_wilson_and_other_means_t(tmp_path):
+    import csv
+
+    from test_sweep_views import A, _summary, make_sweep
+
+    from meshsim.sweep.results import write_results
+
+    accs = {1: 0.35, 2: 0.78}
+    folder = make_sweep(tmp_path / "s", {A: [1.0]}, [1, 2], lambda v, s: _summary(0.0, 10.0 * s, 0.0, accs[s]))
+    write_results(folder, json.loads((folder / "manifest.json").read_text()))
+    rows = {r["metric"]: r for r in csv.DictReader(open(folder / "summary.csv"))}
+    acc = rows["accuracy.overall"]
+    assert 0.0 <= float(acc["lo"]) < float(acc["mean"]) < float(acc["hi"]) <= 1.0
+    assert float(acc["lo"]) == pytest.approx(proportion_interval(list(accs.values())).lo)
+    d = rows["detection.delay_mean"]
+    assert float(d["lo"]) == pytest.approx(interval([10.0, 20.0]).lo) and float(d["lo"]) < 0
+
+
+def test_tradeoff_error_bars_are_capped_and_end_inside_the_axes(tmp_path):
+    from test_sweep_views import A, _summary, make_sweep
+
+    from meshsim.plots.sweeps import tradeoff
+
+    noise = {1: (0.05, 20.0), 2: (-0.05, -20.0), 3: (0.02, 10.0)}
+    base = {1.0: (0.1, 100.0), 2.0: (0.5, 50.0), 3.0: (0.02, 300.0), 4.0: (0.6, 120.0)}
+    folder = make_sweep(tmp_path / "s", {A: list(base)}, [1, 2, 3],
+                        lambda v, s: _summary(max(0.0, base[v[A]][0] + noise[s][0]), base[v[A]][1] + noise[s][1]))
+    ax = tradeoff(folder).axes[0]
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
+
+    caps = [ln for ln in ax.lines if isinstance(ln, Line2D) and ln.get_marker() in ("|", "_")]
+    assert len(caps) >= 2 * 2 * len(base)  # two ends of two bars per point
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for coll in ax.collections:
+        if isinstance(coll, LineCollection):
+            for seg in coll.get_segments():
+                for x, y in seg:
+                    assert x0 <= x <= x1 and y0 <= y <= y1
+    for ln in caps:
+        for x, y in zip(ln.get_xdata(), ln.get_ydata()):
+            assert x0 <= x <= x1 and y0 <= y <= y1

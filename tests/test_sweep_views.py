@@ -310,7 +310,9 @@ def test_tradeoff_labels_front_points_with_parameters_and_intervals(tmp_path):
     assert not pts[4.0]["pareto"] and all(pts[a]["pareto"] for a in (1.0, 2.0, 3.0))
     assert [pts[a]["rank"] for a in (1.0, 3.0, 2.0)] == [1, 2, 3]
     assert pts[3.0]["distinct"] is False and pts[2.0]["distinct"] is True
-    ci = interval([0.1 + n[0] for n in noise.values()])
+    from meshsim.sweep.stats import proportion_interval
+
+    ci = proportion_interval([0.1 + n[0] for n in noise.values()])  # a rate: Wilson (issue 32)
     assert pts[1.0]["fi_lo"] == pytest.approx(ci.lo) and pts[1.0]["fi_hi"] == pytest.approx(ci.hi)
     fig = tradeoff(folder)
     texts = [t.get_text() for a in fig.axes for t in a.texts]

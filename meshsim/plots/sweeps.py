@@ -189,7 +189,7 @@ class Cell:
 def cells(sd: SweepData, metric: str, keys: Sequence[str]) -> dict[tuple, Cell]:
     """Per combination of ``keys`` values: the metric, per seed averaged over the
     points that differ only in other parameters, with a :data:`CONF` interval."""
-    from ..sweep.stats import interval
+    from ..sweep.stats import metric_interval
 
     by: dict[tuple, dict[str, dict[int, float]]] = {}
     for r in sd.ok_rows:
@@ -206,7 +206,7 @@ def cells(sd: SweepData, metric: str, keys: Sequence[str]) -> dict[tuple, Cell]:
             for s, x in vals.items():
                 per_seed.setdefault(s, []).append(x)
         seeds = {s: statistics.fmean(xs) for s, xs in sorted(per_seed.items())}
-        ci = interval(list(seeds.values()), CONF)
+        ci = metric_interval(metric, list(seeds.values()), CONF)  # a proportion: Wilson, in [0, 1]
         pm = [statistics.fmean(v.values()) for v in pts.values() if v]
         out[k] = Cell(ci.mean if ci.n else None, ci.se, ci.lo, ci.hi, ci.n, seeds, pm, len(pts))
     return out
@@ -516,9 +516,12 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
     full = [p for p in full if not p["violates"]]
     for p in full:
         (xl, xh), (yl, yh) = bar(p, "fi"), bar(p, "delay")
-        ax.errorbar(p["fi"], p["delay"], xerr=[[xl], [xh]], yerr=[[yl], [yh]], fmt="none",
-                    ecolor="#343a40" if p["pareto"] else "#ced4da", elinewidth=0.9 if p["pareto"] else 0.7,
-                    alpha=0.7 if p["pareto"] else 1.0, zorder=1)
+        bars = ax.errorbar(p["fi"], p["delay"], xerr=[[xl], [xh]], yerr=[[yl], [yh]], fmt="none",
+                           ecolor="#343a40" if p["pareto"] else "#ced4da", elinewidth=0.9 if p["pareto"] else 0.7,
+                           capsize=2.5 if p["pareto"] else 1.5, capthick=0.8, alpha=0.7 if p["pareto"] else 1.0,
+                           zorder=1)
+        for art in bars.lines[1] + bars.lines[2]:  # caps and bars end at the axes' frame
+            art.set_clip_on(True)
     style = dict(s=[70 if p["pareto"] else 26 for p in full], linewidths=1.3, zorder=3,
                  edgecolors=["black" if p["pareto"] else "none" for p in full])
     sc = None
@@ -561,7 +564,7 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
             lines.append(f"{mark}{p['rank']:>2} {pars[p['rank']]:<{width}}  {cis[p['rank']]:<{cw}}  "
                          f"{_ci_short(p, 'delay', bounds['delay'])}  n={p['n']}" + ("  *" if p.get("recommended")
                                                                                     else ""))
-    limits = limits or _limits(pts, len(lines))
+    limits = limits or _limits(pts, len(lines), bounds)
     if limits:
         ax.set_xlim(*limits[0])
         ax.set_ylim(*limits[1])
@@ -586,17 +589,19 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
     return pts, sc, (full, front, vary)
 
 
-def _limits(pts: list[dict], box_lines: int) -> Optional[tuple]:
-    """The means set the view (intervals wider than it run off the edge), with
-    room above for the front's box."""
+def _limits(pts: list[dict], box_lines: int, bounds: Optional[dict] = None) -> Optional[tuple]:
+    """The means and their interval bars (clipped to the observed values, ``bounds``) set the
+    view, with room above for the front's box: every bar ends inside the frame, with its cap."""
     full = [p for p in pts if p["delay"] is not None and p["fi"] is not None]
     if not full:
         return None
     out = []
     for k in ("fi", "delay"):
         vals = [p[k] for p in full]
+        if bounds is not None:
+            vals += [_clip(p[k + e], bounds[k]) for p in full for e in ("_lo", "_hi") if math.isfinite(p[k + e])]
         lo, hi = min(vals), max(vals)
-        pad = 0.1 * (hi - lo) if hi > lo else max(abs(hi) * 0.2, 0.05)
+        pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.2, 0.05)
         top = hi + pad * (1.0 if k == "fi" else 1.6 + 0.45 * box_lines)
         out.append((lo - pad, top))
     return tuple(out)
@@ -676,7 +681,7 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
     labels = []
     allpts = tradeoff_points(sd, metrics)
     limits = _limits(allpts, max(sum(1 for p in tradeoff_points(part, metrics) if p["pareto"]) for _v, part in panels)
-                     + 2) if facet is not None else None
+                     + 2, {"fi": _observed(sd, fx), "delay": _observed(sd, fy)}) if facet is not None else None
     for (v, part), a in zip(panels, axs):
         _pts, s, lab = _tradeoff_panel(part, a, metrics, cnorm, show_box=True, label_all=label_all, limits=limits)
         labels.append((a, lab))

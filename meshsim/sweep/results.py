@@ -37,7 +37,8 @@ QUANTILES = (("q10", 0.10), ("q25", 0.25), ("median", 0.5), ("q75", 0.75), ("q90
 TIMING, TIMING_COLUMNS = "timing.json", ("wall_seconds", "cpu_seconds")
 RUN_COLUMNS = ("seed", "point", "status", "error") + TIMING_COLUMNS
 STAT_COLUMNS = ("runs", "failed", "n", "mean", "sd", "min") + tuple(q for q, _ in QUANTILES) + ("max",)
-#: after STAT_COLUMNS: standard error and CONF interval of the mean over seeds (Student t), then the
+#: after STAT_COLUMNS: standard error and CONF interval of the mean over seeds (Student t; Wilson for a
+#: proportion, stats.proportion_interval), then the
 #: reference point (``ref``) and the paired difference point - reference over the seeds both hold
 INTERVAL_COLUMNS = ("se", "lo", "hi")
 DIFF_COLUMNS = ("ref", "diff", "diff_se", "diff_lo", "diff_hi", "diff_n")
@@ -181,7 +182,7 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
     reference (``reference``: ``{path: value}``, see
     :func:`meshsim.sweep.slices.reference_points`; None or empty: no reference)."""
     from .slices import point_values, reference_points
-    from .stats import interval, paired
+    from .stats import metric_interval, paired
 
     metrics = metric_columns(columns, axes)
     by_point: dict[str, list[dict]] = {}
@@ -207,7 +208,7 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
                        min=min(xs) if xs else None, max=max(xs) if xs else None)
             for name, q in QUANTILES:
                 row[name] = quantile(xs, q)
-            ci = interval(xs, CONF)
+            ci = metric_interval(m, xs, CONF)  # a proportion: Wilson, in [0, 1]
             row.update(se=_finite(ci.se), lo=_finite(ci.lo), hi=_finite(ci.hi), ref=refs.get(point))
             if refs.get(point) is not None:
                 d = paired(per_seed[point][m], per_seed[refs[point]][m], CONF)
