@@ -260,3 +260,86 @@ def test_tradeoff_error_bars_are_capped_and_end_inside_the_axes(tmp_path):
     for ln in caps:
         for x, y in zip(ln.get_xdata(), ln.get_ydata()):
             assert x0 <= x <= x1 and y0 <= y <= y1
+
+
+# ------------------------------------------------------------------ large-run reports stay short
+
+
+def _many_agents(folder: Path, n_agents: int = 288, n_tasks: int = 120) -> Path:
+    """A synthetic single-seed MeshHeal folder with ``n_agents`` agents, a third degraded and
+    ~150 isolated at the end (the 288-agent report's shape), records only."""
+    import yaml
+
+    import meshsim
+    from meshsim.records import write_records
+
+    sc = meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-math.yaml", [
+        f"agents.replicas={n_agents // 6}", f"network.topology={{kind: regular, n: {n_agents}, d: 6}}",
+        f"tasks.count={n_tasks}", f"phases=[{{name: healthy, tasks: 20}}, {{name: degraded, tasks: {n_tasks - 20}}}]",
+        "events=[]"])
+    data = sc.resolved()
+    data["seeds"] = 1
+    folder.mkdir(parents=True)
+    (folder / "scenario.resolved.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    agents = [f"A{i}" for i in range(1, n_agents + 1)]
+    degraded = agents[2::3]
+    isolated = agents[1::2][:150]
+    states, reviews, info = [], [], {}
+    for j, a in enumerate(degraded):
+        info[a] = {"degraded_at": 21, "recovered_at": None, "isolated_at": 25 + j % 7, "detection_delay": 4 + j % 7,
+                   "closure": True, "reintegrated_at": None, "reintegration_delay": None}
+    for a in sorted(set(isolated) | set(degraded), key=lambda x: int(x[1:])):
+        states.append({"agent": a, "task": 25, "t": 0.0, "old": "normal", "new": "isolated",
+                       "degraded": a in info})
+    for k in range(1, n_tasks + 1):
+        for m in range(2):
+            a = agents[(k * 7 + m * 101) % n_agents]
+            deg = a in info and k >= 21
+            reviews.append({"task": k, "type": "algebra", "agent": a, "probe": False, "degraded": deg,
+                            "q": 0.1 if deg else 0.9, "detector": []})
+    write_records(folder, "states.jsonl", states, "jsonl")
+    write_records(folder, "reviews.jsonl", reviews, "jsonl")
+    write_records(folder, "tasks.jsonl", [{"index": k, "phase": "healthy" if k <= 20 else "degraded",
+                                            "correct": True, "calls": 10, "tokens": 40000}
+                                           for k in range(1, n_tasks + 1)], "jsonl")
+    (folder / "summary.json").write_text(json.dumps({
+        "scenario": data["name"], "seed": 1, "tasks": n_tasks, "agents": info, "isolated_at_end": isolated,
+        "accuracy": {"overall": 0.8, "by_phase": {"healthy": 0.85, "degraded": 0.79}},
+        "tokens_per_task": 40000.0, "calls_per_task": 10.0, "detection": {"false_isolations": 75}}))
+    return folder
+
+
+def page_height_proxy(text: str) -> tuple[int, int]:
+    """(visible table rows, characters of visible text) before the report's first figure:
+    folded <details> bodies and inline images do not count."""
+    head = text.split("<img", 1)[0]
+    head = re.sub(r"<details>.*?</details>", "", head, flags=re.S)
+    visible = re.sub(r"<[^>]+>", "", re.sub(r"<(style|title)>.*?</\1>", "", head, flags=re.S))
+    return head.count("<tr"), len(visible)
+
+
+def test_large_run_report_puts_figures_first_and_folds_long_lists(tmp_path, monkeypatch):
+    """The 288-agent report listed ~150 names in one cell and a row per degraded agent above the
+    figures (~4,500 px): now the figures come after the summary, and long lists and tables fold."""
+    from meshsim.plots import report
+
+    monkeypatch.setattr(report, "_img", lambda fig: '<img alt="figure" src="data:image/png;base64,AA==">')
+    folder = _many_agents(tmp_path / "big")
+    text = report.build_report(folder)
+    rows, chars = page_height_proxy(text)
+    assert rows <= 20 and chars <= 1500, (rows, chars)  # before: 108 rows, 4,104 characters
+    names = json.loads((folder / "summary.json").read_text())["isolated_at_end"]
+    assert f"… and {len(names) - 8} more" in text and ", ".join(names) in text  # folded, not lost
+    # the per-agent table: the first rows shown, the rest folded, every agent still there
+    tab = text[text.index("Self-healing: detection"):]
+    assert "more rows (of 96" in tab
+    assert all(f"<td>{a}</td>" in tab for a in ("A3", "A288"))
+    assert text.index("<h2>Figures") < text.index("<h2>Tables")
+
+
+def test_fold_list_keeps_short_lists_whole():
+    from meshsim.plots.report import fold_list
+
+    assert fold_list(["A1", "A2"]) == "A1, A2" and fold_list([]) == "none"
+    long = fold_list([f"A{i}" for i in range(40)])
+    assert long.startswith("<details><summary>40: A0, A1") and "and 32 more" in long and "A39" in long

@@ -24,8 +24,29 @@ from .phases import phase_bars
 from .sac import SAC_FIELDS, sac_figure, sac_runs
 from .stats import choose_agents, healing_stats, phase_stats, Stat
 
-__all__ = ["Table", "phase_table", "healing_table", "audit_table", "sac_table", "gray_table", "tables", "write_tables",
+__all__ = ["fold_list", "Table", "phase_table", "healing_table", "audit_table", "sac_table", "gray_table", "tables", "write_tables",
            "write_report", "print_tables"]
+
+
+#: a table longer than this shows its first FOLDED_PREVIEW rows and folds the rest
+MAX_ROWS = 15
+FOLDED_PREVIEW = 8
+#: a list longer than this in a cell (agent names) shows its first LIST_PREVIEW and folds the rest
+MAX_LIST = 12
+LIST_PREVIEW = 8
+
+
+def fold_list(names: Sequence[str], empty: str = "none") -> str:
+    """HTML of a list of names: whole when short, else the first few, "… and K more" and the
+    whole list folded in a ``<details>`` (the 288-agent report's cell of ~150 names)."""
+    names = [str(n) for n in names]
+    if not names:
+        return html.escape(empty)
+    if len(names) <= MAX_LIST:
+        return html.escape(", ".join(names))
+    head = html.escape(", ".join(names[:LIST_PREVIEW]))
+    return (f"<details><summary>{len(names)}: {head}, … and {len(names) - LIST_PREVIEW} more</summary>"
+            f"{html.escape(', '.join(names))}</details>")
 
 
 @dataclass
@@ -59,12 +80,23 @@ class Table:
             w.writerow(["" if v is None else (f"{v:.6g}" if isinstance(v, float) else v) for v in r])
         return buf.getvalue()
 
-    def to_html(self) -> str:
+    def to_html(self, max_rows: int = MAX_ROWS) -> str:
+        """The table; past ``max_rows`` rows the rest is folded into a ``<details>`` (a 288-agent
+        run's tables hold a row per degraded agent and per isolation: the page stays short)."""
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.rows)
+
+        def rows(rs: list[list[str]]) -> str:
+            return "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rs)
+
         note = f'<p class="note">{html.escape(self.note)}</p>' if self.note else ""
-        return (f"<h3>{html.escape(self.title)}</h3><table><thead><tr>{head}</tr></thead>"
-                f"<tbody>{body}</tbody></table>{note}")
+        shown, rest = (self.rows, []) if len(self.rows) <= max_rows else \
+            (self.rows[:FOLDED_PREVIEW], self.rows[FOLDED_PREVIEW:])
+        out = (f"<h3>{html.escape(self.title)}</h3><table><thead><tr>{head}</tr></thead>"
+               f"<tbody>{rows(shown)}</tbody></table>")
+        if rest:
+            out += (f"<details><summary>{len(rest)} more rows (of {len(self.rows)}; all in {self.name}.csv)"
+                    f"</summary><table><thead><tr>{head}</tr></thead><tbody>{rows(rest)}</tbody></table></details>")
+        return out + note
 
     def to_rich(self):
         from rich.table import Table as RichTable
@@ -435,9 +467,7 @@ def build_report(run: Any, seed: Optional[int] = None) -> str:
     parts.append(f'<p class="meta">run folder <code>{html.escape(str(rs.path))}</code> · protocol '
                  f'<b>{html.escape(rf.protocol)}</b> · {seeds}</p>')
     parts.append("<h2>Summary</h2>" + _headline_html(rs))
-    tabs = tables(rs)
-    if tabs:
-        parts.append("<h2>Tables</h2>" + "".join(t.to_html() for t in tabs))
+    # figures first (what a reader looks at), then the tables, long ones folded
     figs = _figures(rs, seed)
     parts.append("<h2>Figures</h2>")
     for title, caption, build in figs:
@@ -448,6 +478,9 @@ def build_report(run: Any, seed: Optional[int] = None) -> str:
             continue
         parts.append(f"<figure><h3>{html.escape(title)}</h3>{_img(fig)}"
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    tabs = tables(rs)
+    if tabs:
+        parts.append("<h2>Tables</h2>" + "".join(t.to_html() for t in tabs))
     import yaml
 
     parts.append("<h2>Scenario</h2><details><summary>scenario.resolved.yaml"
@@ -467,6 +500,7 @@ def _version() -> str:
 def _headline_html(rs: RunSet) -> str:
     rf = rs.first
     items = []
+    folded: set[str] = set()  # items whose value is HTML already
     for path, label, digits, scale in (("accuracy.overall", "accuracy", 3, 1.0),
                                        ("tokens_per_task", "tokens per task (k)", 1, 1e-3),
                                        ("calls_per_task", "model calls per task", 1, 1.0),
@@ -485,7 +519,8 @@ def _headline_html(rs: RunSet) -> str:
     if not rs.multi:
         iso = rf.summary.get("isolated_at_end")
         if isinstance(iso, list):
-            items.append(("isolated at end", ", ".join(iso) or "none"))
+            items.append(("isolated at end", fold_list(iso)))
+            folded.add("isolated at end")
         from ..collapse import collapse_clause
 
         clause = collapse_clause(rf.summary)
@@ -496,7 +531,8 @@ def _headline_html(rs: RunSet) -> str:
         if isinstance(col, dict) and col.get("true"):
             items.append(("collapse (every healthy holder of an ability isolated)",
                           f"in {col['true']} of {col['n']} seeds"))
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in items)
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v if k in folded else html.escape(v)}</td></tr>"
+                   for k, v in items)
     return f"<table><tbody>{rows}</tbody></table><p class=\"note\">{html.escape(_seeds_note(rs))}</p>"
 
 
