@@ -343,3 +343,35 @@ def test_fold_list_keeps_short_lists_whole():
     assert fold_list(["A1", "A2"]) == "A1, A2" and fold_list([]) == "none"
     long = fold_list([f"A{i}" for i in range(40)])
     assert long.startswith("<details><summary>40: A0, A1") and "and 32 more" in long and "A39" in long
+
+
+# ------------------------------------------------------------------ topology legend
+
+
+def test_legend_labels_never_read_the_same():
+    from meshsim.plots.graph import legend_labels
+
+    common = "abstract_reasoning, algebra, calculus, combinatorics, geometry, number_theory, "
+    kinds = [common + "probability", common + "statistics", "strong", "weak"]
+    labels = legend_labels(kinds)
+    assert len(set(labels.values())) == len(kinds)
+    assert labels["strong"] == "strong"
+    assert "probability" in labels[kinds[0]] and "statistics" in labels[kinds[1]]
+    assert all(len(line) <= 34 for v in labels.values() for line in v.splitlines())
+
+
+def test_topology_legend_names_each_ability_set(tmp_path):
+    import yaml
+
+    from meshsim.plots import topology
+
+    common = "abstract_reasoning, algebra, calculus, combinatorics, geometry, number_theory"
+    roles = {f"A{i}": common + (", probability" if i % 2 else ", statistics") for i in range(1, 7)}
+    (tmp_path / "summary.json").write_text(json.dumps({"scenario": "t", "seed": 1, "roles": roles}))
+    (tmp_path / "scenario.resolved.yaml").write_text(yaml.safe_dump({
+        "name": "t", "seed": 1, "seeds": 1, "network": {"topology": {"kind": "complete", "n": 6}},
+        "protocol": {"name": "sac", "params": {"rounds": 6, "F": 1}}, "duration": 10}))
+    fig = topology(tmp_path, color_by="role")
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert len(texts) == 2 and len(set(texts)) == 2
+    assert any("probability" in t for t in texts) and any("statistics" in t for t in texts)

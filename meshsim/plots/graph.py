@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 from ..errors import InputError, MeshsimError, RunFolderError
 from ..names import node_order
-from .canvas import ROLE_COLORS, STATE_COLORS, _new_figure, _short, _TOPO_COLORS
+from .canvas import ROLE_COLORS, STATE_COLORS, _new_figure, _TOPO_COLORS
 from .folder import RunFolder, _as_folder, _summary_agents
 from .stats import degraded_intervals, STATES
 
@@ -111,7 +111,8 @@ def topology(run: Any, color_by: str = "state", seed: Optional[int] = None, fig=
                 ax.annotate(v, pos[v], ha="center", va="center", fontsize=8 if n <= 12 else 6, color="white"
                             if n <= 12 else "black", xytext=(0, 0 if n <= 12 else 7), textcoords="offset points",
                             zorder=3, fontweight="bold" if n <= 12 else "normal")
-        handles = [Line2D([], [], ls="", marker="o", ms=8, color=palette[k], label=_short(k)) for k in kinds]
+        names = legend_labels(kinds)
+        handles = [Line2D([], [], ls="", marker="o", ms=8, color=palette[k], label=names[k]) for k in kinds]
         if deg_truth:
             handles.append(Line2D([], [], ls="", marker="o", ms=8, mfc="white", mec="black", mew=2,
                                   label="degraded (truth)"))
@@ -134,8 +135,9 @@ def topology(run: Any, color_by: str = "state", seed: Optional[int] = None, fig=
     dmax = max(degs.values()) if degs else 0
     dmin = min(degs.values()) if degs else 0
     bins = np.arange(dmin - 0.5, dmax + 1.5, max(1, (dmax - dmin + 1) // 40))
+    names = legend_labels(kinds)
     a1.hist([[degs[v] for v in G.nodes if groups.get(v) == k] for k in kinds], bins=bins, stacked=True,
-            color=[palette[k] for k in kinds], label=[_short(k) for k in kinds])
+            color=[palette[k] for k in kinds], label=[names[k] for k in kinds])
     a1.set_xlabel("degree")
     a1.set_ylabel("agents")
     a1.set_title(f"degree: min {min(degs.values())}, mean {np.mean(list(degs.values())):.1f}, max {dmax}",
@@ -147,7 +149,7 @@ def topology(run: Any, color_by: str = "state", seed: Optional[int] = None, fig=
         for k in kinds:
             cnt = np.array([sum(1 for v in G.nodes if ab in abilities.get(v, ()) and groups.get(v) == k)
                             for ab in abil], dtype=float)
-            a2.barh(range(len(abil)), cnt, left=bottom, color=palette[k], label=_short(k))
+            a2.barh(range(len(abil)), cnt, left=bottom, color=palette[k], label=names[k])
             bottom += cnt
         a2.set_yticks(range(len(abil)), [a.replace("_", " ") for a in abil], fontsize=8)
         a2.invert_yaxis()
@@ -156,11 +158,36 @@ def topology(run: Any, color_by: str = "state", seed: Optional[int] = None, fig=
     else:
         counts = [sum(1 for v in G.nodes if groups.get(v) == k) for k in kinds]
         a2.bar(range(len(kinds)), counts, color=[palette[k] for k in kinds])
-        a2.set_xticks(range(len(kinds)), [_short(k) for k in kinds], fontsize=8)
+        a2.set_xticks(range(len(kinds)), [names[k] for k in kinds], fontsize=8)
         a2.set_ylabel("agents")
         a2.set_title("agents per " + ("final state" if color_by == "state" else "role"), fontsize=9)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+def legend_labels(kinds: list[str], width: int = 34, max_lines: int = 3) -> dict[str, str]:
+    """A legend label per kind (a role, a state, an ability set such as "algebra, calculus, …"):
+    wrapped at ``width`` characters, at most ``max_lines`` lines, and never two alike: kinds whose
+    shortened labels would read the same (two ability sets that differ only at the end) get their
+    whole text, so each colour's label names it."""
+    import textwrap
+
+    def label(k: str, lines: Optional[int]) -> str:
+        text = str(k).replace("_", " ")
+        rows = textwrap.wrap(text, width, break_on_hyphens=False) or [text]
+        if lines is not None and len(rows) > lines:
+            rows = rows[:lines]
+            rows[-1] = rows[-1][:width - 1].rstrip(" ,") + "…"
+        return "\n".join(rows)
+
+    out = {k: label(k, max_lines) for k in kinds}
+    count: dict[str, int] = {}
+    for v in out.values():
+        count[v] = count.get(v, 0) + 1
+    for k in kinds:
+        if count[out[k]] > 1:
+            out[k] = label(k, None)
+    return out
 
 
 def _palette(kinds: list[str]) -> dict[str, str]:
