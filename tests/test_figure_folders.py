@@ -271,7 +271,7 @@ def _many_agents(folder: Path, n_agents: int = 288, n_tasks: int = 120) -> Path:
     import yaml
 
     import meshsim
-    from meshsim.records import write_records
+    from meshsim.io.records import write_records
 
     sc = meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-math.yaml", [
         f"agents.replicas={n_agents // 6}", f"network.topology={{kind: regular, n: {n_agents}, d: 6}}",

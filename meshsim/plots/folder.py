@@ -2,7 +2,7 @@
 
 Files are read on first use and cached; per-record files are read in plain
 (``.jsonl``) or compressed (``.jsonl.gz``) form. Every check of what is missing
-raises :class:`~meshsim.errors.RunFolderError` naming the folder.
+raises :class:`~meshsim.core.errors.RunFolderError` naming the folder.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from ..errors import RunFolderError
-from ..names import node_order
-from ..records import dig, find_records, has_records, iter_records
+from ..core.errors import RunFolderError
+from ..core.names import node_order
+from ..io.records import dig, find_records, has_records, iter_records
 
 
 #: the per-record tables a run may write (each NAME.jsonl or NAME.jsonl.gz; runfolder.TABLES)
@@ -465,7 +465,7 @@ def _without_aggregate(p: Path, seeds: dict[int, Path]) -> RunSet:
     (``meshsim run --seed S``), or it is a sweep point (``runs/<point>/``), or
     its last seed is still running. Its finished seeds are what there is: their
     aggregate is computed here and :attr:`RunSet.note` says which seeds it covers."""
-    from ..metrics import aggregate
+    from ..observe.metrics import aggregate
 
     done = {s: d for s, d in seeds.items()
             if (d / "summary.json").is_file() and (d / "scenario.resolved.yaml").is_file()}

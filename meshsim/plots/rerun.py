@@ -11,16 +11,16 @@ and seed, in this process, and its tables are written into the seed's folder:
   are deterministic); if it does not (another meshsim version, a changed
   profile or dataset) nothing is written and the reason is one line;
 - only the table files are written, each listed first in the folder's
-  ``.meshsim-files.json`` (:class:`meshsim.runfolder.OwnFiles`); a table
+  ``.meshsim-files.json`` (:class:`meshsim.io.runfolder.OwnFiles`); a table
   name already there and not listed is someone else's file: refused;
-- the folder is locked while it is written (:class:`meshsim.runfolder.RunLock`).
+- the folder is locked while it is written (:class:`meshsim.io.runfolder.RunLock`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..errors import MeshsimError, RunFolderError
+from ..core.errors import MeshsimError, RunFolderError
 from .folder import RunFolder, RunSet
 
 __all__ = ["rerun_records", "rerun_missing"]
@@ -29,7 +29,7 @@ __all__ = ["rerun_records", "rerun_missing"]
 def _base_dir(folder: Path) -> Path:
     """Where the scenario's relative inputs are found: the sweep's scenario file's
     folder (``SWEEP/runs/<point>/seed-<s>/``), else the run's scenario file's (provenance), else the folder."""
-    from ..runfolder import read_json
+    from ..io.runfolder import read_json
 
     for up in list(folder.parents)[:3]:
         man = read_json(up / "manifest.json")
@@ -51,10 +51,10 @@ def rerun_records(folder: Path | str) -> list[str]:
     returns the names written."""
     import yaml
 
-    from ..records import write_records
-    from ..runfolder import OwnFiles, RunLock
-    from ..runner import dump_json, run_one
-    from ..scenario import parse_scenario
+    from ..io.records import write_records
+    from ..io.runfolder import OwnFiles, RunLock
+    from ..simulate.runner import dump_json, run_one
+    from ..scenario.model import parse_scenario
 
     folder = Path(folder)
     rf = RunFolder(folder)
