@@ -113,6 +113,10 @@ def test_rerun_writes_only_its_record_tables_and_lists_them(sweep_dir, tmp_path)
     # the folder now holds full records: plotting needs no rerun
     res = invoke("plot", point / "seed-1", "-o", tmp_path / "tl.png")
     assert res.exit_code == 0, res.output
+    from meshsim.plots import open_run
+    from meshsim.plots.healing import topology_events
+
+    assert topology_events(open_run(point).first) == []  # degrade / recover only: no topology marks
 
 
 def test_rerun_refuses_a_table_it_did_not_write(sweep_dir, tmp_path):
@@ -375,3 +379,37 @@ def test_topology_legend_names_each_ability_set(tmp_path):
     texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert len(texts) == 2 and len(set(texts)) == 2
     assert any("probability" in t for t in texts) and any("statistics" in t for t in texts)
+
+
+# ------------------------------------------------------------------ topology events on the timelines
+
+
+def test_timeline_marks_link_and_topology_events(tmp_path):
+    """link_down / link_up at a task, a timed change of every link, a removed link elsewhere: each
+    is a line at its task on every panel, solid where it touches the panel's agent."""
+    from meshsim.io.records import read_records
+    from meshsim.plots import open_run, timeline
+    from meshsim.plots.healing import topology_events
+
+    out = tmp_path / "ev"
+    res = invoke("run", STAGGERED, "--smoke", "-q", "-o", out, "--set",
+                 "events=[{at_task: 43, type: degrade, agents: [A3]}, {at_task: 60, type: link_down, link: [A3, A1]},"
+                 " {at_task: 90, type: link_up, link: [A3, A1]}, {at: 3000s, type: set_link, link: all, loss: 0.05},"
+                 " {at_task: 150, type: remove_link, link: [A2, A4]}]")
+    assert res.exit_code == 0, res.output
+    rf = open_run(out).first
+    events = topology_events(rf)
+    assert [(e["event"], e["task"]) for e in events if e["event"] != "set_link"] == \
+        [("link_down", 60), ("link_up", 90), ("remove_link", 150)]
+    (timed,) = [e for e in events if e["event"] == "set_link"]
+    tasks = read_records(out, "tasks.jsonl")
+    assert max(t["index"] for t in tasks if t["start"] <= 3000.0) == timed["task"]
+    fig = timeline(rf, agents=["A3", "A2"])
+    for ax, agent in zip(fig.axes[:2], ["A3", "A2"]):
+        lines = {ln.get_gid().split(":")[1]: ln for ln in ax.lines if (ln.get_gid() or "").startswith("topology:")}
+        assert set(lines) == {"link_down", "link_up", "set_link", "remove_link"}
+        assert lines["link_down"].get_xdata()[0] == 60
+        own = {"link_down", "link_up", "set_link"} if agent == "A3" else {"set_link", "remove_link"}
+        assert {k for k, ln in lines.items() if ln.get_linestyle() == "-"} == own, agent
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("topology event" in t for t in legend)

@@ -52,6 +52,76 @@ def _collapse_note(rf: RunFolder) -> Optional[str]:
     return text.replace("COLLAPSE: ", "hatched: collapse, ") if text else None
 
 
+#: link and topology events (scenario ``events``) marked on the timelines; degrade / recover are the pink spans
+TOPOLOGY_EVENTS = ("link_down", "link_up", "set_link", "add_link", "remove_link", "add_agent", "remove_agent",
+                   "partition", "heal")
+EVENT_COLOR = "#e8590c"
+
+
+def topology_events(rf: RunFolder) -> list[dict]:
+    """The link and topology events that fired in the run, from ``events.jsonl``: per event its
+    ``task`` (``at_task`` as the scenario gives it; a timed event: the task in progress at its
+    time, from tasks.jsonl), ``event``, the ``agents`` it touches (none: every link, a partition)
+    and a short ``label``. Empty when the folder has no events table."""
+    import bisect
+
+    if "_topo_events" in rf._cache:
+        return rf._cache["_topo_events"]
+    out: list[dict] = []
+    if rf.has("events.jsonl"):
+        declared = rf.scenario.get("events") or []
+        starts: Optional[list[tuple[float, int]]] = None
+        for r in rf.iter_jsonl("events.jsonl"):
+            if r.get("type") != "event" or r.get("event") not in TOPOLOGY_EVENTS:
+                continue
+            i = r.get("index")
+            spec = declared[i] if isinstance(i, int) and 0 <= i < len(declared) and \
+                isinstance(declared[i], dict) else {}
+            task = spec.get("at_task")
+            if not isinstance(task, int):
+                if starts is None:
+                    starts = sorted((float(t.get("start") or 0.0), int(t["index"])) for t in rf.tasks()
+                                    if isinstance(t.get("index"), int))
+                j = bisect.bisect_right(starts, (float(r.get("t") or 0.0), float("inf"))) - 1
+                task = starts[j][1] if j >= 0 else 1
+            out.append(dict(task=task, **_event_words(r)))
+    rf._cache["_topo_events"] = out
+    return out
+
+
+def _event_words(r: dict) -> dict:
+    ev = str(r.get("event"))
+    link = r.get("link")
+    if isinstance(link, list) and len(link) == 2:
+        agents = [str(a) for a in link]
+        word = {"link_down": "down", "link_up": "up", "add_link": "added", "remove_link": "removed",
+                "set_link": "changed"}.get(ev, ev)
+        return {"event": ev, "agents": agents, "label": f"{agents[0]}–{agents[1]} {word}"}
+    if ev in ("add_agent", "remove_agent"):
+        a = str(r.get("agent"))
+        return {"event": ev, "agents": [a], "label": f"{a} {'added' if ev == 'add_agent' else 'removed'}"}
+    if ev == "set_link":
+        return {"event": ev, "agents": [], "label": "links changed"}
+    return {"event": ev, "agents": [], "label": ev}
+
+
+def _mark_events(ax, rf: RunFolder, agent: Optional[str], label: bool = True) -> list[dict]:
+    """Dotted orange lines at the link and topology events: solid and labelled for events that touch
+    ``agent`` (its links, itself) or every agent (a partition, a change of every link)."""
+    events = topology_events(rf)
+    mine = [e for e in events if not e["agents"] or agent in e["agents"]]
+    for k, e in enumerate(events):
+        own = e in mine
+        ln = ax.axvline(e["task"], color=EVENT_COLOR, ls="-" if own else ":", lw=1.1 if own else 0.8,
+                        alpha=0.9 if own else 0.55, zorder=2)
+        ln.set_gid(f"topology:{e['event']}:{e['task']}:{k}")
+        if label and own and len(mine) <= 8:
+            ax.annotate(e["label"], (e["task"], 0.11), xycoords=("data", "axes fraction"), xytext=(2, 0),
+                        textcoords="offset points", rotation=90, va="bottom", ha="left", fontsize=7,
+                        color=EVENT_COLOR, zorder=6, bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.3})
+    return events
+
+
 def _shade_degraded(ax, spans: list[tuple[int, int]], label: bool = True) -> None:
     for i, (b, r) in enumerate(spans):
         ax.axvspan(b - 0.5, r - 0.5, color=DEGRADED_COLOR, lw=0, zorder=0,
@@ -105,7 +175,7 @@ def _mark_caption(rf: RunFolder, agent: str) -> str:
 
 
 def _state_legend_handles(probe: bool = True, curve: bool = True, band: bool = True, degraded: bool = True,
-                          collapse: bool = False):
+                          collapse: bool = False, events: bool = False):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -121,6 +191,8 @@ def _state_legend_handles(probe: bool = True, curve: bool = True, band: bool = T
     if collapse:
         h.append(Patch(facecolor="none", edgecolor=COLLAPSE_COLOR, hatch="////", lw=0,
                        label="collapse (all healthy holders isolated)"))
+    if events:
+        h.append(Line2D([], [], color=EVENT_COLOR, lw=1.1, label="link / topology event (dotted: other agents')"))
     return h
 
 
@@ -178,14 +250,15 @@ def agent_timeline(run: Any, agent: str, ax=None, seed: Optional[int] = None, wi
     _state_strip(ax, series, -0.19, 0.09)
     ax.text(0.0, -0.145, "state ", transform=ax.get_yaxis_transform(), ha="right", va="center", fontsize=8)
     _marks(ax, rf, agent, top=0.995)
+    events = _mark_events(ax, rf, agent)
     ax.set_xlim(0.5, n + 0.5)
     ax.set_ylim(-0.22, 1.12)
     ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     ax.set_ylabel("review score q")
     ax.set_title(f"{agent}: {_mark_caption(rf, agent)}", fontsize=9, loc="left")
     if legend and ax.figure is not None and len(ax.figure.axes) == 1:
-        ax.figure.legend(handles=_state_legend_handles(collapse=bool(collapsed)), loc="outside lower center",
-                         ncol=5 if collapsed else 8, fontsize=8, frameon=False)
+        ax.figure.legend(handles=_state_legend_handles(collapse=bool(collapsed), events=bool(events)),
+                         loc="outside lower center", ncol=5 if collapsed or events else 8, fontsize=8, frameon=False)
         ax.set_xlabel("task index")
     return ax
 
@@ -215,8 +288,9 @@ def timeline(run: Any, agents: Optional[Sequence[str]] = None, seed: Optional[in
         agent_timeline(rf, a, ax=ax, window=window, legend=False)
     axes[-1].set_xlabel("task index")
     collapsed = bool(collapse_spans(rf))
-    fig.legend(handles=_state_legend_handles(collapse=collapsed), loc="outside lower center",
-               ncol=5 if collapsed else 8, fontsize=8, frameon=False)
+    events = bool(topology_events(rf))
+    fig.legend(handles=_state_legend_handles(collapse=collapsed, events=events), loc="outside lower center",
+               ncol=5 if collapsed or events else 8, fontsize=8, frameon=False)
     lines = [x for x in (note, _collapse_note(rf)) if x]
     fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detection and reintegration"
                  + "".join(f"\n{x}" for x in lines), fontsize=10)
@@ -391,13 +465,15 @@ def detector_view(run: Any, agent: str, ax=None, seed: Optional[int] = None, leg
     y0 = ymin - pad - strip
     _state_strip(ax, state_series(rf, agent), y0 + strip * 0.1, strip * 0.75)
     _marks(ax, rf, agent, top=0.995)
+    events = _mark_events(ax, rf, agent)
     ax.set_xlim(0.5, n + 0.5)
     ax.set_ylabel("detector statistic")
     ax.set_title(f"{agent}: {label}" + ("" if pts else " (no detector updates with a statistic)"),
                  fontsize=9, loc="left")
     if legend and len(ax.figure.axes) == 1:
         ax.set_xlabel("task index")
-        ax.figure.legend(handles=_state_legend_handles(curve=False, band=False), loc="outside lower center",
+        ax.figure.legend(handles=_state_legend_handles(curve=False, band=False, events=bool(events)),
+                         loc="outside lower center",
                          ncol=6, fontsize=8, frameon=False)
     return ax
 
@@ -417,7 +493,8 @@ def detector_figure(run: Any, agents: Optional[Sequence[str]] = None, seed: Opti
     for ax, a in zip(axes, chosen):
         detector_view(rf, a, ax=ax)
     axes[-1].set_xlabel("task index")
-    fig.legend(handles=_state_legend_handles(curve=False, band=False), loc="outside lower center", ncol=6,
+    fig.legend(handles=_state_legend_handles(curve=False, band=False, events=bool(topology_events(rf))),
+               loc="outside lower center", ncol=6,
                fontsize=8, frameon=False)
     fig.suptitle(f"{rf.scenario.get('name', '')} (seed {rf.seed}): detector statistic per review"
                  + (f"\n{note}" if note else ""), fontsize=10)

@@ -411,7 +411,8 @@ def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[
                         f"Seed {rf.seed}. Pink: injected degradation; markers: reviewed outputs coloured by the "
                         "state after the update, hollow: recovery probes; black: rolling mean review score; "
                         "blue: 10th–90th percentile of normal agents' mean score; bottom strip: inferred "
-                        "state; dashed: detection c and reintegration u with their delays.",
+                        "state; dashed: detection c and reintegration u with their delays; orange: link and topology "
+                        "events (solid: the agent's own links or every agent's; dotted: other agents').",
                         lambda: timeline(rf, agents=chosen, note=note)))
             if str(rf.params.get("detector", "relative")) != "none" and rf.params.get("review", True):
                 out.append(("Detector statistic",
