@@ -640,6 +640,9 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
     if len(res.failures) > 10:
         click.echo(f"  ... and {len(res.failures) - 10} more (results.csv, column error)")
     click.echo("wrote " + ", ".join(str(p) for p in res.written))
+    from .plots.sweeps import redraw_stale
+
+    redraw_stale(out_dir, echo=click.echo)  # figures and report.html drawn before the sweep grew (docs/sweeps.md)
     return 100 + min(res.failed, 99) if res.failed else 0
 
 
@@ -732,6 +735,9 @@ def _search(scenario, grid, zips, seeds, sets, out, workers, executor, scheduler
             click.echo(f"  {m}: {iv['mean']:.4g}{ci}")
         click.echo(f"  {rec['set']}")
     click.echo("wrote " + ", ".join(str(p) for p in res.written))
+    from .plots.sweeps import redraw_stale
+
+    redraw_stale(out_dir, echo=click.echo)  # figures drawn before the search went on
     return 100 + min(res.failed_runs, 99) if res.failed_runs else 0
 
 

@@ -413,3 +413,55 @@ def test_timeline_marks_link_and_topology_events(tmp_path):
         assert {k for k, ln in lines.items() if ln.get_linestyle() == "-"} == own, agent
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any("topology event" in t for t in legend)
+
+
+# ------------------------------------------------------------------ figures of a growing sweep
+
+
+def test_extending_a_sweep_redraws_its_stale_figures(sweep_dir, tmp_path):
+    import shutil
+
+    from meshsim.plots.sweeps import FIGURES_STAMP, results_stamp, stale_figures
+
+    sw = tmp_path / "sw"
+    shutil.copytree(sweep_dir, sw)
+    outside = tmp_path / "elsewhere.png"
+    for args in (("--kind", "tradeoff"), ("--kind", "sensitivity", "-o", sw / "sens.png"),
+                 ("--kind", "tradeoff", "-o", outside)):
+        res = invoke("plot", sw, *args)
+        assert res.exit_code == 0, res.output
+    stamps = json.loads((sw / FIGURES_STAMP).read_text())["figures"]
+    assert set(stamps) == {"tradeoff.png", "sens.png"}  # a figure outside the folder is not followed
+    assert stamps["sens.png"]["args"]["kind"] == "sensitivity" and stamps["sens.png"]["runs"] == 1
+    assert stale_figures(sw) == []
+    before = {n: (sw / n).read_bytes() for n in ("tradeoff.png", "sens.png")}
+    far = outside.read_bytes()
+    # the same sweep with a second seed: the folder grows, its figures are redrawn at the end
+    res = invoke("sweep", STAGGERED, "--smoke", "--grid", "protocol.params.beta=2.5", "--seeds", "1-2",
+                 "--out", sw, "--workers", "1", "--yes", "-q")
+    assert res.exit_code == 0, res.output
+    for n in ("tradeoff.png", "sens.png"):
+        assert f"redrew {sw / n} (drawn from 1 finished runs, the folder now holds 2)" in res.output
+        assert (sw / n).read_bytes() != before[n]
+    assert outside.read_bytes() == far
+    stamps = json.loads((sw / FIGURES_STAMP).read_text())["figures"]
+    assert {s["digest"] for s in stamps.values()} == {results_stamp(sw)["digest"]} and stale_figures(sw) == []
+    # resuming with nothing new redraws nothing
+    res = invoke("sweep", "--out", sw, "--workers", "1", "-q")
+    assert res.exit_code == 0 and "redrew" not in res.output
+
+
+def test_a_stale_figure_that_cannot_be_redrawn_is_named(sweep_dir, tmp_path):
+    import shutil
+
+    from meshsim.plots.sweeps import FIGURES_STAMP, redraw_stale
+
+    sw = tmp_path / "sw"
+    shutil.copytree(sweep_dir, sw)
+    (sw / "mine.png").write_bytes(b"png")
+    (sw / FIGURES_STAMP).write_text(json.dumps({"format": 1, "figures": {"mine.png": {
+        "what": "plot", "digest": "0", "runs": 0, "args": {"kind": "heatmap", "x": "nosuch"}}}}))
+    lines = []
+    assert redraw_stale(sw, echo=lines.append) == []
+    assert len(lines) == 1 and lines[0].startswith(f"stale: {sw / 'mine.png'} (drawn from 0 finished runs")
+    assert "meshsim plot redraws it" in lines[0] and (sw / "mine.png").read_bytes() == b"png"

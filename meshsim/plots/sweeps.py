@@ -39,7 +39,8 @@ from .canvas import _new_figure, _png_bytes, save_figure
 
 __all__ = ["SweepData", "open_sweep", "tradeoff", "heatmap", "sensitivity", "parallel", "pareto_front",
            "point_means", "cells", "Cell", "tradeoff_points", "render_sweep", "write_sweep_report",
-           "build_sweep_report", "SWEEP_KINDS", "DELAY", "FALSE_ISO", "MISSED", "search_info", "seed_counts"]
+           "build_sweep_report", "SWEEP_KINDS", "DELAY", "FALSE_ISO", "MISSED", "search_info", "seed_counts",
+           "FIGURES_STAMP", "results_stamp", "stamp_figure", "stale_figures", "redraw_stale"]
 
 SWEEP_KINDS = ("tradeoff", "heatmap", "sensitivity", "parallel")
 DELAY, FALSE_ISO, MISSED = "detection.delay_mean", "detection.false_isolation_rate", "detection.missed_rate"
@@ -1118,7 +1119,115 @@ def render_sweep(path: Path | str, kind: Optional[str] = None, x: Optional[str] 
         fig = parallel(sd, metric, color)
     else:
         fig = sensitivity(sd, x, metric, by, facet=facet)
-    return save_figure(fig, Path(out) if out is not None else sd.path / f"{kind}.png")
+    target = save_figure(fig, Path(out) if out is not None else sd.path / f"{kind}.png")
+    stamp_figure(path, target, {"kind": kind, "x": x, "y": y, "metric": metric, "by": by, "where": _plain(where),
+                                "facet": facet, "color": color})
+    return target
+
+
+# ------------------------------------------------------------------------------- stale figures
+
+#: which results each figure and report in a sweep folder was drawn from (``meshsim sweep`` redraws
+#: the ones an extension of the sweep made stale)
+FIGURES_STAMP = ".meshsim-figures.json"
+_STAMPED = ("results.csv", "recommended.json")  # what the figures and reports read, beside the runs
+
+
+def results_stamp(folder: Path | str) -> dict[str, Any]:
+    """``{"digest", "runs"}`` of the results a sweep folder's figures are drawn from: a sha256 of
+    results.csv (and a search's recommended.json) and the number of finished runs."""
+    import hashlib
+
+    folder = Path(folder)
+    h = hashlib.sha256()
+    runs = 0
+    for name in _STAMPED:
+        try:
+            data = (folder / name).read_bytes()
+        except OSError:
+            continue
+        h.update(name.encode() + b"\0" + data + b"\0")
+        if name == "results.csv":
+            import csv
+            import io
+
+            runs = sum(1 for r in csv.DictReader(io.StringIO(data.decode("utf-8", "replace")))
+                       if r.get("status") == "ok")
+    return {"digest": h.hexdigest()[:16], "runs": runs}
+
+
+def _plain(v: Any) -> Any:
+    """An option as JSON keeps it (PATH=VALUE items, or a mapping of them); None when unset."""
+    if not v:
+        return None
+    if isinstance(v, Mapping):
+        return {str(k): x for k, x in v.items()}
+    return [str(x) for x in v] if isinstance(v, (list, tuple)) else str(v)
+
+
+def _stamps(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / FIGURES_STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    figs = data.get("figures") if isinstance(data, dict) else None
+    return figs if isinstance(figs, dict) else {}
+
+
+def stamp_figure(folder: Path | str, target: Path | str, args: dict[str, Any], what: str = "plot") -> None:
+    """Note that ``target`` (a figure or report inside the sweep folder) was drawn now, with ``args``,
+    from the folder's current results; a file outside the folder is not followed."""
+    from ..io.records import write_atomic
+
+    folder, target = Path(folder), Path(target)
+    try:
+        rel = target.resolve().relative_to(folder.resolve()).as_posix()
+    except (ValueError, OSError):
+        return
+    figs = _stamps(folder)
+    figs[rel] = {"what": what, "args": args, **results_stamp(folder)}
+    try:
+        write_atomic(folder / FIGURES_STAMP, json.dumps({"format": 1, "figures": figs}, indent=1, sort_keys=True)
+                     + "\n")
+    except OSError:  # a read-only folder: the figure is written, its stamp is a convenience
+        pass
+
+
+def stale_figures(folder: Path | str) -> list[tuple[str, dict[str, Any]]]:
+    """(file, its stamp) of every figure or report in the sweep folder that was drawn from other
+    results than the folder holds now (and is still there)."""
+    folder = Path(folder)
+    now = results_stamp(folder)["digest"]
+    return [(rel, st) for rel, st in sorted(_stamps(folder).items())
+            if isinstance(st, dict) and st.get("digest") != now and (folder / rel).is_file()]
+
+
+def redraw_stale(folder: Path | str, echo=lambda s: None) -> list[Path]:
+    """Redraw every stale figure and report of a sweep folder (:func:`stale_figures`) with the
+    options it was drawn with; one that cannot be redrawn (no matplotlib, an option that no
+    longer applies) is named as stale with the command that redraws it. Returns the files redrawn."""
+    from ..core.errors import MeshsimError
+
+    folder = Path(folder)
+    now = results_stamp(folder)["runs"]
+    done = []
+    for rel, st in stale_figures(folder):
+        args = dict(st.get("args") or {})
+        why = f"drawn from {st.get('runs', '?')} finished runs, the folder now holds {now}"
+        try:
+            if st.get("what") == "report":
+                p = write_sweep_report(folder, folder / rel, where=args.get("where"), facet=args.get("facet"),
+                                       reference=args.get("reference"))
+            else:
+                p = render_sweep(folder, out=folder / rel, **{k: args.get(k) for k in (
+                    "kind", "x", "y", "metric", "by", "facet", "color")}, where=args.get("where"))
+        except (MeshsimError, ImportError) as exc:
+            cmd = "meshsim report" if st.get("what") == "report" else "meshsim plot"
+            echo(f"stale: {folder / rel} ({why}); not redrawn: {str(exc).splitlines()[0]} ({cmd} redraws it)")
+            continue
+        echo(f"redrew {p} ({why})")
+        done.append(p)
+    return done
 
 
 # ------------------------------------------------------------------------------------- report
@@ -1393,4 +1502,5 @@ def write_sweep_report(path: Path | str, out: Optional[Path | str] = None, where
     text = build_sweep_report(path, where=where, facet=facet, reference=reference)
     p = Path(out) if out is not None else Path(path) / "report.html"
     write_atomic(p, text)
+    stamp_figure(path, p, {"where": _plain(where), "facet": facet, "reference": _plain(reference)}, what="report")
     return p
