@@ -55,7 +55,7 @@ from typing import Any, Callable, Optional
 
 from ..core.errors import InputError, RunFolderError
 from ..io.records import write_atomic
-from .stats import Interval, clip, distinguishable, metric_bounds, metric_interval
+from .stats import Interval, clip, distinguishable, interval, metric_bounds
 
 __all__ = ["Range", "Objective", "Constraint", "SearchSpec", "SearchPlan", "SearchOutcome", "parse_range",
            "parse_constraint", "plan_search", "run_search", "describe_search", "JOURNAL", "FRONT", "TRIALS",
@@ -970,7 +970,7 @@ def interval_dominates(sp: SearchPlan, a: dict, b: dict) -> bool:
 
 def _iv(metric: str, xs: dict[int, float]) -> Interval:
     """The 95 % interval of a metric's seed values, clipped to the metric's range (a rate to [0, 1])."""
-    return clip(metric_interval(metric, list(xs.values())), metric_bounds(metric))
+    return clip(interval(list(xs.values())), metric_bounds(metric))
 
 
 def _choose(sp: SearchPlan, front: list[str], st: dict[str, dict]) -> Optional[str]:
