@@ -104,7 +104,9 @@ def rerun_missing(rs: RunSet, seeds: Optional[list[int]] = None,
     for s, rf in rs.runs.items():
         if seeds is not None and s not in seeds:
             continue
-        if rf.output_level() == "full":  # (a damaged full folder is not repaired: its figures say what is missing)
+        # the per-agent figures read records of MeshHeal runs only (SAC's read the summary); a damaged
+        # full folder is not repaired: its figures say what is missing
+        if rf.protocol != "meshheal" or rf.output_level() == "full":
             continue
         echo(f"rerunning seed {s} with full records into {rf.path} …")
         written = rerun_records(rf.path)
