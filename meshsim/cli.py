@@ -149,8 +149,12 @@ def _executor_options(f: Any) -> Any:
                    "replies), or when no task was answered.")
 def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
         quiet: bool, smoke: bool, make_report: bool = False, max_failed: float = 0.5, yes: bool = False) -> int:
-    """Run SCENARIO and write its run folder."""
+    """Run SCENARIO and write its run folder (SCENARIO: a file, or a shipped example's name, see
+    'meshsim scenarios')."""
     from .runner import run as run_api
+    from .shipped import scenario_arg
+
+    scenario = scenario_arg(scenario)
 
     if make_report:
         _need_plotting()  # before any work: not after an hour of simulation
@@ -361,7 +365,9 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
     clock starts (file, model, graph and event schedule of every seed, building
     the world, one request to each real LLM endpoint); exit 0 or 2."""
     from .runner import validate as check
+    from .shipped import scenario_arg
 
+    scenario = scenario_arg(scenario)  # a file, or a shipped example's name
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
     _notes(sc, info.get("links"))
@@ -909,6 +915,34 @@ def schema() -> None:
     click.echo(json.dumps(scenario_schema(), indent=2, sort_keys=True))
 
 
+@main.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(ctx: click.Context) -> None:
+    """The example scenarios shipped with meshsim: name, what it runs, the paper section it
+    reproduces. 'meshsim run NAME' runs one; 'meshsim scenarios copy NAME [DIR]' copies one to edit."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .shipped import examples
+
+    rows = examples()
+    width = max((len(e.name) for e in rows), default=0)
+    for e in rows:
+        click.echo(f"{e.name:<{width}}  {e.description}  [{e.section}]")
+    click.echo(f"({len(rows)} examples; run one: meshsim run NAME; edit one: meshsim scenarios copy NAME [DIR])",
+               err=True)
+
+
+@scenarios.command("copy")
+@click.argument("name")
+@click.argument("dest", default=".", required=False, type=click.Path(), metavar="[DIR]")
+def scenarios_copy(name: str, dest: str) -> None:
+    """Copy the shipped example NAME into DIR (default: the working folder) to edit; never overwrites.
+    Its backend profile and dataset are still found by name, unless a backends/ beside it holds yours."""
+    from .shipped import copy_example
+
+    click.echo(f"wrote {copy_example(name, dest)}")
+
+
 @main.command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
@@ -1108,6 +1142,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 
     from . import calibration as cal
     from .backends import find_profile
+    from .shipped import shipped
 
     path = find_profile(profile, None)
     data = yaml.safe_load(path.read_text())
@@ -1116,7 +1151,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 
         raise InputError("calibrate needs a MeshHeal fake profile (kind: fake)", file=str(path), field="kind",
                          value=data.get("kind"))
-    sc = scenario or str(Path(__file__).resolve().parents[1] / cal.AUDIT_SCENARIO)
+    sc = scenario or str(shipped(cal.AUDIT_SCENARIO))  # from any folder (issue 32)
     seed_list = _seeds_capped(seeds, 1, 100)
     click.echo(f"audit: {len(seed_list)} runs per profile evaluated ({_seed_text(seed_list)})", err=True)
     if out and not Path(out).resolve().parent.is_dir():

@@ -2,8 +2,9 @@
 
 ``make_backend(spec, seed, base_dir)`` builds the backend a scenario's
 ``backend:`` section names. A ``profile`` is looked up as a path relative to
-the scenario file, then as ``backends/<name>.yaml`` in the working folder,
-then in the ``backends/`` folder next to the installed package (a checkout).
+the scenario file, then as ``backends/<name>.yaml`` beside the scenario and in
+the working folder (a user's own profiles win), then among the profiles shipped
+in the package (:mod:`meshsim.shipped`: found from any folder, wheel or checkout).
 """
 from __future__ import annotations
 
@@ -26,15 +27,19 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
         cands.append(base_dir / p)
     cands.append(p)
     stem = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
+    if base_dir is not None:
+        cands.append(base_dir / "backends" / stem)
     cands.append(Path("backends") / stem)
-    cands.append(Path(__file__).resolve().parents[2] / "backends" / stem)
     from ..files import is_input_file
+    from ..shipped import shipped
+
+    cands.append(shipped(Path("backends") / stem))
 
     for c in cands:
         if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
             return c
-    raise InputError("backend profile not found (looked beside the scenario, in ./backends and the "
-                     "checkout's backends/)", field="profile", value=name)
+    raise InputError("backend profile not found (looked beside the scenario, in backends/ beside it, in "
+                     "./backends and among the shipped profiles)", field="profile", value=name)
 
 
 def _fields(spec: dict[str, Any], allowed: set[str]) -> None:

@@ -16,18 +16,21 @@ import yaml
 
 from ..errors import InputError
 from ..records import dig
+from ..shipped import data_root
 
 
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
            "plot_sensitivities", "render_markdown", "PREDICTION", "TARGET"]
 
-ROOT = Path(__file__).resolve().parents[2]
+#: where ``scenarios/...`` and ``backends/...`` paths are read: the package's data (meshsim.shipped), so that
+#: reproduce runs from any folder, with a wheel as in a checkout
+ROOT = data_root()
 PREDICTION, TARGET = "prediction", "calibration target"
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    scenario: str  # path relative to the checkout
+    scenario: str  # path relative to the checkout (and to the package's data: ROOT)
     sets: tuple[str, ...] = ()
     seed: int = 1
     #: profile parameters moved for this run: ((dotted path, value), ...)
