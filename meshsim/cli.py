@@ -601,6 +601,10 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
         output = output or args["output"]
         smoke = smoke or args["smoke"]
         grid, zips = tuple(args["grid"]), tuple(args["zips"])
+    else:
+        from .shipped import scenario_arg
+
+        scenario = scenario_arg(scenario)  # a file, or a shipped example's name
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
     check_plan_runs(len(plan.runs), yes, "--seeds", seeds)
     if reference:  # checked before any run: a typo must not cost the sweep

@@ -82,7 +82,7 @@ def _section(text: str) -> str:
 
 def examples() -> list[Example]:
     """Every shipped example scenario, sorted by name."""
-    root = data_root() / "scenarios"
+    root = shipped("scenarios")  # links resolved: in a checkout, paths in the top-level scenarios/
     out = []
     for p in sorted(root.rglob("*.yaml")) if root.is_dir() else ():
         text = p.read_text(encoding="utf-8")
