@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-IGNORE = shutil.ignore_patterns(".git", ".venv*", "runs", "build", "dist", "*.egg-info", "__pycache__",
-                                ".hypothesis", ".pytest_cache", ".ci-*", "node_modules", "*.whl")
+# bytecode caches are copied on purpose: the wheel must leave them out (pyproject's exclude-package-data)
+IGNORE = shutil.ignore_patterns(".git", ".venv*", "runs", "build", "dist", "*.egg-info", ".hypothesis",
+                                ".pytest_cache", ".ci-*", "node_modules", "*.whl")
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +59,7 @@ def test_the_wheel_holds_every_shipped_file_byte_for_byte(wheel):
         for f in sorted((ROOT / "meshsim" / "data" / "datasets").glob("*.yaml")):
             assert f"meshsim/data/datasets/{f.name}" in names
         assert any(n.startswith("meshsim/prompts/templates/") for n in names)
+        assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def test_a_fresh_venv_runs_a_shipped_example_and_its_report_from_an_empty_folder(wheel, tmp_path):
