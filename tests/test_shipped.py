@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from meshsim.backends import find_profile
 from meshsim.cli import main
-from meshsim.errors import InputError
-from meshsim.shipped import copy_example, data_root, examples, find_example, scenario_arg, shipped
+from meshsim.core.errors import InputError
+from meshsim.core.bundled import copy_example, data_root, examples, find_example, scenario_arg, bundled
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,12 +71,12 @@ def test_profiles_and_scenarios_are_found_from_an_empty_folder(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert find_profile("fake-default", None) == (ROOT / "backends" / "fake-default.yaml").resolve()
     assert find_profile("sac-default", tmp_path) == (ROOT / "backends" / "sac-default.yaml").resolve()
-    from meshsim.reproduce.core import ROOT as REPRO_ROOT
-    from meshsim.validation.sac import scenario_path
+    from meshsim.paper.reproduce.core import ROOT as REPRO_ROOT
+    from meshsim.paper.validation.sac import scenario_path
 
     assert (REPRO_ROOT / "scenarios/meshheal/persistent-math.yaml").is_file()
     assert scenario_path("sac-merg-7").resolve() == (ROOT / "scenarios/sac/sac-merg-7.yaml").resolve()
-    assert shipped("scenarios/meshheal/persistent-bbh.yaml").is_file()  # calibrate's audit scenario
+    assert bundled("scenarios/meshheal/persistent-bbh.yaml").is_file()  # calibrate's audit scenario
 
 
 def test_a_users_own_backends_folder_wins_over_the_shipped_profile(tmp_path, monkeypatch):

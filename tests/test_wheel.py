@@ -58,7 +58,7 @@ def test_the_wheel_holds_every_shipped_file_byte_for_byte(wheel):
                     assert z.read(name) == f.read_bytes(), name
         for f in sorted((ROOT / "meshsim" / "data" / "datasets").glob("*.yaml")):
             assert f"meshsim/data/datasets/{f.name}" in names
-        assert any(n.startswith("meshsim/prompts/templates/") for n in names)
+        assert any(n.startswith("meshsim/workload/prompts/templates/") for n in names)
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -88,6 +88,6 @@ def test_a_fresh_venv_runs_a_shipped_example_and_its_report_from_an_empty_folder
         assert rec["path"].startswith(str(venv)), (role, rec["path"])
     # a shipped example by name, and calibrate's and reproduce's inputs, from the same empty folder
     _run([meshsim, "validate", "sac/sac-merg-7"], cwd=empty)
-    _run([str(py), "-c", "from meshsim.reproduce.core import ROOT; "
+    _run([str(py), "-c", "from meshsim.paper.reproduce.core import ROOT; "
           "assert (ROOT / 'scenarios/meshheal/persistent-bbh.yaml').is_file(), ROOT"], cwd=empty)
     assert sorted(p.name for p in empty.iterdir()) == ["runs", "staggered-math.yaml"]

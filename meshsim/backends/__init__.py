@@ -4,15 +4,15 @@
 ``backend:`` section names. A ``profile`` is looked up as a path relative to
 the scenario file, then as ``backends/<name>.yaml`` beside the scenario and in
 the working folder (a user's own profiles win), then among the profiles shipped
-in the package (:mod:`meshsim.shipped`: found from any folder, wheel or checkout).
+in the package (:mod:`meshsim.core.bundled`: found from any folder, wheel or checkout).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
-from .base import Backend, CallKind, LatencyModel, NullBackend, Request, Response, TaskRef
+from ..core.errors import InputError
+from ..core.calls import Backend, CallKind, LatencyModel, NullBackend, Request, Response, TaskRef
 
 __all__ = ["Backend", "CallKind", "LatencyModel", "NullBackend", "Request", "Response", "TaskRef",
            "make_backend", "check_backend", "find_profile"]
@@ -30,10 +30,10 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
     if base_dir is not None:
         cands.append(base_dir / "backends" / stem)
     cands.append(Path("backends") / stem)
-    from ..files import is_input_file
-    from ..shipped import shipped
+    from ..core.files import is_input_file
+    from ..core.bundled import bundled
 
-    cands.append(shipped(Path("backends") / stem))
+    cands.append(bundled(Path("backends") / stem))
 
     for c in cands:
         if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
@@ -45,7 +45,7 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
 def _fields(spec: dict[str, Any], allowed: set[str]) -> None:
     for k in spec:
         if k not in allowed:
-            from ..types import unknown_key
+            from ..core.types import unknown_key
 
             raise InputError(unknown_key(k, allowed), field=k)
 
