@@ -44,6 +44,8 @@ PROBE = """JSON.stringify({
   images: Array.from(document.images).map((im, i) => ({
     index: i, src: (im.getAttribute('src') || '').slice(0, 60), alt: im.alt || '',
     complete: im.complete, width: im.naturalWidth, height: im.naturalHeight})),
+  first_figure: document.images.length
+    ? Math.round(document.images[0].getBoundingClientRect().top + window.scrollY) : null,
   title: document.title})"""
 
 
@@ -254,7 +256,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         for page in args.pages:
             problems, info = check_page(browser, page, args.max_height, args.shots)
             ok = "FAIL" if problems else "ok"
-            print(f"{ok}: {page}: {len(info['images'])} figures, {info['height']} px tall, {info['bytes']:,} bytes"
+            first = f" (the first at {info['first_figure']} px)" if info.get("first_figure") is not None else ""
+            print(f"{ok}: {page}: {len(info['images'])} figures{first}, {info['height']} px tall, {info['bytes']:,} bytes"
                   + (f", screenshot {info['screenshot']}" if "screenshot" in info else ""))
             for pr in problems:
                 print(f"  {page}: {pr}")
