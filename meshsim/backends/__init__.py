@@ -2,9 +2,8 @@
 
 ``make_backend(spec, seed, base_dir)`` builds the backend a scenario's
 ``backend:`` section names. A ``profile`` is looked up as a path relative to
-the scenario file, then as ``backends/<name>.yaml`` beside the scenario and in
-the working folder (a user's own profiles win), then among the profiles shipped
-in the package (:mod:`meshsim.core.bundled`: found from any folder, wheel or checkout).
+the scenario file, then as ``backends/<name>.yaml`` in the working folder,
+then in the ``backends/`` folder next to the installed package (a checkout).
 """
 from __future__ import annotations
 
@@ -21,6 +20,10 @@ KINDS = ("fake", "null", "fake_consensus", "openai", "replay")
 
 
 def find_profile(name: str, base_dir: Optional[Path]) -> Path:
+    """A backend profile by path or name: relative to ``base_dir`` (the scenario's folder), as given,
+    ``backends/<name>.yaml`` beside the scenario, then in the working folder (a user's own profiles
+    win), then among the profiles shipped in the package (:mod:`meshsim.core.bundled`: found from any
+    folder, wheel or checkout)."""
     cands = []
     p = Path(name)
     if base_dir is not None and not p.is_absolute():
