@@ -33,8 +33,8 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
     if base_dir is not None:
         cands.append(base_dir / "backends" / stem)
     cands.append(Path("backends") / stem)
-    from ..core.files import is_input_file
     from ..core.bundled import bundled
+    from ..core.files import is_input_file
 
     cands.append(bundled(Path("backends") / stem))
 
