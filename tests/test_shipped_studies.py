@@ -25,8 +25,8 @@ def test_the_tab5_tab6_studies_are_found_from_a_folder_outside_the_checkout(tmp_
     ship = rb.shipped_studies()
     assert ship is not None and all(d.parent == ship for d in folders)
     # the older SAC studies are not shipped: named, not fatal
-    assert "not found: runs/uncertainty-ablation-b2w1-cpwbft, runs/uncertainty-sac-merg-7-math-l4" in how
-    assert "shipped with meshsim (meshsim/data/studies/): " + ", ".join(TAB56) in how
+    assert how == ("found " + ", ".join(TAB56) + " (shipped with meshsim, meshsim/data/studies/); not found: "
+                   "runs/uncertainty-ablation-b2w1-cpwbft, runs/uncertainty-sac-merg-7-math-l4")
     for d in folders:  # the tables reproduce and the study report read, no run folders
         assert sorted(p.name for p in d.iterdir()) == sorted(rb.SHIPPED_FILES)
 
@@ -55,7 +55,7 @@ def test_a_local_study_wins_over_the_shipped_copy(tmp_path, monkeypatch):
     shutil.copytree(ship / "uncertainty-hmmt-sac-7", local)
     folders, how = rb.find_studies("sac")
     assert folders[3] == Path("runs/uncertainty-hmmt-sac-7") and all(d.parent == ship for d in folders[:3])
-    assert how.startswith("found runs/uncertainty-hmmt-sac-7; shipped with meshsim")
+    assert how.startswith("found runs/uncertainty-hmmt-sac-7 (local); uncertainty-aime-sac-7, ")
     (local / "samples.csv").unlink()  # an unfinished local study does not hide the shipped one
     assert rb.find_studies("sac")[0][3] == ship / "uncertainty-hmmt-sac-7"
 
@@ -163,6 +163,6 @@ def test_reproduce_tab6_from_an_empty_folder_prints_bands_and_classes_the_same_t
         assert res.exit_code == 0, res.output
         outs.append([ln for ln in res.output.splitlines() if ln.startswith("| Tab. 6 |")])
     assert outs[0] == outs[1] and len(outs[0]) > 10
-    assert "shipped with meshsim (meshsim/data/studies/)" in res.output
+    assert "(shipped with meshsim, meshsim/data/studies/)" in res.output
     rows = [ln for ln in outs[0] if "| prediction |" in ln]
     assert rows and all(ln.split("|")[-2].strip() for ln in rows)  # every prediction row has a class

@@ -126,9 +126,9 @@ def _how(located: Sequence[tuple[Path, Optional[Path]]]) -> str:
     local = [str(u) for _, u in located if u is not None and (ship is None or u.parent != ship)]
     shipped = [u.name for _, u in located if u is not None and ship is not None and u.parent == ship]
     missing = [str(c) for c, u in located if u is None]
-    parts = ([", ".join(local)] if local else []) + \
-        ([f"shipped with meshsim (meshsim/{SHIPPED}/): " + ", ".join(shipped)] if shipped else [])
-    return "found " + "; ".join(parts) + (f" (not found: {', '.join(missing)})" if missing else "")
+    return "; ".join(([", ".join(local) + " (local)"] if local else [])
+                     + ([", ".join(shipped) + f" (shipped with meshsim, meshsim/{SHIPPED}/)"] if shipped else [])
+                     + (["not found: " + ", ".join(missing)] if missing else []))
 
 
 _MAKE = "tests/benchmarks/reference_studies.sh makes them (docs/validation.md, \"Assumption bands\")"
@@ -151,7 +151,7 @@ def find_studies(which: str, explicit: Sequence[Path] = ()) -> tuple[list[Path],
         scenario = STUDIES[which][0][0] if located else "SCENARIO"
         return [], (f"no stored uncertainty study at {first} nor shipped with meshsim: run `meshsim uncertainty "
                     f"{scenario}` first (or name one with --bands DIR; {_MAKE}); rows show the seed sd only")
-    return found, _how(located)
+    return found, "found " + _how(located)
 
 
 def find_study_groups(which: str) -> list[dict[str, Any]]:

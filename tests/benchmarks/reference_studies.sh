@@ -20,6 +20,10 @@
 # The four older ones together are about 160 CPU-min: about 10-11 min on 16 cores at once, so within an
 # 8-minute slot run two at a time (e.g. `run OUT --workers 16 meshheal-persistent-math ablation-b2w1-cpwbft`,
 # then the other two); a study resumes where it stopped when rerun into the same OUT (finished runs reused).
+# On a lent machine whose results come back through a small folder ($OUT): run there, then
+#   REFERENCE_STUDIES_SHIP_TO=$OUT tests/benchmarks/reference_studies.sh ship /tmp/st STUDY ...
+# leaves only the four tables per study in $OUT (about 80 KiB each); back here,
+#   tests/benchmarks/reference_studies.sh ship FETCHED_OUT STUDY ...   puts them in the package; commit them.
 # Same scenario, seeds, budget and design seed => byte-identical ranking.csv, bands.csv and samples.csv,
 # whatever --workers is.
 set -euo pipefail
