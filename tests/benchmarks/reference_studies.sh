@@ -28,11 +28,13 @@
 # whatever --workers is.
 set -euo pipefail
 
+start=$PWD
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$here"
+cd "$here"  # the scenarios' paths are relative to the checkout
 meshsim=${MESHSIM:-meshsim}
 command -v "$meshsim" >/dev/null 2>&1 || meshsim="$here/.venv/bin/meshsim"
 ship_to=${REFERENCE_STUDIES_SHIP_TO:-"$here/meshsim/data/studies"}  # the tests ship elsewhere
+case "$ship_to" in /*) ;; *) ship_to="$start/$ship_to" ;; esac
 ALL=(meshheal-persistent-math meshheal-scale-96-sparse ablation-b2w1-cpwbft sac-merg-7-math-l4
      aime-sac-7 hmmt-cpwbft-7 aime-cpwbft-7 hmmt-sac-7)
 FILES=(uncertainty.json samples.csv ranking.csv bands.csv)
@@ -66,6 +68,7 @@ case "$mode" in
 esac
 [ $# -ge 1 ] || usage
 out=$1; shift
+case "$out" in /*) ;; *) out="$start/$out" ;; esac  # relative to where it was called from
 workers=$(nproc); serial=0; picked=()
 while [ $# -gt 0 ]; do
   case "$1" in
