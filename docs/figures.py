@@ -95,7 +95,7 @@ def _sac_runs(runs: Runs) -> dict[tuple[str, str], Path]:
 def backends_section(runs: Runs, img: Path) -> dict[str, str]:
     """docs/backends.md: the default fake profile against its calibration targets
     (App. C.5), as `meshsim backends calibrate` prints them."""
-    from meshsim import calibration as cal
+    from meshsim.paper import calibration as cal
 
     print("  run calibration audit", file=sys.stderr, flush=True)
     m = cal.measure(ROOT / "backends" / "fake-default.yaml", ROOT / cal.AUDIT_SCENARIO, list(range(1, 21)))
@@ -129,7 +129,7 @@ _FIT_TYPES = {  # as tests/test_fit.py: (strong, weak) accuracy per BBH type
 def fit_section(runs: Runs, img: Path) -> dict[str, str]:
     """docs/backends.md: how close a direct fit (no calibration) comes over 20 draws."""
     import meshsim
-    from meshsim import fitcheck
+    from meshsim.paper import fitcheck
     from meshsim.backends.fit import find_cassettes, fit_profile, load_entries, write_profile
 
     d = runs.base / "fit"

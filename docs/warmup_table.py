@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
-from meshsim.records import read_records
+from meshsim.io.records import read_records
 
 
 def per_seed(run: Path, warm: int) -> dict[str, float]:

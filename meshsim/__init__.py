@@ -14,17 +14,17 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError, MeshsimError, ScenarioError
+from .core.errors import InputError, MeshsimError, ScenarioError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .runner import MultiRunResult, RunResult, run
-    from .scenario import Scenario, load_scenario, parse_scenario
+    from .simulate.runner import MultiRunResult, RunResult, run
+    from .scenario.model import Scenario, load_scenario, parse_scenario
     from .sweep import load_results
 
 # The face is loaded on first use, so that importing one part (meshsim.graphs,
 # meshsim.plots) does not load the simulator, its protocols and backends.
-_LAZY = {"run": "runner", "RunResult": "runner", "MultiRunResult": "runner",
-         "Scenario": "scenario", "load_scenario": "scenario", "parse_scenario": "scenario",
+_LAZY = {"run": "simulate.runner", "RunResult": "simulate.runner", "MultiRunResult": "simulate.runner",
+         "Scenario": "scenario.model", "load_scenario": "scenario.model", "parse_scenario": "scenario.model",
          "load_results": "sweep"}
 
 

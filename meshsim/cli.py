@@ -15,11 +15,11 @@ from typing import Any
 
 import click
 
-from .errors import InputError, MeshsimError
-from .fields import CONFIRM_RUNS, SEEDS_HELP, check_plan_runs
-from .redact import scrub
+from .core.errors import InputError, MeshsimError
+from .scenario.fields import CONFIRM_RUNS, SEEDS_HELP, check_plan_runs
+from .core.redact import scrub
 
-#: seeds are 0 .. 2**63-1 (meshsim.fields.MAX_SEED), on the command line too
+#: seeds are 0 .. 2**63-1 (meshsim.scenario.fields.MAX_SEED), on the command line too
 SEED = click.IntRange(0, 2 ** 63 - 1)
 #: the seed grammar's help for commands whose counts start at seed 1 (reproduce, backends calibrate)
 _SEEDS_FROM_1 = SEEDS_HELP.replace("the scenario's seed", "seed 1")
@@ -99,7 +99,7 @@ def main() -> None:
 
 
 def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
-    from .scenario import load_scenario
+    from .scenario.model import load_scenario
 
     return load_scenario(path, list(sets), smoke=smoke)
 
@@ -107,7 +107,7 @@ def _load(path: str, sets: tuple[str, ...], smoke: bool = False):
 def _notes(sc: Any, links: Any = None, result: Any = None) -> None:
     """A valid scenario whose run can do nothing says so (issue 19: no silent
     degenerate run): the notes of a finished run's summaries, else the scenario's."""
-    from .degenerate import degenerate_notes
+    from .scenario.degenerate import degenerate_notes
 
     if result is not None:
         notes: list = []
@@ -150,7 +150,7 @@ def _executor_options(f: Any) -> Any:
 def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
         quiet: bool, smoke: bool, make_report: bool = False, max_failed: float = 0.5, yes: bool = False) -> int:
     """Run SCENARIO and write its run folder."""
-    from .runner import run as run_api
+    from .simulate.runner import run as run_api
 
     if make_report:
         _need_plotting()  # before any work: not after an hour of simulation
@@ -183,7 +183,7 @@ def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, set
 
             result = run_api(sc, seed=seed, out=out_dir, progress=progress, force=force, seed_folder=True)
     elif not quiet:
-        from .console import ProgressLines
+        from .simulate.console import ProgressLines
 
         # off a terminal (a log, CI): one plain line every console.PROGRESS_EVERY seconds (issue 32)
         lines = ProgressLines(sc.name, lambda m: click.echo(m, err=True), seeds=len(planned),
@@ -241,7 +241,7 @@ def _loud_failures(result: Any, limit: float) -> int:
 
 def _seeds_text(text: str) -> str:
     """``--seeds`` as a ``seeds=`` override value (checked here, so the error names the option)."""
-    from .fields import parse_seeds
+    from .scenario.fields import parse_seeds
 
     try:
         v = parse_seeds(text)
@@ -253,7 +253,7 @@ def _seeds_text(text: str) -> str:
 def _seeds_capped(text: str, first: int, most: int, keep_count: bool = False) -> Any:
     """``--seeds`` of a command with a fixed number of settings: at most ``most`` seeds; a count from ``first``
     (kept as a count with ``keep_count``: the callee numbers it)."""
-    from .fields import parse_seeds, seed_list
+    from .scenario.fields import parse_seeds, seed_list
 
     try:
         v = parse_seeds(text)
@@ -279,9 +279,9 @@ def _safe(name: str) -> str:
 
 
 def _print_result(result: Any, out_dir: Path, sc: Any = None) -> None:
-    """Each seed's results in words (meshsim.console: what a number counts, what the paper says)."""
-    from .console import false_isolation_reference, seed_lines
-    from .runner import MultiRunResult
+    """Each seed's results in words (meshsim.simulate.console: what a number counts, what the paper says)."""
+    from .simulate.console import false_isolation_reference, seed_lines
+    from .simulate.runner import MultiRunResult
 
     ref = false_isolation_reference(sc) if sc is not None else None
     if isinstance(result, MultiRunResult):
@@ -303,7 +303,7 @@ def _print_result(result: Any, out_dir: Path, sc: Any = None) -> None:
 
 def _next_steps(result: Any, out_dir: Path, report_written: bool) -> None:
     """The end of a run: its folder and the commands that show it."""
-    from .console import next_steps
+    from .simulate.console import next_steps
 
     runs = getattr(result, "runs", None) or [result]
     explain = any(((r.summary or {}).get("detection") or {}).get("false_isolations") for r in runs)
@@ -345,8 +345,8 @@ def _transport_line(t: dict) -> str:
 
 
 def _headline(s: dict) -> str:
-    """A seed's results on one line (meshsim.console.seed_lines joined)."""
-    from .console import seed_lines
+    """A seed's results on one line (meshsim.simulate.console.seed_lines joined)."""
+    from .simulate.console import seed_lines
 
     return "; ".join(seed_lines(s))
 
@@ -360,7 +360,7 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
     """Check SCENARIO without running it: every step 'run' takes before the
     clock starts (file, model, graph and event schedule of every seed, building
     the world, one request to each real LLM endpoint); exit 0 or 2."""
-    from .runner import validate as check
+    from .simulate.runner import validate as check
 
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
@@ -390,7 +390,7 @@ def topology(source: str, seed: int | None, as_json: bool, sets: tuple[str, ...]
     """Describe the graph of a scenario file or a topology file (GraphML / edge list),
     r-robustness included (SAC Def. 3.3; any size, within --time-limit)."""
     from . import graphs as topo
-    from .scenario import build_graph
+    from .scenario.model import build_graph
 
     path = Path(source)
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -904,7 +904,7 @@ def verdict(scenarios: tuple[str, ...], sets: tuple[str, ...], from_dir: str | N
 @main.command()
 def schema() -> None:
     """Print the scenario file's JSON Schema (for editors and other tools)."""
-    from .scenario import scenario_schema
+    from .scenario.model import scenario_schema
 
     click.echo(json.dumps(scenario_schema(), indent=2, sort_keys=True))
 
@@ -960,7 +960,7 @@ def explain(run_dir: str, agent: str | None, seed: int | None, as_json: bool, br
     """Which reviews isolated each agent of a MeshHeal run: per isolation the detector window's
     outputs, who scored them, whether that reviewer was degraded and its own state then, and who was
     pivotal; then the degraded intervals never detected (docs/meshheal.md#collapse)."""
-    from .evidence import explain_folder, format_explanation, seed_folders
+    from .analysis.evidence import explain_folder, format_explanation, seed_folders
 
     texts = []
     for f in seed_folders(run_dir, seed):
@@ -1004,10 +1004,10 @@ def backends_fit(source: str, out: str, name: str | None, base: str | None, chec
     for n in notes:
         click.echo(f"  {n}")
     rows = None
-    from .records import has_records
+    from .io.records import has_records
 
     if check and Path(source).is_dir() and has_records(Path(source), "tasks.jsonl"):
-        from . import fitcheck
+        from .paper import fitcheck
 
         with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as tmp:
             prof, rows = fitcheck.calibrate(source, prof, Path(tmp), rounds=rounds, draws=draws, tol=tol,
@@ -1106,13 +1106,13 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
     the mechanism-level statistics a fake profile is calibrated to."""
     import yaml
 
-    from . import calibration as cal
+    from .paper import calibration as cal
     from .backends import find_profile
 
     path = find_profile(profile, None)
     data = yaml.safe_load(path.read_text())
     if data.get("kind") != "fake":
-        from .errors import InputError
+        from .core.errors import InputError
 
         raise InputError("calibrate needs a MeshHeal fake profile (kind: fake)", file=str(path), field="kind",
                          value=data.get("kind"))
@@ -1120,13 +1120,13 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
     seed_list = _seeds_capped(seeds, 1, 100)
     click.echo(f"audit: {len(seed_list)} runs per profile evaluated ({_seed_text(seed_list)})", err=True)
     if out and not Path(out).resolve().parent.is_dir():
-        from .errors import InputError
+        from .core.errors import InputError
 
         raise InputError("the folder to write the fitted profile into does not exist", file=str(out))
     if out:
         data, measured = cal.fit(data, sc, seed_list, sweeps=sweeps, workers=workers,
                                  progress=lambda m: click.echo(f"  {m}", err=True))
-        from .records import write_atomic
+        from .io.records import write_atomic
 
         write_atomic(Path(out), yaml.safe_dump(data, sort_keys=False, width=110))
         click.echo(f"wrote {out}")
@@ -1173,7 +1173,7 @@ def reproduce(which: str, seeds: str, out: str | None, quick: bool, workers: int
               band_samples: int | None = None, no_bands: bool = False) -> None:
     """Run the papers' experiments: every table cell as paper value beside
     simulated mean ± sd, marked calibration target or prediction."""
-    from . import reproduce as rep
+    from .paper import reproduce as rep
 
     out_dir = Path(out) if out else Path("runs") / f"reproduce-{which}"
     report = rep.reproduce(which, out_dir, seeds=_seeds_capped(seeds, 1, 50, keep_count=True), quick=quick,
@@ -1206,7 +1206,7 @@ def compare(scenarios: tuple[str, ...], methods: str | None, seeds: str | None, 
     """Run every method of the MeshHeal paper's comparison on the same SCENARIO(s)
     and print the table (Tab. 2a / C1 / C2, or Tab. 3's self-healing metrics)."""
     from .protocols import PROTOCOLS
-    from .reproduce.compare import METHODS, run_comparison
+    from .paper.reproduce.compare import METHODS, run_comparison
 
     chosen = tuple(m.strip() for m in methods.split(",")) if methods else METHODS
     for m in chosen:
@@ -1226,7 +1226,7 @@ def compare(scenarios: tuple[str, ...], methods: str | None, seeds: str | None, 
     click.echo(f"compare: {len(chosen)} methods x {len(scenarios)} scenario{'s' if len(scenarios) != 1 else ''}: "
                f"{n_runs} runs", err=True)  # the plan's size before any work (issue 29)
     if smoke:
-        from .scenario import smoke_overrides
+        from .scenario.model import smoke_overrides
 
         sets = tuple(smoke_overrides(paths[0])) + tuple(sets)
     out_dir = Path(out) if out else Path("runs") / f"compare-{_safe(Path(scenarios[0]).stem)}"

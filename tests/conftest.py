@@ -16,9 +16,9 @@ import pytest
 @pytest.fixture(autouse=True)
 def _forget_registered_keys():
     """A test that builds a real backend registers its fake API key for scrubbing
-    (meshsim.redact); forget it afterwards, or its digits would go on masking
+    (meshsim.core.redact); forget it afterwards, or its digits would go on masking
     numbers in later tests' run folders (runs do the same: redact.scope)."""
-    from meshsim import redact
+    from meshsim.core import redact
 
     with redact.scope():
         yield

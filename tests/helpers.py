@@ -10,9 +10,9 @@ import yaml
 
 from meshsim.net.network import Network
 from meshsim.net.routing import DistanceVector
-from meshsim.sim import Environment
+from meshsim.core.sim import Environment
 from meshsim.graphs import relabel
-from meshsim.types import LatencySpec
+from meshsim.core.types import LatencySpec
 
 
 def build_net(G: nx.Graph, seed: int = 0, loss: float = 0.0,

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.errors import ScenarioError
-from meshsim.scenario import agent_abilities, build_graph, check_semantics, load_scenario
-from meshsim.tasks import builtin_profiles, load_profile, replicate
+from meshsim.core.errors import ScenarioError
+from meshsim.scenario.model import agent_abilities, build_graph, check_semantics, load_scenario
+from meshsim.workload.tasks import builtin_profiles, load_profile, replicate
 
 ROOT = Path(__file__).resolve().parents[1]
 BBH = str(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml")

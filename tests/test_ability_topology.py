@@ -8,7 +8,7 @@ from meshsim import graphs as topology
 from meshsim.graphs.ability import (DEFAULT_PROFILE, ability_distance, ability_sparse_graph,
                                       check_ability_graph, default_edges, default_profile,
                                       replicate_profile)
-from meshsim.errors import TopologyError
+from meshsim.core.errors import TopologyError
 
 TABLE = [(96, 228), (288, 705), (576, 1454)]
 

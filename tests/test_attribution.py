@@ -1,4 +1,4 @@
-"""An attack counts what it caused (issue 34, item 4; meshsim/attribution.py, docs/adversarial.md).
+"""An attack counts what it caused (issue 34, item 4; meshsim/observe/attribution.py, docs/adversarial.md).
 
 A framer or shielder acts only through the reviews it gives its target, so one
 that is never linked to it, or shares none of its abilities, can never touch
@@ -17,10 +17,10 @@ import yaml
 from click.testing import CliRunner
 
 import meshsim
-from meshsim.attribution import BYZANTINE_EVENTS, attribute, reach_warnings, review_reach, without_liars
+from meshsim.observe.attribution import BYZANTINE_EVENTS, attribute, reach_warnings, review_reach, without_liars
 from meshsim.cli import main
-from meshsim.runner import run_one, validate
-from meshsim.scenario import build_graph, parse_scenario, read_scenario_data
+from meshsim.simulate.runner import run_one, validate
+from meshsim.scenario.model import build_graph, parse_scenario, read_scenario_data
 
 ROOT = Path(__file__).resolve().parents[1]
 ADV = ROOT / "scenarios" / "adversarial"
@@ -39,7 +39,7 @@ def _frame(liars: list[str], count: int = 60, topology: dict = HELD_OUT):
 
 
 def test_the_byzantine_event_list_is_every_lying_event():
-    from meshsim.events import EVENT_TYPES, _ByzEvent
+    from meshsim.scenario.events import EVENT_TYPES, _ByzEvent
 
     assert BYZANTINE_EVENTS == {k for k, cls in EVENT_TYPES.items() if issubclass(cls, _ByzEvent)}
 

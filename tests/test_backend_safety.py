@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from helpers import endpoint_scenario, send_json
 from meshsim.backends.replay import read_cassette
 from meshsim.cli import main
-from meshsim.redact import MASK, register, scrub
-from meshsim.runfolder import comparable_files
+from meshsim.core.redact import MASK, register, scrub
+from meshsim.io.runfolder import comparable_files
 
 KEY = "sk-live-REFLECT-me-0123456789-abcdefghijklmnop"
 KEY_VAR = "MESHSIM_SAFETY_KEY"

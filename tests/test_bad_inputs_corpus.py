@@ -34,7 +34,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from meshsim.scenario import set_path
+from meshsim.scenario.model import set_path
 from test_bad_scenarios import invoke
 
 MH = {"name": "mh", "seed": 1, "network": {"topology": {"kind": "complete", "n": 6}, "links": {"latency": "20ms"}},
@@ -495,8 +495,8 @@ def test_text_is_refused_exactly_when_it_cannot_be_written():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from meshsim.errors import InputError
-    from meshsim.files import check_numbers
+    from meshsim.core.errors import InputError
+    from meshsim.core.files import check_numbers
 
     surrogate = st.integers(0xD800, 0xDFFF).map(chr)
 

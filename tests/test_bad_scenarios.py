@@ -206,7 +206,7 @@ def test_output_disk_failing_mid_write_is_exit_2_with_path_and_reason(err, tmp_p
     """The disk fails while the run writes its tables (as a full or read-only
     file system does): exit 2 naming the file and the reason, no summary.json,
     no temp file left; the next run (disk back) completes the folder."""
-    import meshsim.records as records
+    import meshsim.io.records as records
 
     real = records.os.fdopen
 

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import meshsim
-from meshsim.backends.base import Request, TaskRef
+from meshsim.core.calls import Request, TaskRef
 from meshsim.backends.fake import FakeBackend, load_fake_profile
 from meshsim.protocols import PROTOCOLS
 from meshsim.protocols.baselines import BASELINES, METHODS
@@ -34,7 +34,7 @@ from meshsim.protocols.baselines.agentnet import AgentNetParams, next_weight
 from meshsim.protocols.baselines.common import plurality
 from meshsim.protocols.baselines.symphony import (PATH1_STATE, GlobalLinUCB, context_vector, similarity,
                                                    weighted_vote)
-from meshsim.records import read_records
+from meshsim.io.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = ROOT / "scenarios" / "compare" / "persistent-bbh.yaml"
@@ -261,7 +261,7 @@ def test_fake_router_leans_on_shown_success_rates():
     got = [fb.complete_sync(_req("select", ctx, "strong", seed=k)).fields["agent"] for k in range(3000)]
     assert got.count("A1") / 3000 == pytest.approx(0.9 / 1.5, abs=0.03)
     assert got.count("A2") / 3000 == pytest.approx(0.1 / 1.5, abs=0.02)
-    from meshsim.prompts import build_messages
+    from meshsim.workload.prompts import build_messages
 
     task = TaskRef(index=1, id="m/1", type="algebra", question="Q?", answer="4", required=("b",), dataset="math")
     text = build_messages(Request(kind="select", agent="A4", model="strong", task=task, context=ctx))[-1]["content"]
@@ -294,7 +294,7 @@ def test_raps_reputation_is_the_beta_posterior_of_the_watchdogs_judgments(runs):
 def test_raps_routes_to_the_best_reputed_subscriber_and_never_to_a_blacklisted_one(runs):
     from meshsim.protocols.baselines.raps import RAPSAgent
     from meshsim.protocols.execution import TaskState
-    from meshsim.backends.base import TaskInfo
+    from meshsim.core.calls import TaskInfo
 
     ag = next(iter(runs["raps"]["proto"].agents.values()))
     peers = [j for j in ag.neighbours()]
@@ -465,7 +465,7 @@ def _symphony_agent(top_l: int, tie_break: str = "order"):
 
 
 def _pick(ag, chain, i, R):
-    from meshsim.backends.base import TaskInfo
+    from meshsim.core.calls import TaskInfo
     from meshsim.protocols.execution import TaskState
 
     X = TaskState(task=TaskInfo(index=1, id="m/1", type="t", question="", dataset="math"), R=R)
@@ -536,7 +536,7 @@ def test_symphony_registry_order_is_drawn_per_run_and_not_by_name():
     documented here, so the order is drawn per run from the stream symphony/registry: the same at
     every coordinator, different across seeds, every agent first on some seed."""
     from meshsim.protocols.baselines.symphony import SymphonyAgent, SymphonyParams
-    from meshsim.sim import Environment
+    from meshsim.core.sim import Environment
 
     firsts = set()
     orders = set()
@@ -687,7 +687,7 @@ def test_meshsim_compare_prints_and_saves_the_table(tmp_path):
 
 
 def test_reproduce_meshheal_includes_the_comparison():
-    from meshsim.reproduce import experiments
+    from meshsim.paper.reproduce import experiments
 
     keys = {e.key for e in experiments("meshheal", 2, quick=True)}
     assert {"compare", "compare-staggered"} <= keys
@@ -702,7 +702,7 @@ if __name__ == "__main__":  # pragma: no cover
 def test_select_and_summarize_have_prompts_and_parsers_for_real_endpoints():
     """Baselines can run against an OpenAI-compatible endpoint: the two new call kinds render
     (no ground truth in the prompt) and their replies parse."""
-    from meshsim.prompts import build_messages, parse_agent, parse_reply
+    from meshsim.workload.prompts import build_messages, parse_agent, parse_reply
 
     task = TaskRef(index=1, id="m/1", type="algebra", question="What is 2+2?", answer="4", required=("a", "b"),
                    dataset="math")
@@ -724,7 +724,7 @@ def test_select_and_summarize_have_prompts_and_parsers_for_real_endpoints():
 def test_sac_teams_refine_prompt_shows_scores_for_real_endpoints():
     """With a real endpoint the refine (synthesis) prompt lists each candidate with its score;
     MeshHeal's synthesis, which passes no scores, renders exactly as before."""
-    from meshsim.prompts import build_messages
+    from meshsim.workload.prompts import build_messages
 
     task = TaskRef(index=1, id="m/1", type="algebra", question="What is 2+2?", answer="4", required=("a", "b"),
                    dataset="math")

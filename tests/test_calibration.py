@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from meshsim import calibration as cal
+from meshsim.paper import calibration as cal
 from meshsim.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

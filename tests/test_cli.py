@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.records import read_records
+from meshsim.io.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = ROOT / "scenarios" / "routing" / "sparse-failures.yaml"

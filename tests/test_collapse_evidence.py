@@ -1,5 +1,5 @@
 """Collapse, explained and bounded (issue 29, item 3): the evidence view of each
-isolation rebuilt from a run's records (meshsim.evidence, ``meshsim explain``),
+isolation rebuilt from a run's records (meshsim.analysis.evidence, ``meshsim explain``),
 and the per-run collapse metric as a sweep column, P(collapse) and a search
 constraint."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsim.cli import main
-from meshsim.collapse import clopper_pearson, collapse_rate
-from meshsim.errors import InputError
-from meshsim.evidence import explain_folder, explain_records, format_explanation, witnesses_of
+from meshsim.observe.collapse import clopper_pearson, collapse_rate
+from meshsim.core.errors import InputError
+from meshsim.analysis.evidence import explain_folder, explain_records, format_explanation, witnesses_of
 
 PARAMS = {"window": 3, "beta": 2.0, "alpha": 1.0, "consecutive": 2, "spread_floor": 0.1}
 

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import meshsim.console as console
+import meshsim.simulate.console as console
 from meshsim.cli import main
-from meshsim.console import ProgressLines, collapse_line, next_steps, seed_lines
+from meshsim.simulate.console import ProgressLines, collapse_line, next_steps, seed_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = str(ROOT / "scenarios/meshheal/staggered-math.yaml")

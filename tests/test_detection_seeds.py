@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 import meshsim
 from meshsim.cli import main
-from meshsim.errors import ScenarioError
-from meshsim.fields import parse_seeds
-from meshsim.metrics import detection_summary, quantile, self_healing
+from meshsim.core.errors import ScenarioError
+from meshsim.scenario.fields import parse_seeds
+from meshsim.observe.metrics import detection_summary, quantile, self_healing
 
 STAGGERED = "scenarios/meshheal/staggered-math.yaml"
 

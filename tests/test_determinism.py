@@ -2,15 +2,15 @@
 
 ``provenance.json`` (wall-clock times, versions, input hashes) and the lock
 file ``.meshsim.lock`` are the only files left out of the comparison
-(``meshsim.runfolder.NOT_COMPARED``; docs/outputs.md).
+(``meshsim.io.runfolder.NOT_COMPARED``; docs/outputs.md).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import meshsim
-from meshsim.records import read_records
-from meshsim.runfolder import NOT_COMPARED, comparable_files
+from meshsim.io.records import read_records
+from meshsim.io.runfolder import NOT_COMPARED, comparable_files
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "routing" / "sparse-failures.yaml"
 
@@ -82,7 +82,7 @@ MESHHEAL_PINNED = {
 def _digest(d: Path) -> str:
     import hashlib
 
-    from meshsim.runfolder import comparable_files
+    from meshsim.io.runfolder import comparable_files
 
     h = hashlib.sha256()
     for name, data in comparable_files(d).items():  # provenance.json and the lock are about the machine

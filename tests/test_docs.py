@@ -20,10 +20,10 @@ from pydantic import BaseModel
 
 from meshsim import graphs
 from meshsim.cli import main
-from meshsim.events import EVENT_TYPES
-from meshsim.fields import EventSpec
+from meshsim.scenario.events import EVENT_TYPES
+from meshsim.scenario.fields import EventSpec
 from meshsim.protocols import PROTOCOLS
-from meshsim.scenario import Scenario
+from meshsim.scenario.model import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS_MD = (ROOT / "docs" / "scenarios.md").read_text()
@@ -205,7 +205,7 @@ def test_every_module_path_named_in_the_docs_exists():
         text = md.read_text()
         for m in _MODULE_NAME.findall(text) + _MODULE_FILE.findall(text):
             named.setdefault(m.rstrip("."), set()).add(md.name)
-    assert {"meshsim.graphs.robustness", "meshsim/calibration.py"} <= set(named)  # the patterns do match
+    assert {"meshsim.graphs.robustness", "meshsim/paper/calibration.py"} <= set(named)  # the patterns do match
     missing = sorted(f"{name} ({', '.join(sorted(where))})" for name, where in named.items()
                      if not ((ROOT / name).is_file() if "/" in name else _resolves(name)))
     assert not missing, "docs name modules or files that do not exist: " + "; ".join(missing)
@@ -215,5 +215,5 @@ def test_the_module_path_check_catches_a_moved_module():
     assert _resolves("meshsim.graphs.robustness.robustness_report")
     assert not _resolves("meshsim.robustness.robustness_report")
     assert not _resolves("meshsim.protocols.cpwbft.engine_decision")
-    assert _MODULE_NAME.findall("the `.meshsim.lock` file, `meshsim.metrics.engine_decision`.") == \
-        ["meshsim.metrics.engine_decision"]
+    assert _MODULE_NAME.findall("the `.meshsim.lock` file, `meshsim.observe.metrics.engine_decision`.") == \
+        ["meshsim.observe.metrics.engine_decision"]

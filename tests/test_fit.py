@@ -18,8 +18,8 @@ from click.testing import CliRunner
 import meshsim
 from meshsim.backends.fake import load_fake_profile
 from meshsim.cli import main
-from meshsim import fitcheck
-from meshsim.records import read_records
+from meshsim.paper import fitcheck
+from meshsim.io.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 TYPES = {  # (strong, weak) accuracy per BBH type: far from the default profile's 0.97 / 0.06
@@ -117,7 +117,7 @@ def test_fail_above_exits_1_and_check_needs_a_run_folder(recorded, tmp_path):
     res = _runner().invoke(main, ["backends", "fit", str(recorded.parent / "truth.jsonl"),
                                   "-o", str(tmp_path / "g.yaml")])
     assert res.exit_code == 0 and "recorded simulated" not in res.output
-    with pytest.raises(meshsim.errors.InputError):
+    with pytest.raises(meshsim.core.errors.InputError):
         fitcheck.recorded_accuracy(tmp_path)
 
 
@@ -132,7 +132,7 @@ def test_backend_draw_varies_outcomes_not_the_stream(recorded, tmp_path):
     tb = read_records(tmp_path / "b", "tasks.jsonl")
     assert [r["id"] for r in ta] == [r["id"] for r in tb]  # same stream
     assert [r["correct"] for r in ta] != [r["correct"] for r in tb] or a.summary != b.summary
-    with pytest.raises(meshsim.errors.InputError):
+    with pytest.raises(meshsim.core.errors.InputError):
         meshsim.run(meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml",
                                           ["seeds=1", "tasks.count=42", "phases=[]", "events=[]",
                                            "backend.draw=-1"]), out=tmp_path / "c")

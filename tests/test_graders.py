@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.datasets import Item, grade, grade_answer, grade_task, load_bigbench, load_items, load_jsonl, to_taskref
-from meshsim.datasets.graders import (extract_boxed, extract_choice, extract_final, extract_number, grader_kind,
+from meshsim.workload.datasets import Item, grade, grade_answer, grade_task, load_bigbench, load_items, load_jsonl, to_taskref
+from meshsim.workload.datasets.graders import (extract_boxed, extract_choice, extract_final, extract_number, grader_kind,
                                       math_equal, normalize_math)
-from meshsim.datasets.synth import GENERATORS, generate
-from meshsim.errors import InputError
+from meshsim.workload.datasets.synth import GENERATORS, generate
+from meshsim.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "scenarios" / "data" / "bbh-sample.jsonl"

@@ -29,7 +29,7 @@ from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
 from helpers import endpoint_scenario, send_json
-from meshsim.backends.base import CallKind, Request, TaskRef
+from meshsim.core.calls import CallKind, Request, TaskRef
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
 from meshsim.backends.wire import MAX_ENCODINGS, BadEncoding, BodyTooLarge, BoundedBody, content_codings
 from meshsim.cli import main

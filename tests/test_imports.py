@@ -52,8 +52,13 @@ def import_graph() -> nx.DiGraph:
             for t in targets:
                 while t not in mods and "." in t:
                     t = t.rsplit(".", 1)[0]
-                if t in mods and t != name and not name.startswith(t + "."):
-                    G.add_edge(name, t, line=node.lineno)
+                # the target and every package above it (their __init__ runs first)
+                while t in mods:
+                    if t != name and not name.startswith(t + "."):
+                        G.add_edge(name, t, line=node.lineno)
+                    if "." not in t:
+                        break
+                    t = t.rsplit(".", 1)[0]
     return G
 
 
@@ -68,10 +73,33 @@ def _describe(G: nx.DiGraph, circle: set[str]) -> str:
 
 def test_graph_reader_sees_imports():
     G = import_graph()
-    assert G.has_edge("meshsim.runner", "meshsim.scenario")
+    assert G.has_edge("meshsim.simulate.runner", "meshsim.scenario.model")
     assert G.has_edge("meshsim.graphs.plain", "meshsim.graphs.registry")
-    assert G.has_edge("meshsim.scenario", "meshsim.events")  # a top-level import
+    assert G.has_edge("meshsim.scenario.model", "meshsim.scenario.events")  # a top-level import
     assert G.has_edge("meshsim.cli", "meshsim.plots.report")
+    # a package's __init__ runs before its module: importing meshsim.scenario.model depends on meshsim.scenario.model
+    assert G.has_edge("meshsim.simulate.runner", "meshsim.scenario.model")
+    assert not G.has_edge("meshsim.simulate.runner", "meshsim.simulate")  # its own package runs first anyway
+
+
+def test_package_init_loop_is_a_circle(tmp_path, monkeypatch):
+    """A package whose __init__ imports a module that imports a sibling package whose module imports
+    the first package back is a circle, though no two modules import each other."""
+    pkg = tmp_path / "meshsim"
+    for rel, text in {"__init__.py": "", "a/__init__.py": "from .x import X\n", "a/x.py": "from ..b.y import Y\nX = 1\n",
+                      "b/__init__.py": "", "b/y.py": "from ..a import x\nY = 2\n"}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "PKG", pkg)
+    circles = _circles(import_graph())
+    assert {"meshsim.a", "meshsim.a.x", "meshsim.b.y"} in circles
+
+
+def test_top_of_the_package_holds_the_api_and_the_cli_only():
+    """Issue 31: the loose modules live in packages that show the flow; the top of meshsim/ holds at
+    most five modules besides __init__, cli and __main__."""
+    top = sorted(f.stem for f in PKG.glob("*.py") if f.stem not in {"__init__", "cli", "__main__"})
+    assert len(top) <= 5, top
 
 
 def test_no_import_circles():

@@ -20,9 +20,9 @@ import pytest
 
 import meshsim
 from meshsim.backends import make_backend
-from meshsim.backends.base import CallKind, Request, TaskRef
-from meshsim.records import read_records
-from meshsim.runfolder import comparable_files
+from meshsim.core.calls import CallKind, Request, TaskRef
+from meshsim.io.records import read_records
+from meshsim.io.runfolder import comparable_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "backends" / "local-llm.sh"

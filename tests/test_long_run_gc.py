@@ -1,4 +1,4 @@
-"""The collector policy of a simulation (meshsim.sim.long_run_gc, issue 22):
+"""The collector policy of a simulation (meshsim.core.sim.long_run_gc, issue 22):
 survivors of a full collection are frozen inside the block, everything is put
 back on exit, and a process that manages the collector itself is left alone."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from meshsim.sim import GC_THRESHOLD0, long_run_gc
+from meshsim.core.sim import GC_THRESHOLD0, long_run_gc
 
 
 class _Cycle:

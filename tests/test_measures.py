@@ -20,9 +20,9 @@ from hypothesis import given, settings, strategies as st
 
 import meshsim
 from meshsim.cli import main
-from meshsim.collapse import collapse_clause, collapse_summary
-from meshsim.errors import InputError
-from meshsim.metrics import detection_summary, self_healing
+from meshsim.observe.collapse import collapse_clause, collapse_summary
+from meshsim.core.errors import InputError
+from meshsim.observe.metrics import detection_summary, self_healing
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
@@ -301,7 +301,7 @@ def test_collapse_on_a_real_run(tmp_path, seed, collapses):
     assert ("COLLAPSE" in res.output) is collapses
     n = summ["tasks"]
     assert meshsim.run(sc, seed=seed).summary["collapse"] == c  # in memory as on disk
-    from meshsim.scenario import agent_abilities, build_graph
+    from meshsim.scenario.model import agent_abilities, build_graph
 
     G = build_graph(sc, seed)
     adj = {v: tuple(G.neighbors(v)) for v in G.nodes}

@@ -22,7 +22,7 @@ from meshsim.protocols.meshheal.defences import (committee_agreement, credibilit
 from meshsim.protocols.meshheal.detector import DetectorParams, RelativeDetector
 from meshsim.protocols.meshheal.review import Assessment
 from meshsim.protocols.meshheal.state import Output
-from meshsim.types import RoutingState
+from meshsim.core.types import RoutingState
 
 N, W, I = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
 T = "algebra"

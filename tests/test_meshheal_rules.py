@@ -9,7 +9,7 @@ import pytest
 from meshsim.protocols.meshheal.detector import (DetectorParams, PeerSummary, RelativeDetector, median,
                                                  percentile)
 from meshsim.protocols.meshheal.review import committee_triggers, median3, sample_sd
-from meshsim.types import RoutingState
+from meshsim.core.types import RoutingState
 
 N, W, I = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
 T = "algebra"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import meshsim
-from meshsim.tasks import load_profile
-from meshsim.records import read_records
+from meshsim.workload.tasks import load_profile
+from meshsim.io.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = ROOT / "scenarios" / "meshheal" / "staggered-math.yaml"

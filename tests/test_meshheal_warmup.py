@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 import meshsim
 from meshsim.protocols.meshheal.detector import (AbsoluteDetector, CusumDetector, DetectorParams, PeerSummary,
                                                  RelativeDetector)
-from meshsim.records import read_records
-from meshsim.runfolder import comparable_files
-from meshsim.types import RoutingState
+from meshsim.io.records import read_records
+from meshsim.io.runfolder import comparable_files
+from meshsim.core.types import RoutingState
 
 from meshsim.cli import main
 

@@ -27,8 +27,8 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from meshsim.protocols.baselines import METHODS
-from meshsim.runner import RunResult, run_one
-from meshsim.scenario import agent_abilities, build_graph, parse_scenario, read_scenario_data
+from meshsim.simulate.runner import RunResult, run_one
+from meshsim.scenario.model import agent_abilities, build_graph, parse_scenario, read_scenario_data
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN = ROOT / "scenarios" / "compare" / "persistent-math.yaml"

@@ -6,7 +6,7 @@ import pytest
 
 from helpers import build_net
 from meshsim.net.reliable import Reliable
-from meshsim.types import LatencySpec
+from meshsim.core.types import LatencySpec
 
 
 def _collect(net):
@@ -216,7 +216,7 @@ def test_unknown_kind_is_counted_not_fatal():
 
 
 def test_named_streams_are_independent_of_creation_order():
-    from meshsim.sim import Environment
+    from meshsim.core.sim import Environment
 
     e1, e2 = Environment(7), Environment(7)
     x1 = e1.pyrandom("link", "A1", "A2").random()

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.backends import check_backend, make_backend
-from meshsim.backends.base import CallKind, Request, TaskRef
+from meshsim.core.calls import CallKind, Request, TaskRef
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-SECRET-0123456789"
@@ -342,7 +342,7 @@ def test_sac_score_first_number_clipped_default():
     assert got == [0.85, 1.0, None, 0.3]
 
     from meshsim.protocols.consensus import parse_score
-    from meshsim.backends.base import Response
+    from meshsim.core.calls import Response
     assert parse_score(Response(fields={"score": None, "parsed": False})) is None
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.runfolder import OWN_FILES
+from meshsim.io.runfolder import OWN_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = ROOT / "scenarios" / "meshheal" / "staggered-math.yaml"

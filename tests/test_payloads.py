@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import meshsim
-from meshsim.backends.base import TaskInfo
+from meshsim.core.calls import TaskInfo
 from meshsim.net.node import Node
 from meshsim.protocols.meshheal.state import Output, TaskState
 
@@ -206,7 +206,7 @@ def test_replayed_real_meshheal_run_carries_no_truth(tap, tmp_path, monkeypatch)
 
 def test_the_walk_catches_truth_in_a_payload():
     """The checker is not vacuous: each kind of leak is reported."""
-    from meshsim.backends.base import TaskRef
+    from meshsim.core.calls import TaskRef
 
     task = TaskRef(index=1, id="t", type="x", answer="42", required=("a", "b"))
     assert walk("sac", {"q": 1, "t": 0, "answer": "4", "text": "", "latent": {"ood": True}}, True)

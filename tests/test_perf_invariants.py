@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsim.backends import make_backend
-from meshsim.backends.base import Request, TaskRef
+from meshsim.core.calls import Request, TaskRef
 from meshsim.backends.fake import FakeBackend
 from meshsim.protocols.execution import Output, TaskState
 
@@ -56,14 +56,14 @@ def test_fake_memo_changes_no_draw(seeds, forget_between):
            [(x.fields.get("score"), x.correct, x.completion_tokens) for x in fresh]
 
 
-# -- lazily queued deadlines (meshsim.sim.Deadlines) fire exactly where timers would ---------------
+# -- lazily queued deadlines (meshsim.core.sim.Deadlines) fire exactly where timers would ---------------
 
 _step = st.tuples(st.sampled_from(["add", "add", "cancel", "other", "wait"]),
                   st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0]), st.integers(0, 40))
 
 
 def _deadline_run(script, lazy: bool) -> list:
-    from meshsim.sim import Deadlines, Environment
+    from meshsim.core.sim import Deadlines, Environment
 
     env = Environment(1)
     log: list = []
@@ -116,7 +116,7 @@ def test_lazy_deadlines_fire_where_timers_would(script):
 
 class _StubNode:
     def __init__(self):
-        from meshsim.sim import Environment
+        from meshsim.core.sim import Environment
 
         self.env = Environment(1)
         self.alive = True

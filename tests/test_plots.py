@@ -28,7 +28,7 @@ import meshsim  # noqa: E402
 from meshsim import plots  # noqa: E402
 from meshsim.plots import report  # noqa: E402
 from meshsim.cli import main  # noqa: E402
-from meshsim.records import find_records, read_records  # noqa: E402
+from meshsim.io.records import find_records, read_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSISTENT = ROOT / "scenarios" / "meshheal" / "persistent-math.yaml"
@@ -148,7 +148,7 @@ def sac_dirs(tmp_path_factory) -> list[Path]:
                 write_jsonl(sd / "queries.jsonl", [{"query": 1, "round": 0, "agent": "A1", "correct": True}])
                 summaries.append(summary)
             if len(seeds) > 1:
-                from meshsim.metrics import aggregate
+                from meshsim.observe.metrics import aggregate
 
                 (d / "aggregate.json").write_text(json.dumps({"scenario": d.name, "seeds": seeds,
                                                               "metrics": aggregate(summaries)}))

@@ -6,10 +6,10 @@ import json
 import httpx
 import pytest
 
-from meshsim.backends.base import CallKind, Request, TaskRef
+from meshsim.core.calls import CallKind, Request, TaskRef
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
-from meshsim.errors import InputError
-from meshsim.prompts import (PromptSet, build_messages, extract_answer, extract_json, parse_competence, parse_pair,
+from meshsim.core.errors import InputError
+from meshsim.workload.prompts import (PromptSet, build_messages, extract_answer, extract_json, parse_competence, parse_pair,
                              parse_reply, parse_review, parse_sac_score, template_names)
 
 TASK = TaskRef(index=1, id="bbh/object_counting/9", type="object_counting",

@@ -11,13 +11,13 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshsim.backends.base import Request, TaskRef
+from meshsim.core.calls import Request, TaskRef
 from meshsim.backends.fake import (CLASSES, VERDICTS, FakeBackend, FakeProfile, SplitMix64, load_fake_profile,
                                    score_distribution)
 from meshsim.backends.profiles import apply_overrides
 from meshsim.backends.provenance import assumption_factors, explain_rows, factor_overrides, range_for
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 #: profiles excluded from the range checks (none: every shipped fake profile has its ranges)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import meshsim
-from meshsim.backends.base import Request, TaskRef
+from meshsim.core.calls import Request, TaskRef
 from meshsim.backends.fake import FakeBackend, load_fake_profile
 from meshsim.backends.texts import Latent
 from meshsim.protocols.baselines import METHODS

@@ -16,12 +16,12 @@ import yaml
 from helpers import endpoint_scenario, send_json
 
 import meshsim
-from meshsim.backends.base import CallKind, Request, TaskRef
+from meshsim.core.calls import CallKind, Request, TaskRef
 from meshsim.backends.fake import FakeBackend, load_fake_profile
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
 from meshsim.backends.replay import ReplayBackend, read_cassette
-from meshsim.errors import InputError
-from meshsim.runfolder import comparable_files
+from meshsim.core.errors import InputError
+from meshsim.io.runfolder import comparable_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-live-DO-NOT-RECORD-987654321"

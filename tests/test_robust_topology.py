@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.errors import TopologyError
+from meshsim.core.errors import TopologyError
 from meshsim.graphs import GENERATORS, build
 from meshsim.graphs.robustness import robustness
 

@@ -8,7 +8,7 @@ import random
 import networkx as nx
 import pytest
 
-from meshsim.errors import InputError, MeshsimError
+from meshsim.core.errors import InputError, MeshsimError
 from meshsim.graphs.robustness import (
     EXACT_MAX_N,
     byzantine_neighbour_counts,

@@ -15,7 +15,7 @@ from hypothesis import given, strategies as st
 import meshsim
 from meshsim.cli import main
 from meshsim.protocols.meshheal.routing_defences import ForwardWatch, advert_consistent, rating
-from meshsim.runfolder import comparable_files
+from meshsim.io.runfolder import comparable_files
 
 ADV = Path(__file__).resolve().parents[1] / "scenarios" / "adversarial"
 BH6 = ADV / "blackhole-6.yaml"

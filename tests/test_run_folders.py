@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 import meshsim
 from meshsim.cli import main
-from meshsim.runfolder import LOCK_NAME, NOT_COMPARED, RunLock, comparable_files
+from meshsim.io.runfolder import LOCK_NAME, NOT_COMPARED, RunLock, comparable_files
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUTING = ROOT / "scenarios" / "routing" / "sparse-failures.yaml"
@@ -107,7 +107,7 @@ def test_a_held_lock_names_its_holder_and_nothing_is_written(tmp_path):
 def test_the_lock_dies_with_its_holder(tmp_path):
     """kill -9 of the holder: the kernel drops the flock; the lock file stays and blocks no one."""
     out = tmp_path / "crashed"
-    code = ("import sys, time\nfrom meshsim.runfolder import RunLock\n"
+    code = ("import sys, time\nfrom meshsim.io.runfolder import RunLock\n"
             "RunLock(sys.argv[1]).acquire({'scenario': 'doomed'})\nprint('locked', flush=True)\ntime.sleep(60)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True, env=env())
     try:
@@ -224,7 +224,7 @@ def test_editing_the_profile_after_a_run_is_refused_then_rerun_with_force(tmp_pa
 
 
 def test_another_meshsim_version_or_a_missing_provenance_is_refused(tmp_path, monkeypatch):
-    import meshsim.runfolder as rf
+    import meshsim.io.runfolder as rf
 
     out = tmp_path / "run"
     assert invoke("run", ROUTING, "--out", out, *SHORT).exit_code == 0
@@ -263,7 +263,7 @@ def test_a_cassette_that_only_grew_still_resumes_an_edited_one_does_not(tmp_path
 PAUSE_HOOK = """
 import os, time
 if os.environ.get("MESHSIM_TEST_PAUSE_MARKER"):
-    import meshsim.runner as runner
+    import meshsim.simulate.runner as runner
     real, calls = runner.simulate, []
 
     def simulate(world, progress=None, tables=None):
@@ -324,7 +324,7 @@ def test_sigint_keeps_completed_seeds_and_a_rerun_resumes_to_the_uninterrupted_r
 
 def test_interrupt_while_loading_is_exit_130(tmp_path, monkeypatch):
     """Ctrl-C before any run (click turns it into Abort): 130, not 'aborted' and 1."""
-    import meshsim.scenario as scenario
+    import meshsim.scenario.model as scenario
 
     def boom(*a, **kw):
         raise KeyboardInterrupt

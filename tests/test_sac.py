@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 import meshsim
 from meshsim.backends import make_backend
-from meshsim.backends.base import CallKind, Request, Response
-from meshsim.errors import InputError, ScenarioError
+from meshsim.core.calls import CallKind, Request, Response
+from meshsim.core.errors import InputError, ScenarioError
 from meshsim.protocols import PROTOCOLS
 from meshsim.protocols.consensus import DATASETS, ROLES, make_queries, parse_answer, parse_score, sac_filter
 from meshsim.graphs.robustness import robustness
-from meshsim.scenario import Role, build_graph, check_semantics
+from meshsim.scenario.model import Role, build_graph, check_semantics
 from meshsim.graphs import build
-from meshsim.records import read_records
+from meshsim.io.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SAC_DIR = ROOT / "scenarios" / "sac"
@@ -291,7 +291,7 @@ def test_cpwbft_mean_confidence_choice():
 
 
 def test_cpwbft_engine_decision():
-    from meshsim.metrics import engine_decision as decide
+    from meshsim.observe.metrics import engine_decision as decide
 
     # below-threshold confidences are dropped within a group: "7" keeps only its 0.9
     assert decide([("5", 0.8), ("7", 0.9), ("7", 0.1)]) == "7"
@@ -566,7 +566,7 @@ def test_console_summary_shows_sac_metrics(tmp_path):
 def test_sensitivity_sweeps_one_profile_field():
     """The sweep changes only the named field(s) (through backend.overrides) and
     returns the headline per value; determinism makes equal values agree."""
-    from meshsim.validation.sac import ASSUMPTIONS, SETTINGS, sensitivity
+    from meshsim.paper.validation.sac import ASSUMPTIONS, SETTINGS, sensitivity
 
     rows = sensitivity(["refine.qwen3-4b.sway", "refine.qwen2_5-1_5b.sway"], [0.0, 4.0, 0.0], "swaying-f0", seeds=1,
                        queries=4, sets=["protocol.params.rounds=2"])
@@ -575,7 +575,7 @@ def test_sensitivity_sweeps_one_profile_field():
     with pytest.raises(InputError, match="overrides.refine.qwen3-4b.nope"):
         sensitivity("refine.qwen3-4b.nope", [1.0], "swaying-f0", seeds=1, queries=2)
     # every listed assumption names fields that exist, and every setting's scenario exists
-    from meshsim.validation.sac import scenario_path
+    from meshsim.paper.validation.sac import scenario_path
 
     for spec in ASSUMPTIONS.values():
         _backend({p: spec["values"][0] for p in spec["paths"]})

@@ -17,10 +17,10 @@ import pytest
 
 import meshsim
 from meshsim.backends.fake_consensus import ConsensusFakeBackend
-from meshsim.errors import InputError, ScenarioError
-from meshsim.metrics import consensus_accuracy, gray_phase
-from meshsim.records import read_records
-from meshsim.scenario import build_graph, check_semantics
+from meshsim.core.errors import InputError, ScenarioError
+from meshsim.observe.metrics import consensus_accuracy, gray_phase
+from meshsim.io.records import read_records
+from meshsim.scenario.model import build_graph, check_semantics
 
 ROOT = Path(__file__).resolve().parents[1]
 ADV = ROOT / "scenarios" / "adversarial"
@@ -282,7 +282,7 @@ def test_meshheal_refuses_rounds_and_shares(tmp_path):
 @pytest.mark.slow  # several runs (and matplotlib): with the slow checks
 def test_gray_table_and_figure(tmp_path):
     pytest.importorskip("matplotlib")
-    from meshsim.errors import RunFolderError
+    from meshsim.core.errors import RunFolderError
     from meshsim.plots.report import gray_table, tables
     from meshsim.plots.sac import gray_figure
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import meshsim
 from meshsim.cli import main
 from meshsim.protocols.consensus import DATASETS, byzantine_set, f_local_violations
-from meshsim.scenario import build_graph, check_semantics
+from meshsim.scenario.model import build_graph, check_semantics
 
 ROOT = Path(__file__).resolve().parents[1]
 SAC_DIR = ROOT / "scenarios" / "sac"
@@ -106,8 +106,8 @@ def test_another_datasets_accuracy_is_not_screened():
 
 
 def test_reproduce_declares_tab5_and_tab6_beside_the_papers_values():
-    from meshsim.reproduce.sac import sac_experiments
-    from meshsim.validation.sac import SETTINGS
+    from meshsim.paper.reproduce.sac import sac_experiments
+    from meshsim.paper.validation.sac import SETTINGS
 
     by_id = {s.id: s for s in SETTINGS}
     t5 = [s for s in SETTINGS if s.table == "Tab. 5 AIME 2025"]
@@ -144,7 +144,7 @@ def _study(folder: Path) -> Path:
 
 def _shrink(monkeypatch, keep=lambda s: True) -> None:
     """The real Tab. 6 settings (those ``keep`` picks) at 4 queries and 2 rounds."""
-    import meshsim.validation.sac as vs
+    import meshsim.paper.validation.sac as vs
 
     small = [dataclasses.replace(s, runs=tuple((n, tuple(sets) + ("tasks.count=4", "protocol.params.rounds=2"))
                                                for n, sets in s.runs))
@@ -185,7 +185,7 @@ def test_reproduce_sac_quick_only_tab6_prints_paper_simulated_band_and_class(tin
 
 
 def test_reproduce_sac_quick_without_a_study_says_there_is_no_band(tiny, tmp_path, monkeypatch):
-    from meshsim.reproduce import bands
+    from meshsim.paper.reproduce import bands
 
     monkeypatch.chdir(tmp_path)  # no runs/uncertainty-* here
     monkeypatch.setattr(bands, "shipped_studies", lambda: None)  # and none shipped with the package
@@ -201,7 +201,7 @@ def test_reproduce_sac_quick_without_a_study_says_there_is_no_band(tiny, tmp_pat
 
 def test_a_paper_value_equal_to_the_band_but_for_float_rounding_is_inside_it():
     """Tab. 6 IAA is 4 x 100 / 7 in the paper and in every run; computed two ways it differs in the last bit."""
-    from meshsim.reproduce.bands import classify_row
+    from meshsim.paper.reproduce.bands import classify_row
 
     sim = sum([1.0] * 4 + [0.0] * 3) / 7 * 100
     assert sim != 400 / 7  # the float noise this guards against

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import meshsim
-from meshsim.scenario import build_graph, check_semantics
+from meshsim.scenario.model import build_graph, check_semantics
 
 ROOT = Path(__file__).resolve().parents[1] / "scenarios"
 FILES = sorted(p for p in ROOT.rglob("*.yaml") if "data" not in p.parts)

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 from meshsim.sweep import executors
 from meshsim.sweep.executors import CONNECT_TIMEOUT, make_executor
 

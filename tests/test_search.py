@@ -25,7 +25,7 @@ from click.testing import CliRunner
 pytest.importorskip("optuna")
 
 from meshsim.cli import main  # noqa: E402
-from meshsim.errors import InputError  # noqa: E402
+from meshsim.core.errors import InputError  # noqa: E402
 from meshsim.sweep.results import comparable_results  # noqa: E402
 from meshsim.sweep.search import Objective, SearchSpec, parse_constraint, parse_range  # noqa: E402
 

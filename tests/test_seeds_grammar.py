@@ -1,7 +1,7 @@
 """Seeds, one grammar (issue 29): every command that takes seeds reads them
-through :func:`meshsim.fields.parse_seeds` — ``9931`` is that one seed, a count
+through :func:`meshsim.scenario.fields.parse_seeds` — ``9931`` is that one seed, a count
 is explicit (``count:5``), ``9301-9320`` and ``1,5,9`` are what they say — and a
-plan of more than :data:`meshsim.fields.CONFIRM_RUNS` runs is refused before
+plan of more than :data:`meshsim.scenario.fields.CONFIRM_RUNS` runs is refused before
 any work without ``--yes``; the plan's run count is printed first.
 
 Parsing only: dry runs, and the long-running callees replaced by recorders.
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsim.cli import main
-from meshsim.fields import CONFIRM_RUNS, check_plan_runs, parse_seeds, seed_list
+from meshsim.scenario.fields import CONFIRM_RUNS, check_plan_runs, parse_seeds, seed_list
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
@@ -110,8 +110,8 @@ def test_uncertainty_takes_the_grammar(tmp_path):
 
 
 def test_reproduce_takes_seed_lists(monkeypatch, tmp_path):
-    import meshsim.reproduce as rep
-    from meshsim.reproduce import experiments
+    import meshsim.paper.reproduce as rep
+    from meshsim.paper.reproduce import experiments
 
     got = {}
 
@@ -135,7 +135,7 @@ def test_reproduce_takes_seed_lists(monkeypatch, tmp_path):
 
 
 def test_compare_takes_seed_lists_and_prints_its_plan(monkeypatch, tmp_path):
-    import meshsim.reproduce.compare as cmp
+    import meshsim.paper.reproduce.compare as cmp
 
     got = {}
 
@@ -153,14 +153,14 @@ def test_compare_takes_seed_lists_and_prints_its_plan(monkeypatch, tmp_path):
 
 
 def test_compare_runs_exactly_the_listed_seeds(tmp_path):
-    from meshsim.reproduce.compare import method_runs
+    from meshsim.paper.reproduce.compare import method_runs
 
     assert [r.seed for r in method_runs(COMPARE, [9931, 7], ("meshheal",))["meshheal"]] == [9931, 7]
     assert [r.seed for r in method_runs(COMPARE, 2, ("meshheal",))["meshheal"]] == [1, 2]
 
 
 def test_calibrate_takes_seed_lists(monkeypatch):
-    import meshsim.calibration as cal
+    import meshsim.paper.calibration as cal
 
     got = {}
 

@@ -1,5 +1,5 @@
 """Input files travel to a sweep's Dask workers as content, never as a path
-(issue 22, Build 3): :func:`meshsim.files.shipped` serves them in memory
+(issue 22, Build 3): :func:`meshsim.core.files.shipped` serves them in memory
 under the paths the scenario names, so a worker whose filesystem holds none of
 them runs exactly as a local run. The real cluster is in test_dask_cluster.py
 (slow); these are the pieces, in process, in well under a second each.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.errors import InputError
-from meshsim.files import is_input_dir, is_input_file, read_bytes, shipped
+from meshsim.core.errors import InputError
+from meshsim.core.files import is_input_dir, is_input_file, read_bytes, shipped
 from meshsim.sweep import plan_sweep
 from meshsim.sweep.core import point_inputs
 from meshsim.sweep.worker import run_task

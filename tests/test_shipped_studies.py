@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.reproduce import bands as rb
+from meshsim.paper.reproduce import bands as rb
 
 ROOT = Path(__file__).resolve().parents[1]
 TAB56 = ("uncertainty-aime-sac-7", "uncertainty-hmmt-cpwbft-7", "uncertainty-aime-cpwbft-7", "uncertainty-hmmt-sac-7")
@@ -88,7 +88,7 @@ def test_the_shipped_studies_join_to_the_same_positions_every_time(tmp_path, mon
 def test_an_experiment_without_its_studies_gets_no_band_and_the_reason(monkeypatch):
     """One group found (Tab. 5 / Tab. 6), one missing (the rest), one experiment too costly: bands only where
     the group was found; the others keep their seed sd, say why, and the note names the missing studies."""
-    from meshsim.reproduce.core import PREDICTION, Cell, Experiment, RunSpec, render_markdown
+    from meshsim.paper.reproduce.core import PREDICTION, Cell, Experiment, RunSpec, render_markdown
 
     prof = rb._spec_profile(RunSpec("scenarios/sac/aime-sac-7.yaml")).resolve()
     monkeypatch.setattr(rb, "joint_positions", lambda folders, n: (

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import meshsim
-from meshsim.errors import MeshsimError
-from meshsim.protocols.ledger import ExactSum, ReviewLedger, TaskLedger
-from meshsim.records import TableWriter, read_records, write_records
-from meshsim.runfolder import comparable_files
+from meshsim.core.errors import MeshsimError
+from meshsim.observe.ledger import ExactSum, ReviewLedger, TaskLedger
+from meshsim.io.records import TableWriter, read_records, write_records
+from meshsim.io.runfolder import comparable_files
 
 ROOT = Path(__file__).resolve().parents[1]
 MESHHEAL = ROOT / "scenarios" / "meshheal" / "staggered-math.yaml"
@@ -100,7 +100,7 @@ def test_interrupted_run_leaves_no_table(tmp_path):
         if done > 0.5 * total:
             raise KeyboardInterrupt
 
-    with pytest.raises(meshsim.runner.Interrupted):
+    with pytest.raises(meshsim.simulate.runner.Interrupted):
         meshsim.run(sc, seed=2, out=tmp_path, progress=ctrl_c)
     assert _leftovers(tmp_path) == [] and not (tmp_path / "summary.json").exists()
     meshsim.run(sc, seed=2, out=tmp_path)  # and the rerun completes it
@@ -283,7 +283,7 @@ def test_closed_rows_are_not_kept(count):
     """However long the stream, the run holds at most the open task's row and the
     latest review (the one its detector evidence may still extend)."""
     sc = meshsim.load_scenario(MESHHEAL, [f"tasks.count={count}", "phases=[]", "events=[]"], smoke=True)
-    from meshsim.runner import build, prepare, simulate
+    from meshsim.simulate.runner import build, prepare, simulate
 
     sink = _CountingSink()
     res = simulate(build(sc, 1, prepare(sc, [1]).get(1)), None, sink)

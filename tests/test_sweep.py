@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 from meshsim.sweep import load_results, plan_sweep, run_sweep
 from meshsim.sweep.results import TIMING_COLUMNS, comparable_results
 from meshsim.sweep.spec import parse_values
@@ -272,7 +272,7 @@ def test_output_levels_keep_what_they_say(tmp_path):
 
 
 def test_a_failing_run_is_recorded_and_the_exit_code_counts_failures(tmp_path, monkeypatch):
-    from meshsim import runner
+    from meshsim.simulate import runner
 
     real = runner.run_one
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 from meshsim.sweep import MANIFEST, plan_sweep, resume_args
 from meshsim.sweep.core import MIN_SEEDS
 from meshsim.sweep.results import comparable_results

@@ -4,7 +4,7 @@ A scenario whose endpoint URL carries user-info and a query token, with extra
 headers in the file and on the command line (``--set``), is swept, searched
 and studied; then every file of each folder (gzip inflated) is read and no
 8-character piece of any secret may appear. Secrets leave *by field*
-(meshsim.redact.structural), never by searching text; a folder still resumes.
+(meshsim.core.redact.structural), never by searching text; a folder still resumes.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import send_json
 from meshsim.cli import main
-from meshsim.redact import MASK, redact_set
+from meshsim.core.redact import MASK, redact_set
 from meshsim.sweep.manifest import check_compatible, public, read_manifest, write_manifest
 
 KEY_VAR = "MESHSIM_SWEEP_SECRET_KEY"

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 from meshsim.sweep.manifest import FORMAT
 from meshsim.sweep.results import point_rows, read_table, write_results
 from meshsim.sweep.stats import interval, paired

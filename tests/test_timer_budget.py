@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 from meshsim.cli import main
-from meshsim.errors import ScenarioError
+from meshsim.core.errors import ScenarioError
 from meshsim.protocols.base import Timer
-from meshsim.runner import _check_timers
-from meshsim.scenario import load_scenario
+from meshsim.simulate.runner import _check_timers
+from meshsim.scenario.model import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 BBH = str(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml")

@@ -7,7 +7,7 @@ import networkx as nx
 import pytest
 
 from meshsim import graphs as topology
-from meshsim.errors import InputError, TopologyError
+from meshsim.core.errors import InputError, TopologyError
 from meshsim.graphs import GENERATORS, build, describe, from_file
 
 N = 12

@@ -103,7 +103,7 @@ def test_the_budget_split_never_exceeds_the_budget_and_keeps_its_minimums(seeds,
 
 
 def test_a_budget_below_the_minimum_is_an_input_error():
-    from meshsim.errors import InputError
+    from meshsim.core.errors import InputError
 
     with pytest.raises(InputError, match="--budget: too small .* needs at least 50 runs"):
         allocate(49, 2, 4, 2)
@@ -201,7 +201,7 @@ def test_bands_separate_seed_noise_from_the_assumption_spread(study):
         base = [s for s in samples if s["stage"] == "base"][0]
         runs = [json.loads((out / "runs" / base["point"] / f"seed-{s}" / "summary.json").read_text())
                 for s in (1, 2)]
-        from meshsim.records import dig
+        from meshsim.io.records import dig
 
         vals = [float(dig(r, m)) for r in runs]
         assert float(b["base_mean"]) == pytest.approx(sum(vals) / 2)
@@ -352,8 +352,8 @@ def test_a_budget_too_small_is_one_line_exit_2(small, tmp_path):
 def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path, monkeypatch):
     """A prediction row recomputed at the study's Latin-hypercube samples (its runs patched with the same
     factor overrides) has the study's own band: same runs, same numbers."""
-    from meshsim.reproduce import bands as rb
-    from meshsim.reproduce.core import (Cell, Experiment, _seeds, _vals, render_classes, render_markdown,
+    from meshsim.paper.reproduce import bands as rb
+    from meshsim.paper.reproduce.core import (Cell, Experiment, _seeds, _vals, render_classes, render_markdown,
                                        run_experiments)
 
     out, _ = study
@@ -367,7 +367,7 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     results = run_experiments([exp], tmp_path / "rep")
     info = rb.add_bands("t", [exp], results, tmp_path / "rep", 1, out, 3)
     assert info["experiments"] == ["x"] and info["samples"] == 3 and info["available"] == 10
-    from meshsim.metrics import quantile
+    from meshsim.observe.metrics import quantile
 
     lhs = [s for s in _rows(out / "samples.csv") if s["stage"] == "lhs"][:3]
     acc, fi = results[0]["cells"]
@@ -388,7 +388,7 @@ def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tm
     the first study's value; a study of another profile is refused."""
     import shutil
 
-    from meshsim.reproduce import bands as rb
+    from meshsim.paper.reproduce import bands as rb
     from meshsim.uncertainty import read_state
 
     def write_state(folder, st):
@@ -433,14 +433,14 @@ def test_two_studies_join_their_samples_and_keep_each_ones_top_factors(study, tm
     ("|d| <= 0.010", (0.02, 0.05), "robust disagreement"), (None, (0.1, 0.2), "no paper value"),
     ("n/r", (0.1, 0.2), "no paper value"), (0.5, (0.1, 0.2), "robust disagreement")])
 def test_rows_with_a_paper_range_or_bound_are_classified(paper, band, cls):
-    from meshsim.reproduce.bands import classify_row
+    from meshsim.paper.reproduce.bands import classify_row
 
     assert classify_row(paper, *band, 0.01) == cls
 
 
 def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):
-    from meshsim.reproduce import bands as rb
-    from meshsim.reproduce.bands import find_study
+    from meshsim.paper.reproduce import bands as rb
+    from meshsim.paper.reproduce.bands import find_study
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(rb, "shipped_studies", lambda: None)  # nor shipped with the package
@@ -496,8 +496,8 @@ def test_a_sac_study_screens_only_the_factors_of_models_its_dataset_calls():
 def test_band_factors_follow_each_runs_profile_by_name():
     """Positions are by factor name: a run on model pair A's profile moves the same assumptions over pair A's
     own ranges; a run whose profile lacks a top factor (SAC's profile for a MeshHeal factor) gets no band."""
-    from meshsim.reproduce import bands as rb
-    from meshsim.reproduce.core import Experiment, RunSpec
+    from meshsim.paper.reproduce import bands as rb
+    from meshsim.paper.reproduce.core import Experiment, RunSpec
 
     top = ["review.noise", "models.strong.garbage"]
     mh = RunSpec("scenarios/meshheal/persistent-math.yaml")
@@ -514,8 +514,8 @@ def test_band_factors_follow_each_runs_profile_by_name():
 def test_two_rows_with_the_same_label_keep_their_own_bands(monkeypatch):
     """Two settings may print the same row label (the swaying adversary's F = 0 and F = 3): each row's band
     comes from its own runs, not from the two pooled."""
-    from meshsim.reproduce import bands as rb
-    from meshsim.reproduce.core import PREDICTION, Cell, Experiment, RunSpec
+    from meshsim.paper.reproduce import bands as rb
+    from meshsim.paper.reproduce.core import PREDICTION, Cell, Experiment, RunSpec
 
     prof = rb._spec_profile(RunSpec("scenarios/meshheal/persistent-math.yaml")).resolve()
     monkeypatch.setattr(rb, "joint_positions", lambda folders, n: (

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 from meshsim.cli import main
-from meshsim.errors import InputError
+from meshsim.core.errors import InputError
 from meshsim.verdict import MEASURES, parse_constraint
 from meshsim.verdict.constraints import holds_at, judge
 from meshsim.verdict.measures import clopper_pearson, runs_to_show
@@ -403,7 +403,7 @@ def test_dask_gives_the_process_pools_verdict_byte_for_byte(folder, tmp_path):
 @pytest.mark.parametrize("extra, says", [
     (["--front", "2"], "error: --front: --front chooses among a search's front points: it goes with --from"),
     (["--bands", "x", "--samples", "0"], "error: --bands: --bands gives assumption samples, --samples 0 asks"),
-    (["--seeds", "70003-70001"], "error: --seeds: "),  # parse_seeds' own words (meshsim.fields)
+    (["--seeds", "70003-70001"], "error: --seeds: "),  # parse_seeds' own words (meshsim.scenario.fields)
 ])
 def test_options_that_contradict_each_other_are_one_line(extra, says, tmp_path):
     res = _cli(*ARGS, *extra, "--out", str(tmp_path / "v"))  # the last --samples / --seeds counts

@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..protocols.meshheal.detector import DetectorParams
 from .scores import Dist, ScoreModel
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..protocols.meshheal.detector import DetectorParams
 from .detector import OC, PARAMS
 from .scores import ScoreModel
@@ -45,7 +45,7 @@ class Source:
 
 
 def _is_profile(path: Path) -> bool:
-    from ..files import load_yaml
+    from ..core.files import load_yaml
 
     data = load_yaml(path, "profile or scenario")
     return isinstance(data, dict) and "models" in data and "protocol" not in data

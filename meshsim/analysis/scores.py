@@ -33,7 +33,7 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["Dist", "ScoreModel", "from_backend", "from_profile", "from_records", "cached_profile", "run_folders",
            "CASES"]
@@ -118,7 +118,7 @@ class _LLM:
 
     def request(self, kind: str, task: Any, abilities: Iterable[str], context: Optional[dict] = None,
                 sample: int = 0):
-        from ..backends.base import Request
+        from ..core.calls import Request
 
         return Request(kind=kind, agent=self.agent, model=self.model, task=task, abilities=tuple(abilities),
                        context=context or {}, sample=sample, seed=self._rnd.getrandbits(62))
@@ -151,7 +151,7 @@ class _Producer:
     """The producing controller as review.assess sees it: two normal eligible reviewers."""
 
     def __init__(self, name: str, params: Any, llm: _LLM, reviewers: list[_Reviewer], seed: int, state: Any):
-        from ..types import RoutingState
+        from ..core.types import RoutingState
 
         self.name, self.params, self.llm = name, params, llm
         self.rnd = random.Random(f"{seed}/producer/{name}")
@@ -189,12 +189,12 @@ def from_backend(backend: Any, dataset: str = "bbh", n: int = 1200, seed: int = 
     two healthy (``strong``) reviewers. One run per output gives both the normal-state score (the
     committee runs only on its own triggers) and the watched/probe one (committee always): the
     committee's draws are the same whenever it runs in both."""
-    from ..backends.base import TaskRef
+    from ..core.calls import TaskRef
     from ..protocols.execution import TaskState, generate
     from ..protocols.meshheal import MeshHealParams
     from ..protocols.meshheal.review import assess, committee_triggers
-    from ..tasks import load_profile
-    from ..types import RoutingState
+    from ..workload.tasks import load_profile
+    from ..core.types import RoutingState
 
     params = params or MeshHealParams(takeover=False)  # Takeover changes the output, never q
     prof = load_profile(dataset)
@@ -238,7 +238,7 @@ def from_profile(profile: str | Path, dataset: str = "bbh", n: int = 1200, seed:
 
 def run_folders(run_dir: str | Path) -> list[Path]:
     """The seed folders of a run folder (itself, or its ``seed-*`` folders) that hold reviews records."""
-    from ..records import has_records
+    from ..io.records import has_records
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -257,7 +257,7 @@ def from_records(run_dir: str | Path) -> ScoreModel:
     """Empirical final scores of a run folder, healthy / degraded by each record's ``degraded`` flag
     (the run's degrade events); the ``_watched`` cases are outputs whose committee ran because the
     producer was watched or probed (with fewer than 30 of them, the normal-state scores stand in)."""
-    from ..records import find_records, iter_records
+    from ..io.records import find_records, iter_records
 
     rows: dict[str, list[tuple[str, float]]] = {c: [] for c in CASES}
     for folder in run_folders(run_dir):
@@ -342,7 +342,7 @@ def cached_profile(profile: str | Path, dataset: str = "bbh", n: int = 20000, se
     m = from_profile(path, dataset, n, seed)
     if use_cache:
         try:
-            from ..records import write_atomic
+            from ..io.records import write_atomic
 
             write_atomic(f, _to_json(m))
         except Exception:  # noqa: BLE001 - a cache that cannot be written is not an error

@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from ..protocols.meshheal.detector import DetectorParams, make_detector
-from ..types import RoutingState
+from ..core.types import RoutingState
 from .detector import healthy_pool
 from .scores import ScoreModel
 

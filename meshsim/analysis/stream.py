@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["Stream", "from_dataset", "from_scenario", "simulated"]
 
@@ -51,7 +51,7 @@ def from_dataset(dataset: str = "bbh", tasks: int = 504, degrade_at: Optional[in
                  targets: Optional[list[str]] = None, name: str = "") -> Stream:
     """The nominal load of a ``tasks``-task stream on the dataset profile's six agents (x ``replicas``):
     App. B.3's persistent setting by default (504 tasks, the profile's targets degrade at task 253)."""
-    from ..tasks import load_profile
+    from ..workload.tasks import load_profile
 
     prof = load_profile(dataset)
     need = {s: sum(1 for pair in prof.types.values() if s in pair) for s in prof.abilities}
@@ -73,7 +73,7 @@ def from_dataset(dataset: str = "bbh", tasks: int = 504, degrade_at: Optional[in
 
 def from_scenario(path: str | Path, sets: tuple[str, ...] = ()) -> Stream:
     """A MeshHeal scenario's stream, detector parameters, probe period and backend profile."""
-    from ..scenario import load_scenario
+    from ..scenario.model import load_scenario
 
     sc = load_scenario(Path(path), list(sets))
     if sc.protocol.name != "meshheal":
@@ -145,7 +145,7 @@ def _decompose(out: Simulated, folder: Path, ups: dict[str, list[tuple[int, tupl
     """Each isolation of an agent while healthy (states.jsonl): before or after the first degradation,
     with a review in its last ``window`` matched outputs by an agent that was degraded and not isolated
     then, after a degraded agent's first isolation, a re-isolation."""
-    from ..records import find_records, iter_records
+    from ..io.records import find_records, iter_records
 
     path = find_records(folder, "states.jsonl")
     if path is None:
@@ -190,8 +190,8 @@ def simulated(run_dir: str | Path, window: int = 8) -> Simulated:
     """False isolations of the always-healthy agents and the detection delays of the degraded ones, in
     stream tasks and in the agent's own detector updates (from task b to the isolating update at task c,
     inclusive), over a run folder's seeds; the isolations while healthy decomposed (:func:`_decompose`)."""
-    from ..records import find_records, iter_records
-    from ..runfolder import read_json
+    from ..io.records import find_records, iter_records
+    from ..io.runfolder import read_json
     from .scores import run_folders
 
     out = Simulated()

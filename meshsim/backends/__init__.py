@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
-from .base import Backend, CallKind, LatencyModel, NullBackend, Request, Response, TaskRef
+from ..core.errors import InputError
+from ..core.calls import Backend, CallKind, LatencyModel, NullBackend, Request, Response, TaskRef
 
 __all__ = ["Backend", "CallKind", "LatencyModel", "NullBackend", "Request", "Response", "TaskRef",
            "make_backend", "check_backend", "find_profile"]
@@ -28,7 +28,7 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
     stem = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
     cands.append(Path("backends") / stem)
     cands.append(Path(__file__).resolve().parents[2] / "backends" / stem)
-    from ..files import is_input_file
+    from ..core.files import is_input_file
 
     for c in cands:
         if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
@@ -40,7 +40,7 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
 def _fields(spec: dict[str, Any], allowed: set[str]) -> None:
     for k in spec:
         if k not in allowed:
-            from ..types import unknown_key
+            from ..core.types import unknown_key
 
             raise InputError(unknown_key(k, allowed), field=k)
 

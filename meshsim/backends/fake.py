@@ -108,9 +108,9 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import InputError
-from ..types import refuse_bool_numbers
-from .base import Backend, LatencyModel, Request, Response, TaskRef
+from ..core.errors import InputError
+from ..core.types import refuse_bool_numbers
+from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
 from .profiles import hash_unit, load_validated, model_role
 from .texts import UNREADABLE, Latent, TextStore
 
@@ -851,7 +851,7 @@ def _type_difficulty(dataset: str, task_type: str) -> float:
     if table is None:
         table = {}
         try:
-            from ..tasks import load_profile
+            from ..workload.tasks import load_profile
 
             types = sorted(load_profile(dataset).types)
         except Exception:  # a task file's own types: no profile to spread over

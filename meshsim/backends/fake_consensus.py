@@ -79,9 +79,9 @@ from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import InputError
-from ..types import refuse_bool_numbers
-from .base import Backend, LatencyModel, Request, Response, TaskRef
+from ..core.errors import InputError
+from ..core.types import refuse_bool_numbers
+from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
 from .fake import ModelSpec, TokenSpec
 from .profiles import hash_unit, load_validated, model_role
 from .texts import Latent, TextStore
@@ -284,7 +284,7 @@ def _check_behaviour_overrides(prof: Optional[ConsensusProfile], overrides: Opti
     if not overrides:
         return
     if prof is None:
-        from ..files import load_yaml
+        from ..core.files import load_yaml
 
         data = load_yaml(path, "profile")
         keys = data.get("score") if isinstance(data, dict) else None

@@ -45,8 +45,8 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from ..errors import InputError
-from .base import CallKind
+from ..core.errors import InputError
+from ..core.calls import CallKind
 from .replay import read_cassette, text_digest
 
 __all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile"]

@@ -22,7 +22,7 @@ is looked up as a role too, else sent as the model id)::
 The API key is read from the environment variable the profile *names*; it
 is sent as a bearer token and never stored in a profile, a cassette, a log,
 an error message or ``describe()``: it is registered with
-:mod:`meshsim.redact`, so the key and every run of 8 or more of its
+:mod:`meshsim.core.redact`, so the key and every run of 8 or more of its
 characters are scrubbed from every reply text and error body (a server that
 echoes the key) and from everything meshsim writes. A scenario whose profile
 names an unset variable fails at start (``check_openai``), not mid-run, and
@@ -69,11 +69,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import InputError
-from ..types import refuse_bool_numbers
-from ..files import load_yaml
-from ..redact import register as register_secret, scrub, url_secrets
-from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
+from ..core.errors import InputError
+from ..core.types import refuse_bool_numbers
+from ..core.files import load_yaml
+from ..core.redact import register as register_secret, scrub, url_secrets
+from ..core.calls import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 from .wire import ACCEPT_ENCODING, BadEncoding, BodyTooLarge, read_body
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
@@ -146,7 +146,7 @@ class OpenAIProfile(_S):
     stop: list[str] = []
     chars_per_token: Pos = 4.0
     headers: dict[str, str] = {}  # extra non-secret headers (never put a key here)
-    prompts: Any = None  # {dir, templates} overrides (meshsim.prompts.PromptSet)
+    prompts: Any = None  # {dir, templates} overrides (meshsim.workload.prompts.PromptSet)
     #: where each number comes from (`meshsim backends explain`)
     sources: dict[str, str] = {}
 
@@ -162,7 +162,7 @@ def _validate(data: Any, where: Optional[str]) -> OpenAIProfile:
         e = exc.errors(include_url=False)[0]
         loc = ".".join(str(x) for x in e["loc"])
         if e["type"] == "extra_forbidden":
-            from ..types import closest_key
+            from ..core.types import closest_key
 
             e["msg"] = "unknown key" + closest_key(OpenAIProfile, tuple(e["loc"]))
         raise InputError(e["msg"], file=where, field=loc or None) from None
@@ -279,7 +279,7 @@ def _reply_schema(req: Request) -> Optional[dict[str, Any]]:
                  "one_sentence_reason": {"type": "string", "maxLength": 300}}
         return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
     if req.kind == CallKind.INFER:
-        from ..prompts import _profile
+        from ..workload.prompts import _profile
 
         prof = _profile(req.task.dataset) if req.task and req.task.dataset else None
         vocab = list(req.context.get("vocabulary") or (prof.abilities if prof else ()))
@@ -305,7 +305,7 @@ def grade_text(task: TaskRef, text: str, action: Optional[str] = None) -> Option
     against the gold one; an intermediate half (Contribute) has none."""
     if action == "contribute" or not text:
         return None
-    from ..datasets import grade_task
+    from ..workload.datasets import grade_task
 
     return grade_task(task, text)
 
@@ -321,7 +321,7 @@ class OpenAIBackend(Backend):
         return grade_text(task, text, action)
 
     def final_answer(self, task: TaskRef, text: str) -> Optional[str]:
-        from ..prompts import extract_answer
+        from ..workload.prompts import extract_answer
 
         return extract_answer(text, task) if text else None
 
@@ -329,7 +329,7 @@ class OpenAIBackend(Backend):
                  sleep: Optional[Callable[[float], Awaitable[None]]] = None,
                  environ: Optional[dict[str, str]] = None, base_dir: Optional[Path] = None,
                  require_key: bool = True):
-        from ..prompts import PromptSet
+        from ..workload.prompts import PromptSet
 
         self.profile = profile
         self.name = f"openai:{profile.name}"
@@ -463,7 +463,7 @@ class OpenAIBackend(Backend):
 
     def payload(self, req: Request) -> tuple[str, dict[str, Any]]:
         """(URL, JSON body) of the chat-completions request: no secrets in either."""
-        from ..prompts import build_messages
+        from ..workload.prompts import build_messages
 
         _, ep = self.endpoint(req.model)
         body = {"model": ep.id, "messages": build_messages(req, self.prompts), **self.sampling(req),
@@ -707,7 +707,7 @@ class OpenAIBackend(Backend):
         return sum(estimate_tokens(m.get("content", ""), cpt) + 4 for m in body.get("messages", []))
 
     def _response(self, req: Request, data: dict, body: dict) -> Response:
-        from ..prompts import parse_reply
+        from ..workload.prompts import parse_reply
 
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
@@ -764,7 +764,7 @@ def make_openai(spec: dict[str, Any], seed: int, base_dir: Optional[Path], *, re
 
 def check_openai_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> OpenAIProfile:
     from . import find_profile
-    from ..prompts import PromptSet
+    from ..workload.prompts import PromptSet
 
     overrides = {k: v for k, v in spec.items() if k not in ("kind", "profile")}
     path = find_profile(spec["profile"], base_dir) if spec.get("profile") else None

@@ -8,8 +8,8 @@ from typing import Any, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import InputError
-from ..files import load_yaml
+from ..core.errors import InputError
+from ..core.files import load_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,7 +34,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
         loc = ".".join(str(x) for x in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            from ..types import closest_key
+            from ..core.types import closest_key
 
             msg = "unknown key" + closest_key(model, tuple(e["loc"]))
         hit = next((str(k) for k in (overrides or {}) if loc == str(k) or loc.startswith(f"{k}.")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["KINDS", "numeric_leaves", "source_for", "explain_rows", "missing_sources", "load_profile_data",
            "Factor", "assumption_factors", "factor_overrides", "range_for"]
@@ -99,7 +99,7 @@ def missing_sources(data: dict[str, Any]) -> list[str]:
 
 
 def load_profile_data(path: str | Path) -> dict[str, Any]:
-    from ..files import load_yaml
+    from ..core.files import load_yaml
 
     p = Path(path)
     data = load_yaml(p, "profile")
@@ -151,7 +151,7 @@ def _range_spec(key: str, spec: Any, src: str) -> tuple[Optional[tuple[float, fl
                          value=why)
     unknown = set(spec) - {"low", "high", "scale", "why"}
     if unknown:
-        from ..types import unknown_key
+        from ..core.types import unknown_key
 
         raise InputError(unknown_key(sorted(unknown)[0], ("low", "high", "scale", "why")), file=src,
                          field=f"ranges.{key}.{sorted(unknown)[0]}")

@@ -40,9 +40,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
-from ..redact import scrub
-from .base import Backend, CallKind, LatencyModel, Request, Response, TaskRef
+from ..core.errors import InputError
+from ..core.redact import scrub
+from ..core.calls import Backend, CallKind, LatencyModel, Request, Response, TaskRef
 
 __all__ = ["ReplayBackend", "MODES", "call_key", "read_cassette", "request_record", "response_from", "response_to"]
 
@@ -203,7 +203,7 @@ def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:
     """(entries, length of the readable prefix in bytes). A partial last line
     (a crash mid-append) is skipped; a corrupt line before it is an error
     naming the line."""
-    from ..files import is_input_file, read_bytes
+    from ..core.files import is_input_file, read_bytes
 
     path = Path(path)
     if not is_input_file(path) and not path.exists():
@@ -263,7 +263,7 @@ class ReplayBackend(Backend):
             self.synchronous = inner.synchronous
             return
         if mode == "replay":
-            from ..files import is_input_file
+            from ..core.files import is_input_file
 
             if not is_input_file(self.path):  # a sweep's Dask worker has it in memory (files.shipped)
                 raise InputError("cassette not found (record it first with mode record or record-missing)",
@@ -467,7 +467,7 @@ def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
     allowed = {"kind", "mode", "cassette", "backend", "fsync"}
     for k in spec:
         if k not in allowed:
-            from ..types import unknown_key
+            from ..core.types import unknown_key
 
             raise InputError(unknown_key(k, allowed), field=k)
     mode = spec.get("mode", "record-missing")
@@ -482,7 +482,7 @@ def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
         raise InputError("a replay backend cannot wrap another replay backend", field="backend.kind")
     if mode == "replay":
         path = cassette_path(spec["cassette"], base_dir)
-        from ..files import is_input_file
+        from ..core.files import is_input_file
 
         if not is_input_file(path):  # a sweep's Dask worker has it in memory (files.shipped)
             raise InputError("cassette not found (record it first with mode record or record-missing)",

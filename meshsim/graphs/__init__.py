@@ -14,7 +14,7 @@ Layout (each module imports only what is below it):
 Importing the package registers every generator. ``meshsim.graphs.robustness``
 (scipy's MILP) is imported only where it is used.
 """
-from ..names import agent_name, node_order
+from ..core.names import agent_name, node_order
 from . import ability, plain, robust  # noqa: F401  (register their topology kinds)
 from .ability import ability_sparse_graph, check_ability_graph, default_edges
 from .build import build, describe

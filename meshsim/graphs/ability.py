@@ -33,8 +33,8 @@ from typing import Any, Iterable, Mapping
 
 import networkx as nx
 
-from ..errors import TopologyError
-from ..names import agent_name, node_order
+from ..core.errors import TopologyError
+from ..core.names import agent_name, node_order
 from .registry import register_generator
 
 __all__ = [

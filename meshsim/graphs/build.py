@@ -6,7 +6,7 @@ from typing import Any
 
 import networkx as nx
 
-from ..errors import TopologyError
+from ..core.errors import TopologyError
 from .io import from_file
 from .registry import GENERATORS, relabel
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import networkx as nx
 
-from ..errors import InputError, TopologyError
-from ..files import read_bytes
+from ..core.errors import InputError, TopologyError
+from ..core.files import read_bytes
 from .registry import relabel
 
-#: the longest link latency in a file, in seconds (as scenario latencies: meshsim.fields.MAX_LATENCY)
+#: the longest link latency in a file, in seconds (as scenario latencies: meshsim.scenario.fields.MAX_LATENCY)
 MAX_LATENCY = 1e9
 
 __all__ = ["from_file"]
@@ -36,7 +36,7 @@ def from_file(path: Path | str, fmt: str | None = None, max_agents: int | None =
     networkx-style ``{'latency': 0.02}`` dict; ``#`` starts a comment.
 
     The file must be a regular file within the topology size cap
-    (:mod:`meshsim.files`). A self-loop, and two edges between the same agents
+    (:mod:`meshsim.core.files`). A self-loop, and two edges between the same agents
     that disagree on an attribute (GraphML parallel edges, or both directions
     of a directed GraphML), are errors naming the file: collapsing them would
     silently keep one of the two.

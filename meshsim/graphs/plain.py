@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from ..errors import TopologyError
+from ..core.errors import TopologyError
 from .registry import need as _need, register_generator
 
 __all__: list[str] = []

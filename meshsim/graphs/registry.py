@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import networkx as nx
 
-from ..errors import TopologyError
-from ..names import agent_name, node_order
+from ..core.errors import TopologyError
+from ..core.names import agent_name, node_order
 
 __all__ = ["GENERATORS", "Generator", "register_generator", "need", "relabel"]
 

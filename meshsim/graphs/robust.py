@@ -42,7 +42,7 @@ import random
 
 import networkx as nx
 
-from ..errors import TopologyError
+from ..core.errors import TopologyError
 from .registry import need as _need, register_generator
 
 __all__ = ["merg", "pa_robust", "er_robust", "k_circulant", "er_threshold_p"]

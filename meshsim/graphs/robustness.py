@@ -57,7 +57,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from ..errors import InputError, MeshsimError
+from ..core.errors import InputError, MeshsimError
 
 __all__ = [
     "EXACT_AUTO_MAX_N",
@@ -101,7 +101,7 @@ def robustness(G: nx.Graph, method: str = "auto", time_limit: float | None = Non
     such pairs are first sought by a cheap, verified search, so the solver is
     usually left with a single infeasibility proof.  ``time_limit`` (seconds)
     is the budget for the whole call; running out raises
-    :class:`~meshsim.errors.MeshsimError`.
+    :class:`~meshsim.core.errors.MeshsimError`.
     """
     nodes, adj = _prepare(G)
     method = _check_method(method, len(nodes))
@@ -129,13 +129,13 @@ def is_r_robust(G: nx.Graph, r: int, method: str = "auto",
     """Whether ``G`` is r-robust (SAC paper Def. 3.3).
 
     Every graph is 0-robust.  ``r`` must be a non-negative integer; directed
-    graphs are rejected (:class:`~meshsim.errors.InputError`).  The bounds of
+    graphs are rejected (:class:`~meshsim.core.errors.InputError`).  The bounds of
     :func:`robustness_bounds` answer without search when they can; otherwise
     ``"exact"`` enumerates all disjoint pairs (bit-mask DP) and ``"milp"``
     asks whether a pair with ``max(reach(S1), reach(S2)) <= r - 1`` exists
     (Usevitch & Panagou 2020), after a cheap witness search if ``heuristic``.
     ``time_limit`` (seconds) is passed to HiGHS; if it runs out before the
-    question is settled a :class:`~meshsim.errors.MeshsimError` is raised.
+    question is settled a :class:`~meshsim.core.errors.MeshsimError` is raised.
     """
     _check_r(r)
     nodes, adj = _prepare(G)

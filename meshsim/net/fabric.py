@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .messages import KindStats, Message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..sim import Environment
-    from ..types import LatencySpec
+    from ..core.sim import Environment
+    from ..core.types import LatencySpec
 
 __all__ = ["Fabric", "Wire"]
 

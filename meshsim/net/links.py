@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from simpy.events import NORMAL, Event
 
-from ..errors import InputError
-from ..types import LatencySpec
+from ..core.errors import InputError
+from ..core.types import LatencySpec
 from .fabric import Fabric
 from .messages import Message
 

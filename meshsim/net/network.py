@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from ..errors import InputError
-from ..sim import Environment
-from ..names import node_order
-from ..types import LatencySpec
+from ..core.errors import InputError
+from ..core.sim import Environment
+from ..core.names import node_order
+from ..core.types import LatencySpec
 from .links import Link
 from .messages import KindStats, Message
 from .node import Node

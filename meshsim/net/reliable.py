@@ -15,7 +15,7 @@ from typing import Any
 
 from simpy.events import Event
 
-from ..sim import Deadlines
+from ..core.sim import Deadlines
 from .messages import HEADER_BYTES, Message
 from .node import Node
 
@@ -36,7 +36,7 @@ class Reliable:
         self._next_rid = 1
         self._pending: dict[int, list] = {}
         # ack timeouts: nearly every one is cancelled by its ack, so they are
-        # queued lazily (meshsim.sim.Deadlines; the same firing order as timers)
+        # queued lazily (meshsim.core.sim.Deadlines; the same firing order as timers)
         self._deadlines = Deadlines(node.env, self._expire)
         # per sender, every request id handled, sorted: ids from one sender mostly arrive
         # in increasing order, so this is an append (8 bytes each, not a set's ~60: a

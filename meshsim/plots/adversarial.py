@@ -114,7 +114,7 @@ def _run_summaries(folder: str | Path) -> list[dict]:
 
 def _first_isolations(folder: str | Path, agent: str) -> list[Optional[int]]:
     """Per seed of a run folder, the first task at which ``agent`` changed to isolated."""
-    from ..records import read_records
+    from ..io.records import read_records
 
     root = Path(folder)
     dirs = sorted(root.glob("seed-*")) or [root]
@@ -199,7 +199,7 @@ def _isolated_during(states: list[dict], agent: str, start: int) -> bool:
 
 def _baseline_by_graph(folder: Path, hit: Callable[[list[dict]], bool]) -> dict[str, tuple[int, int]]:
     """Per ``network.topology.m`` of a no-liar records sweep: (seeds where ``hit``, seeds)."""
-    from ..records import read_records
+    from ..io.records import read_records
 
     out: dict[str, list[int]] = {}
     for r in read_sweep(folder):

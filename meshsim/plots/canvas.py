@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 
 STATE_COLORS = {"normal": "#2b8a3e", "watched": "#f08c00", "isolated": "#d6336c"}

@@ -2,7 +2,7 @@
 
 Files are read on first use and cached; per-record files are read in plain
 (``.jsonl``) or compressed (``.jsonl.gz``) form. Every check of what is missing
-raises :class:`~meshsim.errors.RunFolderError` naming the folder.
+raises :class:`~meshsim.core.errors.RunFolderError` naming the folder.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from ..errors import RunFolderError
-from ..names import node_order
-from ..records import dig, find_records, has_records, iter_records
+from ..core.errors import RunFolderError
+from ..core.names import node_order
+from ..io.records import dig, find_records, has_records, iter_records
 
 
 SAC_METHODS = {"sac": "SAC", "cp-wbft": "CP-WBFT", "cp_wbft": "CP-WBFT", "cpwbft": "CP-WBFT"}

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..errors import InputError, MeshsimError, RunFolderError
-from ..names import node_order
+from ..core.errors import InputError, MeshsimError, RunFolderError
+from ..core.names import node_order
 from .canvas import ROLE_COLORS, STATE_COLORS, _new_figure, _short, _TOPO_COLORS
 from .folder import RunFolder, _as_folder, _summary_agents
 from .stats import degraded_intervals, STATES
 
 
 def _graph(rf: RunFolder):
-    from ..scenario import agent_abilities, build_graph, parse_scenario
+    from ..scenario.model import agent_abilities, build_graph, parse_scenario
 
     src = str(rf.path / "scenario.resolved.yaml")
     try:

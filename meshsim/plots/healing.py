@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from ..errors import InputError, RunFolderError
-from ..names import node_order
+from ..core.errors import InputError, RunFolderError
+from ..core.names import node_order
 from .canvas import (
     BAND_COLOR, CURVE_COLOR, DEGRADED_COLOR, HEAT_COLORS, HEAT_COLUMNS, MAX_PANELS, STATE_COLORS, _axes,
     _new_figure, _rect)
@@ -46,7 +46,7 @@ def _shade_collapse(ax, spans: list[tuple[int, int, list[str]]], label: bool = T
 
 
 def _collapse_note(rf: RunFolder) -> Optional[str]:
-    from ..collapse import collapse_clause
+    from ..observe.collapse import collapse_clause
 
     text = collapse_clause(rf.summary)
     return text.replace("COLLAPSE: ", "hatched: collapse, ") if text else None

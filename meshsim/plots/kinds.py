@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .canvas import save_figure, _new_figure
 from .folder import open_run, RunFolder, RunSet, _as_folder
 from .healing import detector_figure, state_heatmap, timeline, heatmap_height

@@ -152,9 +152,9 @@ def _int_fmt(st: Stat) -> str:
 
 def evidence_table(run: Any) -> Optional[Table]:
     """One row per isolation of a single-seed MeshHeal run: who scored the detector window that
-    isolated the agent (meshsim.evidence; ``meshsim explain`` prints it whole)."""
-    from ..errors import InputError
-    from ..evidence import explain_folder
+    isolated the agent (meshsim.analysis.evidence; ``meshsim explain`` prints it whole)."""
+    from ..core.errors import InputError
+    from ..analysis.evidence import explain_folder
 
     rs = open_run(run)
     rf = rs.first
@@ -310,7 +310,7 @@ def tables(run: Any) -> list[Table]:
 def write_tables(tabs: Sequence[Table], folder: Path, md_name: str = "tables.md",
                  prefix: str = "") -> list[Path]:
     """``<prefix><table>.csv`` per table and one Markdown file holding them all."""
-    from ..records import write_atomic
+    from ..io.records import write_atomic
 
     folder = Path(folder)
     paths = []
@@ -412,7 +412,7 @@ def _check_records(rs: RunSet) -> None:
 
 def build_report(run: Any, seed: Optional[int] = None) -> str:
     """The report's HTML text."""
-    from ..errors import MeshsimError
+    from ..core.errors import MeshsimError
 
     rs = open_run(run)
     rf = rs.run(seed)
@@ -480,7 +480,7 @@ def _headline_html(rs: RunSet) -> str:
         iso = rf.summary.get("isolated_at_end")
         if isinstance(iso, list):
             items.append(("isolated at end", ", ".join(iso) or "none"))
-        from ..collapse import collapse_clause
+        from ..observe.collapse import collapse_clause
 
         clause = collapse_clause(rf.summary)
         if clause:
@@ -497,8 +497,8 @@ def _headline_html(rs: RunSet) -> str:
 def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str] = None,
                  with_tables: bool = True) -> Path:
     """Write ``RUN_DIR/report.html`` (and the tables as CSV + Markdown); returns its path."""
-    from ..records import write_atomic
-    from ..runfolder import claim_report
+    from ..io.records import write_atomic
+    from ..io.runfolder import claim_report
 
     rs = open_run(run)
     text = build_report(rs, seed)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..errors import RunFolderError
+from ..core.errors import RunFolderError
 from .canvas import _axes, _new_figure, _TOPO_COLORS
 from .folder import RunFolder, RunSet, SAC_METHODS, _as_runset
 from .stats import Stat

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .canvas import _new_figure, _png_bytes, save_figure
 
 __all__ = ["SweepData", "open_sweep", "tradeoff", "heatmap", "sensitivity", "parallel", "pareto_front",
@@ -1151,7 +1151,7 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     most, and the per-point table (95 % intervals, paired differences to the
     reference point, Pareto front). ``where`` fixes parameters for all of it;
     ``facet`` splits the trade-off, heat maps and sensitivity curves."""
-    from ..errors import MeshsimError
+    from ..core.errors import MeshsimError
     from ..sweep.results import resolve_reference, sort_key
     from ..sweep.slices import point_values, reference_points
     from ..sweep.stats import paired
@@ -1383,7 +1383,7 @@ def _seed_text(seeds: list[int]) -> str:
 def write_sweep_report(path: Path | str, out: Optional[Path | str] = None, where: Any = None,
                        facet: Optional[str] = None, reference: Any = None) -> Path:
     """Write ``SWEEP_DIR/report.html`` (figures embedded); returns its path."""
-    from ..records import write_atomic
+    from ..io.records import write_atomic
 
     text = build_sweep_report(path, where=where, facet=facet, reference=reference)
     p = Path(out) if out is not None else Path(path) / "report.html"

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..net.network import Network
     from ..net.node import Node
     from ..net.routing import DistanceVector
-    from ..sim import Environment
+    from ..core.sim import Environment
 
 __all__ = ["Protocol", "ProtocolContext", "NoParams", "TableRows", "Timer"]
 
@@ -27,7 +27,7 @@ __all__ = ["Protocol", "ProtocolContext", "NoParams", "TableRows", "Timer"]
 class TableRows:
     """Where a protocol's finished record rows go (``ProtocolContext.tables``):
     kept in lists here, for a run without a folder (a sweep's worker sends
-    them back); a run with a folder swaps in :class:`meshsim.records.TableWriter`,
+    them back); a run with a folder swaps in :class:`meshsim.io.records.TableWriter`,
     which writes each row as it comes (issue 22)."""
 
     def __init__(self) -> None:

@@ -51,11 +51,11 @@ from typing import Annotated, Any, Callable, Generator, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from simpy.events import Event
 
-from ..backends.base import CallKind, Request, Response, TaskInfo, TaskRef
-from ..errors import InputError
+from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
+from ..core.errors import InputError
 from ..net.messages import HEADER_BYTES
-from ..names import node_order
-from ..types import parse_duration
+from ..core.names import node_order
+from ..core.types import parse_duration
 from .base import Protocol
 from .llm import LLMClient
 
@@ -63,7 +63,7 @@ __all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusD
            "sac_filter", "parse_score", "parse_answer", "ConsensusParams", "ConsensusProtocol", "ConsensusAgent",
            "group_of", "CPWBFT_AGGREGATE", "CPWBFT_ANSWER"]
 
-#: Keep in step with ``meshsim.scenario.Role`` (a test checks it).
+#: Keep in step with ``meshsim.scenario.model.Role`` (a test checks it).
 ROLES = ("strong", "weak", "faulty", "adversarial", "ood", "persuasive", "equivocating", "colluding")
 HONEST_ROLES = frozenset({"strong", "weak", "faulty"})
 ADVERSARIAL_ROLES = frozenset({"adversarial", "ood", "persuasive", "equivocating", "colluding"})
@@ -155,7 +155,7 @@ def make_queries(dataset: ConsensusDataset, count: int, rnd) -> list[TaskRef]:
 
 def queries_from_file(path: Any, count: int, rnd) -> list[TaskRef]:
     """``count`` distinct items of a task file (``tasks.file``) in a seeded order."""
-    from ..datasets import load_items, to_taskref
+    from ..workload.datasets import load_items, to_taskref
 
     items = load_items(path)
     if len(items) < count:
@@ -221,7 +221,7 @@ def parse_answer(resp: Response) -> Optional[str]:
     if not text:
         return None
     try:
-        from ..datasets.graders import extract_final
+        from ..workload.datasets.graders import extract_final
 
         got = extract_final(text)
     except ImportError:  # pragma: no cover
@@ -631,14 +631,14 @@ class ConsensusProtocol(Protocol):
 
     # -- outputs -------------------------------------------------------------------
     def output_tables(self) -> dict[str, list[dict]]:
-        from ..metrics import consensus_query_row  # metrics sit above protocols
+        from ..observe.metrics import consensus_query_row  # metrics sit above protocols
 
         T = self.params.rounds
         return {"queries.jsonl": [consensus_query_row(r, T) for r in self.query_rows],
                 "rounds.jsonl": self.round_rows}
 
     def summary(self) -> dict[str, Any]:
-        from ..metrics import consensus_summary
+        from ..observe.metrics import consensus_summary
 
         return consensus_summary(self)
 

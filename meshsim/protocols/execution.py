@@ -33,11 +33,11 @@ from typing import Any, Generator, Optional
 
 from simpy.events import Event
 
-from ..backends.base import CallKind, Request, Response, TaskInfo, TaskRef
-from ..errors import InputError
-from ..sim import Deadlines
+from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
+from ..core.errors import InputError
+from ..core.sim import Deadlines
 from .base import Protocol
-from .ledger import TaskLedger
+from ..observe.ledger import TaskLedger
 from .llm import LLMClient
 
 __all__ = ["Output", "TaskState", "ExecutionLayer", "infer_pair", "generate", "generate_answer", "answer_of"]
@@ -162,12 +162,12 @@ class ExecutionLayer(Protocol):
 
     def __init__(self, params: Any, ctx):
         super().__init__(params, ctx)
-        from ..tasks import load_profile, make_stream
+        from ..workload.tasks import load_profile, make_stream
 
         spec = ctx.tasks
         self.profile = load_profile(spec.dataset or "math")
         if getattr(spec, "file", None):
-            from ..tasks import stream_from_file
+            from ..workload.tasks import stream_from_file
 
             self.stream = stream_from_file(self.profile, ctx.extra["tasks_file"], spec.count,
                                            ctx.env.pyrandom("tasks"), getattr(spec, "block", None))
@@ -320,7 +320,7 @@ class ExecutionLayer(Protocol):
     def _await(self, task: TaskRef):
         """Wait for the task to close or its timeout. The same events in the same order as
         ``yield done | env.timeout(task_timeout)``, minus the timeout itself once the task
-        closed: it is queued lazily (meshsim.sim.Deadlines) rather than left in the event
+        closed: it is queued lazily (meshsim.core.sim.Deadlines) rather than left in the event
         queue for task_timeout, where a few hundred of them made every event cost more."""
         env = self.ctx.env
         done = self._done[task.index]
@@ -432,7 +432,7 @@ class ExecutionLayer(Protocol):
         return {"tasks.jsonl": [], "states.jsonl": self.state_rows}  # tasks: streamed
 
     def summary(self) -> dict[str, Any]:
-        from ..metrics import execution_summary  # metrics sit above protocols
+        from ..observe.metrics import execution_summary  # metrics sit above protocols
 
         self.close_records()
         return execution_summary(self)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Generator, Iterable, Optional
 
-from ..backends.base import Backend, Request, Response, TaskInfo, TaskRef
+from ..core.calls import Backend, Request, Response, TaskInfo, TaskRef
 
 __all__ = ["LLMClient"]
 

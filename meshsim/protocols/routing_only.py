@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..net.routing import DistanceVector
-from ..types import parse_duration
+from ..core.types import parse_duration
 from .base import Protocol, Timer
 
 from pydantic import BeforeValidator
@@ -32,7 +32,7 @@ class RoutingParams(BaseModel):
         every neighbour each ``refresh``, so a run costs about
         2 x links x duration / refresh messages; a refresh far below the
         duration would never end."""
-        from ..errors import InputError
+        from ..core.errors import InputError
 
         if not sc.duration:
             return

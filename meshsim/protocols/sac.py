@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends.base import CallKind, TaskRef
-from ..names import node_order
+from ..core.calls import CallKind, TaskRef
+from ..core.names import node_order
 from .consensus import (ConsensusAgent, ConsensusParams, ConsensusProtocol, parse_answer, parse_score, refine_shown,
                         sac_filter)
 

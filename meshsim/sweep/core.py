@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..errors import InputError, RunFolderError
-from ..records import write_atomic, write_records
+from ..core.errors import InputError, RunFolderError
+from ..io.records import write_atomic, write_records
 from .executors import make_executor
 from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
 from .progress import SweepProgress
@@ -110,7 +110,7 @@ def _fmt(v: Any) -> str:
 
 
 def _key(data: dict[str, Any]) -> str:
-    from ..redact import structural
+    from ..core.redact import structural
 
     # the redacted form (secrets by field), as the run's scenario.resolved.yaml holds it: a rotated
     # token or password is the same point, and no hash of a secret names a folder
@@ -126,10 +126,10 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
                seeds: Optional[str] = None, sets: tuple[str, ...] | list[str] = (), output: Optional[str] = None,
                smoke: bool = False) -> Plan:
     """Read the spec (file section, then the command line's axes replace it) and validate every point."""
-    from ..fields import parse_seeds
-    from ..scenario import (build_graph, check_semantics, get_path, parse_scenario, scenario_data, set_path,
+    from ..scenario.fields import parse_seeds
+    from ..scenario.model import (build_graph, check_semantics, get_path, parse_scenario, scenario_data, set_path,
                             topology_seed)
-    from ..runner import portable_data
+    from ..simulate.runner import portable_data
 
     path = Path(path)
     scen_path, raw, section, section_source = read_sweep_file(path)
@@ -272,7 +272,7 @@ class _Lock:
 
 
 def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
-    from ..runfolder import SEED_FILES, stale_tmp
+    from ..io.runfolder import SEED_FILES, stale_tmp
 
     d = _run_dir(out, res["point"], int(res["seed"]))
     d.mkdir(parents=True, exist_ok=True)
@@ -297,8 +297,8 @@ def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
 def _expected(plan: Plan) -> dict[tuple[str, int], str]:
     """Every run's ``scenario.resolved.yaml`` text: a run is finished when its folder holds this beside
     a summary.json."""
-    from ..runner import resolved_yaml
-    from ..scenario import parse_scenario
+    from ..simulate.runner import resolved_yaml
+    from ..scenario.model import parse_scenario
 
     expected: dict[tuple[str, int], str] = {}
     for p in plan.points:
@@ -329,8 +329,8 @@ def point_inputs(data: dict[str, Any], source: str, base_dir: Path, remote: bool
     and the run fails with it. A cassette a run would append to (modes
     ``record``, ``record-missing``) stays a path, for it can only be written
     where it is: a sweep against a scheduler address (``remote``) refuses it."""
-    from ..files import read_bytes
-    from ..scenario import input_files, parse_scenario
+    from ..core.files import read_bytes
+    from ..scenario.model import input_files, parse_scenario
 
     sc = parse_scenario(copy.deepcopy(data), source, base_dir)
     spec = sc.backend.model_dump() if sc.backend is not None else {}
@@ -400,8 +400,8 @@ def repair_runs(out: Path, manifest: dict[str, Any]) -> int:
 def plan_inputs(plan: Plan) -> list[Path]:
     """Every file the sweep reads: the sweep file, the scenario and what each
     point's scenario names (runfolder.scenario_inputs)."""
-    from ..runfolder import scenario_inputs
-    from ..scenario import parse_scenario
+    from ..io.runfolder import scenario_inputs
+    from ..scenario.model import parse_scenario
 
     paths = [plan.scenario_path] + ([Path(plan.command["path"])] if plan.command.get("path") else [])
     seen: set[str] = set()
@@ -425,7 +425,7 @@ def check_folder(plan: Plan, out: Path) -> Optional[dict[str, Any]]:
     """The checks of a sweep folder before anything is written: not among the
     inputs (runfolder.refuse_inputs_inside), a folder, empty or a sweep's.
     Returns its manifest (None: a new folder)."""
-    from ..runfolder import refuse_inputs_inside
+    from ..io.runfolder import refuse_inputs_inside
 
     refuse_inputs_inside(out, plan_inputs(plan))
     if out.exists() and not out.is_dir():
@@ -440,7 +440,7 @@ def check_folder(plan: Plan, out: Path) -> Optional[dict[str, Any]]:
 def remove_stale_tmp(out: Path) -> None:
     """Temp files a killed sweep left at the top of its folder (``.NAME.XXXXXXXX.tmp``, meshsim's own
     pattern; the folder is a sweep's: its manifest says so)."""
-    from ..runfolder import stale_tmp
+    from ..io.runfolder import stale_tmp
 
     for tmp in stale_tmp(out, None):
         tmp.unlink()

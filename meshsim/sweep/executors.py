@@ -18,7 +18,7 @@ import struct
 from typing import Any, Callable, Iterator, Optional
 from urllib.parse import urlsplit
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .worker import failure, run_task
 
 __all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
@@ -74,7 +74,7 @@ class PoolExecutor(Executor):
         self.workers = workers
         mark_temp_dir()  # the forkserver's temp folder: removed at the next start if this process is killed
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.runner"])
+        ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.simulate.runner"])
         # the workers end when this process does, however it ends (lifeline.py)
         self._life_r, self._life_w = lifeline()
         self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=pool_initializer,

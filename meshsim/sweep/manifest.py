@@ -12,7 +12,7 @@ scenarios with every swept path masked and names the first difference.
 
 Secrets never reach it (docs/sweeps.md): the base scenario, the points' values
 and the ``--set`` echoes are written with secrets removed *by field*
-(:mod:`meshsim.redact`: URL user-info and query values, header values,
+(:mod:`meshsim.core.redact`: URL user-info and query values, header values,
 secret-named fields), and bases are compared in that redacted form, so the
 manifest a sweep wrote still matches the scenario it was made from. A ``--set``
 whose value was removed is listed in ``command.withheld``: resuming with
@@ -25,9 +25,9 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import RunFolderError
-from ..records import write_atomic
-from ..redact import redact_set, redact_value, structural
+from ..core.errors import RunFolderError
+from ..io.records import write_atomic
+from ..core.redact import redact_set, redact_value, structural
 
 __all__ = ["MANIFEST", "FORMAT", "read_manifest", "write_manifest", "check_compatible", "merge", "masked", "public"]
 
@@ -154,7 +154,7 @@ def public(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def _delete(data: Any, path: str) -> None:
-    from ..scenario import _split_path
+    from ..scenario.model import _split_path
 
     parts = _split_path(path, path, "<path>")
     cur = data

@@ -19,9 +19,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..errors import InputError, RunFolderError
-from ..metrics import quantile
-from ..records import write_atomic
+from ..core.errors import InputError, RunFolderError
+from ..observe.metrics import quantile
+from ..io.records import write_atomic
 
 __all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
            "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns", "resolve_reference", "CONF"]
@@ -93,7 +93,7 @@ def _axis_value(folder: Path, manifest: dict, point: str, seed: int, path: str) 
     if path in vals:
         return vals[path]
     # a point made before this axis was added: the value it ran with
-    from ..scenario import get_path
+    from ..scenario.model import get_path
     import yaml
 
     f = _run_dir(folder, point, seed) / "scenario.resolved.yaml"

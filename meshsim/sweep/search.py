@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..errors import InputError, RunFolderError
-from ..records import write_atomic
+from ..core.errors import InputError, RunFolderError
+from ..io.records import write_atomic
 from .stats import Interval, clip, distinguishable, interval, metric_bounds
 
 __all__ = ["Range", "Objective", "Constraint", "SearchSpec", "SearchPlan", "SearchOutcome", "parse_range",
@@ -371,8 +371,8 @@ def _probe_metrics(sp: SearchPlan) -> Optional[set[str]]:
     """The metric names a run of this scenario reports: from a small run (the
     scenario's smoke sizes, first probe point) when the scenario is small or has
     smoke sizes, else None (checked on the first trial's runs instead)."""
-    from ..runner import dump_json, run_one
-    from ..scenario import parse_scenario, scenario_data
+    from ..simulate.runner import dump_json, run_one
+    from ..scenario.model import parse_scenario, scenario_data
     from .results import flatten
 
     plan = sp.plan
@@ -382,7 +382,7 @@ def _probe_metrics(sp: SearchPlan) -> Optional[set[str]]:
         return None
     data = scenario_data(base, plan.source, [], smoke=bool(small))
     point = plan.points[0]
-    from ..scenario import set_path
+    from ..scenario.model import set_path
 
     for p, v in point.values.items():
         set_path(data, p, v, plan.source)
@@ -425,8 +425,8 @@ class _Points:
 
     def make(self, raw: dict[str, Any]):
         """``(Point, None)`` or ``(None, reason)`` for the raw Optuna parameters."""
-        from ..runner import portable_data
-        from ..scenario import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
+        from ..simulate.runner import portable_data
+        from ..scenario.model import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
         from .core import Point, _key
 
         plan = self.plan
@@ -619,8 +619,8 @@ class _Runner:
 
     def _expected(self, point, seed: int) -> str:
         """The run's scenario.resolved.yaml (what a finished run must hold)."""
-        from ..runner import resolved_yaml
-        from ..scenario import parse_scenario
+        from ..simulate.runner import resolved_yaml
+        from ..scenario.model import parse_scenario
 
         if (point.key, seed) not in self._resolved:
             if point.key not in self._parsed:

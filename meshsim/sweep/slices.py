@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["same_value", "resolve_axis", "split_assignments", "parse_fixes", "select", "point_values",
            "reference_points", "base_values", "default_reference", "describe"]
@@ -145,7 +145,7 @@ def reference_points(points: Mapping[str, Mapping[str, Any]], axes: Sequence[str
 def base_values(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The base scenario's value of every swept path (its defaults filled in
     when the scenario still parses here; else the values the file sets)."""
-    from ..scenario import get_path
+    from ..scenario.model import get_path
 
     base = manifest.get("base") or {}
     axes = list(manifest.get("axes", []))
@@ -154,8 +154,8 @@ def base_values(manifest: Mapping[str, Any]) -> dict[str, Any]:
         import copy
         from pathlib import Path
 
-        from ..runner import portable_data
-        from ..scenario import parse_scenario
+        from ..simulate.runner import portable_data
+        from ..scenario.model import parse_scenario
 
         src = str((manifest.get("scenario") or {}).get("source") or "<scenario>")
         data = portable_data(parse_scenario(copy.deepcopy(base), src, Path(src).parent))

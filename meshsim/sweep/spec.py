@@ -17,8 +17,8 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from ..errors import InputError
-from ..fields import parse_seeds
+from ..core.errors import InputError
+from ..scenario.fields import parse_seeds
 
 __all__ = ["Axis", "SweepSpec", "OUTPUT_LEVELS", "parse_values", "parse_axis_arg", "spec_from_section",
            "read_sweep_file", "MAX_VALUES", "MAX_POINTS", "MAX_RUNS"]
@@ -282,7 +282,7 @@ def read_sweep_file(path: Path) -> tuple[Path, Any, Optional[dict], str]:
     """``(scenario path, raw scenario data, sweep section, file of the section)``
     of a scenario file (its ``sweep:`` section, if any) or of a separate sweep
     file (``scenario: PATH`` relative to it, plus ``sweep:``)."""
-    from ..scenario import read_scenario_data
+    from ..scenario.model import read_scenario_data
 
     data = read_scenario_data(path)
     if isinstance(data, dict) and "scenario" in data and "network" not in data:

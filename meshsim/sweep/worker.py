@@ -38,7 +38,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     backend's event loop); they go to the run folder's ``timing.json`` and the
     ``wall_seconds`` / ``cpu_seconds`` columns of results.csv, never into
     ``summary.json``, which stays byte-identical across reruns."""
-    from ..files import shipped
+    from ..core.files import shipped
 
     t0, c0 = time.perf_counter(), time.process_time()
     # the input files' content, read once by the sweep's client (Dask): served in memory under the
@@ -50,9 +50,9 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_task(task: dict[str, Any]) -> dict[str, Any]:
-    from ..errors import InputError, MeshsimError
-    from ..runner import dump_json, resolved_yaml, run_one
-    from ..scenario import parse_scenario
+    from ..core.errors import InputError, MeshsimError
+    from ..simulate.runner import dump_json, resolved_yaml, run_one
+    from ..scenario.model import parse_scenario
 
     seed = int(task["seed"])
     try:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..backends.provenance import Factor, assumption_factors, factor_overrides, load_profile_data
-from ..errors import InputError, RunFolderError
-from ..records import write_atomic
+from ..core.errors import InputError, RunFolderError
+from ..io.records import write_atomic
 from ..sweep.results import csv_text
 from .design import Allocation, allocate, end_design, lhs_design, morris_analyze, morris_design
 from .tables import BANDS, FORMAT, RANKING, SAMPLES, STATE, TORNADO, read_csv, read_state
@@ -129,8 +129,8 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
                      papers: Optional[dict[str, float]] = None) -> Study:
     """Read the scenario and its profile's factors, split the budget and lay out the screening samples
     (each validated as a sweep point). Writes nothing; metrics are checked by :func:`check_metrics`."""
-    from ..fields import parse_seeds
-    from ..scenario import parse_scenario, read_scenario_data, scenario_data
+    from ..scenario.fields import parse_seeds
+    from ..scenario.model import parse_scenario, read_scenario_data, scenario_data
 
     from .design import require_salib
 
@@ -189,8 +189,8 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
 
 def _point(study: Study, s: Sample) -> None:
     """Fill ``s.key``, ``s.values`` and ``s.data``: the sample as a validated sweep point."""
-    from ..runner import portable_data
-    from ..scenario import check_semantics, parse_scenario
+    from ..simulate.runner import portable_data
+    from ..scenario.model import check_semantics, parse_scenario
     from ..sweep.core import _key
 
     positions = {f.name: u for f, u in zip(study.factors, s.positions) if u is not None}
@@ -205,7 +205,7 @@ def _point(study: Study, s: Sample) -> None:
             _check_profile(study, sc, over)
         graph = study.memo.get("graph")
         if graph is None:
-            from ..scenario import build_graph
+            from ..scenario.model import build_graph
 
             graph = study.memo["graph"] = build_graph(sc, study.seeds[0])
         check_semantics(sc, graph, study.memo)
@@ -229,7 +229,7 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
     if "profile" not in study.memo:
         from ..backends.fake import FakeProfile
         from ..backends.fake_consensus import ConsensusProfile
-        from ..files import load_yaml
+        from ..core.files import load_yaml
 
         model = FakeProfile if study.base["backend"]["kind"] == "fake" else ConsensusProfile
         study.memo["profile"] = (model, load_yaml(study.profile_path, "profile"))
@@ -277,7 +277,7 @@ def _walk(data: Any, path: str) -> Any:
 
 def metric_value(summary: dict[str, Any], path: str) -> Optional[float]:
     """A summary's number at dotted ``path`` (booleans as 0/1); None when missing, null or not finite."""
-    from ..records import dig
+    from ..io.records import dig
 
     v = dig(summary, path)
     if isinstance(v, bool):
@@ -290,8 +290,8 @@ def metric_value(summary: dict[str, Any], path: str) -> Optional[float]:
 def check_metrics(study: Study) -> dict[str, Any]:
     """Run the base scenario once in memory (its ``smoke`` size when it has one, first seed) and check that
     every metric names a number of its summary; with no metric named, take the defaults it holds."""
-    from ..runner import run_one
-    from ..scenario import parse_scenario, scenario_data
+    from ..simulate.runner import run_one
+    from ..scenario.model import parse_scenario, scenario_data
 
     small = scenario_data(copy.deepcopy(study.base), study.source, None, smoke=True)
     sc = parse_scenario(small, study.source, study.base_dir)
@@ -494,7 +494,7 @@ def classify(paper: Optional[float], p5: Optional[float], p95: Optional[float], 
 
 
 def band_rows(study: Study, out: Path, samples: list[Sample]) -> list[dict[str, Any]]:
-    from ..metrics import quantile
+    from ..observe.metrics import quantile
 
     _CACHE.clear()
     base = samples[0]

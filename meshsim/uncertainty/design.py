@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["require_salib", "LEVELS", "MIN_LHS", "MIN_TRAJECTORIES", "Allocation", "allocate", "morris_design", "lhs_design",
            "end_design"]

@@ -228,7 +228,7 @@ def write_report(folder: Path | str) -> list[Path]:
     """Write tornado.png (when matplotlib is there) and report.html; returns the paths written."""
     import base64
 
-    from ..records import write_atomic
+    from ..io.records import write_atomic
     from .tables import TORNADO
 
     folder = Path(folder)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunFolderError
+from ..core.errors import RunFolderError
 
 __all__ = ["FORMAT", "STATE", "RANKING", "BANDS", "SAMPLES", "TORNADO", "read_state", "read_csv"]
 

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .measures import EVENTS, MEASURES, Run, event, mean, proportion, rate_of, runs_to_show, worst
 
 __all__ = ["Constraint", "parse_constraint", "judge", "holds_at", "DEFAULT_CONSTRAINTS", "GRAMMAR"]

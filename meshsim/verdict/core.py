@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..errors import InputError, RunFolderError
-from ..records import write_atomic
+from ..core.errors import InputError, RunFolderError
+from ..io.records import write_atomic
 from .common import FORMAT, PLAN, REPORT, VERDICT, seeds_text
 from .constraints import DEFAULT_CONSTRAINTS, Constraint, parse_constraint
 
@@ -102,7 +102,7 @@ class VerdictPlan:
 
 
 def _seed_list(text: str, option: str) -> list[int]:
-    from ..fields import parse_seeds
+    from ..scenario.fields import parse_seeds
 
     try:
         v = parse_seeds(text)
@@ -134,7 +134,7 @@ def read_search(folder: str | Path, front: Optional[int]) -> tuple[list[Candidat
     rf = d / RECOMMENDED
     if not rf.is_file():
         raise InputError("the search has not finished (no recommended.json): rerun it to finish", **where)
-    from ..files import read_text
+    from ..core.files import read_text
 
     try:
         rec = json.loads(read_text(rf, "profile", limit=4 * 2 ** 20))  # a few hundred bytes when meshsim wrote it
@@ -247,7 +247,7 @@ def plan_verdict(scenarios: list[str], sets: list[str] | tuple[str, ...] = (), f
 
 
 def _size(path: str, sets: list[str], smoke: bool, labels: set[str]) -> Size:
-    from ..scenario import build_graph, parse_scenario, read_scenario_data, scenario_data
+    from ..scenario.model import build_graph, parse_scenario, read_scenario_data, scenario_data
 
     p = Path(path)
     source = str(p)
@@ -290,7 +290,7 @@ def _positions(plan: VerdictPlan, bands: Optional[str], samples: int, design_see
         return
     _prof, _over, factors = _factors(plan.sizes[0])
     if bands is not None:
-        from ..reproduce.bands import joint_positions
+        from ..paper.reproduce.bands import joint_positions
         from ..uncertainty import is_uncertainty_folder
 
         d = Path(bands)
@@ -331,8 +331,8 @@ def _positions(plan: VerdictPlan, bands: Optional[str], samples: int, design_see
 def _points(plan: VerdictPlan, size: Size) -> None:
     """Every candidate at the profile's values and at each assumption sample, validated as sweep points."""
     from ..backends.provenance import factor_overrides
-    from ..runner import portable_data
-    from ..scenario import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
+    from ..simulate.runner import portable_data
+    from ..scenario.model import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
     from ..sweep.core import Point, _key
 
     graphs: dict[str, Any] = {}
@@ -387,8 +387,8 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
     """A constraint's summary path names a number of the first size's summary (its smoke size, one run)."""
     import difflib
 
-    from ..runner import run_one
-    from ..scenario import parse_scenario, scenario_data
+    from ..simulate.runner import run_one
+    from ..scenario.model import parse_scenario, scenario_data
     from ..sweep.results import flatten
     from ..uncertainty.core import _MISSING as ABSENT, _walk
 

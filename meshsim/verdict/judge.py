@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import RunFolderError
+from ..core.errors import RunFolderError
 from .constraints import holds_at, judge
 from .measures import COLLAPSE_RULE, EVENTS, MEASURES, Run, event, mean, proportion, rate_of, worst
 
@@ -55,7 +55,7 @@ def read_runs(folder: Path, key: str, seeds: list[int], paths: list[str]
 
 
 def _band(values: list[Optional[float]]) -> Optional[dict[str, Any]]:
-    from ..metrics import quantile
+    from ..observe.metrics import quantile
 
     xs = [x for x in values if x is not None]
     if not xs:

@@ -3,7 +3,7 @@
 
     python scenarios/data/generate.py [--per-type 12] [--seed 2609] [-o FILE]
 
-Every answer is computed by the generator (meshsim/datasets/synth.py), and the
+Every answer is computed by the generator (meshsim/workload/datasets/synth.py), and the
 script checks that each item's own answer passes its grader before writing.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from meshsim.datasets import grade, write_jsonl
-from meshsim.datasets.graders import LETTERS
-from meshsim.datasets.synth import generate
+from meshsim.workload.datasets import grade, write_jsonl
+from meshsim.workload.datasets.graders import LETTERS
+from meshsim.workload.datasets.synth import generate
 
 
 def main() -> int:

@@ -212,7 +212,7 @@ class _Side:
 
 def _same_network(sc, seed: int) -> tuple[dict, dict]:
     """The run's initial graph as bench_net's model takes it: neighbours and per-link latency (s)."""
-    from meshsim.scenario import build_graph
+    from meshsim.scenario.model import build_graph
 
     G = build_graph(sc, seed)
     spec = sc.network.links.latency.spec()

@@ -80,9 +80,9 @@ def bare_simpy_on(nbrs: dict, lat: dict, target: int, seed: int, loss: float = 0
 
 def meshsim_net(target: int, seed: int) -> tuple[int, float]:
     from meshsim.net.network import Network
-    from meshsim.sim import Environment
+    from meshsim.core.sim import Environment
     from meshsim.graphs import agent_name
-    from meshsim.types import LatencySpec
+    from meshsim.core.types import LatencySpec
 
     G, lat, nbrs = graph(seed)
     env = Environment(seed)

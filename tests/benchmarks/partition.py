@@ -234,8 +234,8 @@ def measure(size: int, tasks: int, arrival: str, seed: int = 1) -> dict:
     import tempfile
 
     import meshsim
-    from meshsim import sim
-    from meshsim.scenario import build_graph
+    from meshsim.core import sim
+    from meshsim.scenario.model import build_graph
 
     fname, over = SIZES[size]
     half = tasks // 2

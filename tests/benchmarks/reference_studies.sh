@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reference uncertainty studies of `meshsim reproduce` (meshsim.reproduce.bands.STUDIES;
+# The reference uncertainty studies of `meshsim reproduce` (meshsim.paper.reproduce.bands.STUDIES;
 # docs/validation.md "Assumption bands"): run any subset into a folder, then ship their small tables with
 # the package (meshsim/data/studies/uncertainty-<name>/: uncertainty.json, samples.csv, ranking.csv,
 # bands.csv; no run folders), where `reproduce` finds them when ./runs/uncertainty-<name> is absent.

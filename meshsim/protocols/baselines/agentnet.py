@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from typing import Any, Generator
 
-from ...backends.base import CallKind
+from ...core.calls import CallKind
 from ...net.messages import HEADER_BYTES
 from ..execution import Output, TaskState
 from .common import Baseline, BaselineParams, ChainAgent, judge

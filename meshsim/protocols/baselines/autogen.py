@@ -47,8 +47,8 @@ from typing import Annotated, Any, Generator, Literal, Optional
 from pydantic import Field
 from simpy.events import Event
 
-from ...backends.base import CallKind
-from ...errors import InputError
+from ...core.calls import CallKind
+from ...core.errors import InputError
 from ...net.messages import HEADER_BYTES
 from ..execution import Output, TaskState, generate, infer_pair
 from .common import Baseline, BaselineParams, ChainAgent

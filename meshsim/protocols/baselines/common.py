@@ -27,12 +27,12 @@ from typing import Annotated, Any, Callable, Generator, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from ...backends.base import CallKind
-from ...errors import InputError
+from ...core.calls import CallKind
+from ...core.errors import InputError
 from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
-from ...types import parse_duration
+from ...core.types import parse_duration
 from ..execution import ExecutionLayer, Output, TaskState, generate, infer_pair
 
 __all__ = ["BaselineParams", "Baseline", "ChainAgent", "judge", "score_of", "plurality"]

@@ -54,7 +54,7 @@ from typing import Annotated, Any, Generator, Optional
 from pydantic import Field
 from simpy.events import Event
 
-from ...backends.base import CallKind
+from ...core.calls import CallKind
 from ...net.messages import HEADER_BYTES
 from ..consensus import refine_shown, sac_filter
 from ..execution import Output, TaskState, answer_of, infer_pair

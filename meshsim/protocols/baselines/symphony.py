@@ -97,7 +97,7 @@ from pydantic import BeforeValidator, Field
 from simpy.events import Event
 
 from ...net.messages import HEADER_BYTES
-from ...types import parse_duration
+from ...core.types import parse_duration
 from ..execution import Output, TaskState, infer_pair
 from .common import Baseline, BaselineParams
 from .plans import PlanAgent

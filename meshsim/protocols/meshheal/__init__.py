@@ -13,11 +13,11 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
 
-from ...errors import InputError, SimulationError
-from ...types import parse_duration
+from ...core.errors import InputError, SimulationError
+from ...core.types import parse_duration
 from ..base import Timer
 from ..execution import ExecutionLayer
-from ..ledger import ReviewLedger
+from ...observe.ledger import ReviewLedger
 from .agent import MeshHealAgent
 from .defences import credibility
 from .byzantine import apply_behaviour
@@ -292,7 +292,7 @@ class MeshHeal(ExecutionLayer):
         return out
 
     def summary(self) -> dict[str, Any]:
-        from ...metrics import meshheal_summary  # metrics sit above protocols
+        from ...observe.metrics import meshheal_summary  # metrics sit above protocols
 
         self.close_records()
         out = meshheal_summary(self)

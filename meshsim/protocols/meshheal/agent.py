@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
 from simpy.events import Event
 
-from ...backends.base import TaskInfo
+from ...core.calls import TaskInfo
 from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
-from ...sim import Deadlines
-from ...types import RoutingState
+from ...core.sim import Deadlines
+from ...core.types import RoutingState
 from ..execution import generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
 from .routing_defences import ForwardWatch, advert_consistent
@@ -74,7 +74,7 @@ class MeshHealAgent:
                                  jitter=0.1 if params.refresh else 0.0, on_change=None)
         self._next_req = 0
         self._waiting: dict[int, tuple[Event, list]] = {}  # request id -> (reply, deadline)
-        # review deadlines: nearly all are met, so they are queued lazily (meshsim.sim.Deadlines)
+        # review deadlines: nearly all are met, so they are queued lazily (meshsim.core.sim.Deadlines)
         self._deadlines = Deadlines(self.env, self._deadline)
         # Byzantine behaviours (issue 20; byzantine.py): None for an honest controller
         self.byz: Optional[Lies] = None

@@ -6,7 +6,7 @@ recent mean scores μ, mean shortfalls x̄ (whose median and 25th percentile
 normalise every z), routing states and distance adverts (Sec. 4.1). Every one
 of those can be forged by the neighbour that sends it. A :class:`Lies` is the
 configuration of one compromised controller; scenario events
-(:mod:`meshsim.events`: ``frame``, ``shield``, ``poison``, ``route_lie``,
+(:mod:`meshsim.scenario.events`: ``frame``, ``shield``, ``poison``, ``route_lie``,
 ``honest``) set it. Pure rules, no simpy and no messages:
 :class:`~.agent.MeshHealAgent` asks these functions what to put into a message
 it was going to send anyway.

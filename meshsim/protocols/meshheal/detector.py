@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from ...types import RoutingState
+from ...core.types import RoutingState
 from .defences import k_witnessed, weighted_mean
 
 NORMAL, WATCHED, ISOLATED = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Generator, Optional, Protocol
 
-from ...backends.base import CallKind
-from ...types import RoutingState
+from ...core.calls import CallKind
+from ...core.types import RoutingState
 from .state import Output, TaskState
 
 

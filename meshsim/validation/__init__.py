@@ -1,8 +1,0 @@
-"""The papers' experiments as held-out predictions, and sensitivity sweeps of
-the fakes' assumptions (issue 10). Importable without matplotlib.
-
-* :mod:`meshsim.validation.sac` -- SAC / CP-WBFT: the settings of SAC Tab. 1,
-  3, 7, 8 and the swaying comparison with the paper's values beside the
-  simulated ones (:func:`~meshsim.validation.sac.predict`), and
-  :func:`~meshsim.validation.sac.sensitivity`.
-"""
