@@ -1202,7 +1202,8 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 @click.option("--bands", "bands_dir", type=click.Path(file_okay=False), multiple=True,
               help="A meshsim uncertainty folder whose Latin-hypercube samples give each prediction row its "
                    "assumption band (repeatable: the studies' top factors move together; default: "
-                   "runs/uncertainty-<reference scenario> of each reference scenario that has one).")
+                   "runs/uncertainty-<reference scenario> of each reference scenario that has one, else the "
+                   "copy shipped with meshsim, each experiment over its own reference studies).")
 @click.option("--band-samples", type=click.IntRange(1, 10000), default=None,
               help="Band samples per row (default 20; 8 with --quick).")
 @click.option("--no-bands", is_flag=True, help="No assumption bands.")

@@ -324,6 +324,8 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
     if bands.get("missing"):
         return [f"Assumption bands: {bands['missing']}.", ""]
     skipped = bands.get("skipped") or []
+    if bands.get("groups") is not None:  # the reference studies, each experiment over its own (bands.STUDIES)
+        return _grouped_bands_note(bands)
     return [f"Assumption band: the row's seed mean (first {bands.get('seeds', 3)} seeds) at each of "
             f"{bands['samples']} of the {bands['available']} Latin-hypercube samples of the stored uncertainty "
             f"studies ({bands['how']}; profile `{bands['profile']}`; factors moved: {', '.join(bands['top']) or '-'})"
@@ -333,6 +335,29 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
               "(otherwise). Experiments with bands: "
             + (", ".join(bands["experiments"]) or "none (their runs do not use the studies' profile)")
             + (f"; without (too costly to repeat per sample): {', '.join(skipped)}" if skipped else "") + ".", ""]
+
+
+_CLASSES = ("Class: robust agreement (the paper inside a band no wider than 2 seed sd, or the band inside the "
+            "paper's range), robust disagreement (the paper outside the band), assumption-bound (otherwise).")
+
+
+def _grouped_bands_note(bands: dict[str, Any]) -> list[str]:
+    parts = [f"{', '.join(g['experiments'])} at {g['samples']} of the {g['available']} samples of {g['how']} "
+             f"(profile `{g['profile']}`; factors moved: {', '.join(g['top']) or '-'})"
+             for g in bands["groups"] if g["experiments"]]
+    why: dict[str, list[str]] = {}
+    for k in bands.get("skipped") or []:
+        why.setdefault("too costly to repeat per sample", []).append(k)
+    for k, w in (bands.get("unbanded") or {}).items():
+        why.setdefault(w, []).append(k)
+    text = (f"Assumption band: the row's seed mean (first {bands.get('seeds', 3)} seeds) at each of the joined "
+            "Latin-hypercube samples of its experiment's reference uncertainty studies"
+            + (", fewer samples with --quick" if bands.get("quick") else "") + "; 5–95 %. "
+            + ("Experiments with bands: " + "; ".join(parts) + ". " if parts else "Experiments with bands: none. ")
+            + _CLASSES)
+    if why:
+        text += " Without a band (seed sd only): " + "; ".join(f"{', '.join(ks)} ({w})" for w, ks in why.items()) + "."
+    return [text, ""]
 
 
 def render_classes(results: list[dict[str, Any]], bands: Optional[dict[str, Any]]) -> str:
@@ -376,6 +401,7 @@ def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[s
         lines += [f"## {r['title']}", "",
                   f"{r['runs']} runs, {r['simulated_seconds']:.0f} s of run time summed over runs "
                   f"({r['wall']:.0f} s wall for this invocation; cached runs are reused)", "",
+                  *([f"No assumption band: {r['band_why']}.", ""] if r.get("band_why") else []),
                   "| table | quantity | paper | simulated | kind |" + (" assumption band | class |" if banded else ""),
                   "| --- | --- | --- | --- | --- |" + (" --- | --- |" if banded else "")]
         for c in r["cells"]:
