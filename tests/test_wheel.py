@@ -50,14 +50,18 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_holds_every_shipped_file_byte_for_byte(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        for top in ("scenarios", "backends"):
-            for f in sorted((ROOT / top).rglob("*")):
-                if f.is_file() and "__pycache__" not in f.parts:
-                    name = f"meshsim/data/{f.relative_to(ROOT).as_posix()}"
-                    assert name in names, f"{name} missing from the wheel"
-                    assert z.read(name) == f.read_bytes(), name
-        for f in sorted((ROOT / "meshsim" / "data" / "datasets").glob("*.yaml")):
-            assert f"meshsim/data/datasets/{f.name}" in names
+        data = ROOT / "meshsim" / "data"
+        seen = set()
+        # every file under meshsim/data, through its links to the top-level scenarios/ and backends/
+        for folder, dirs, files in os.walk(data, followlinks=True):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for f in files:
+                path = Path(folder, f)
+                name = f"meshsim/data/{path.relative_to(data).as_posix()}"
+                assert name in names, f"{name} missing from the wheel"
+                assert z.read(name) == path.read_bytes(), name
+                seen.add(name.split("/")[2])
+        assert {"scenarios", "backends", "datasets"} <= seen
         assert any(n.startswith("meshsim/workload/prompts/templates/") for n in names)
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
