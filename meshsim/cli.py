@@ -149,8 +149,12 @@ def _executor_options(f: Any) -> Any:
                    "replies), or when no task was answered.")
 def run(scenario: str, seed: int | None, seeds: str | None, out: str | None, sets: tuple[str, ...], force: bool,
         quiet: bool, smoke: bool, make_report: bool = False, max_failed: float = 0.5, yes: bool = False) -> int:
-    """Run SCENARIO and write its run folder."""
+    """Run SCENARIO and write its run folder (SCENARIO: a file, or a shipped example's name, see
+    'meshsim scenarios')."""
     from .simulate.runner import run as run_api
+    from .core.bundled import scenario_arg
+
+    scenario = scenario_arg(scenario)
 
     if make_report:
         _need_plotting()  # before any work: not after an hour of simulation
@@ -361,7 +365,9 @@ def validate(scenario: str, seed: int | None, sets: tuple[str, ...], smoke: bool
     clock starts (file, model, graph and event schedule of every seed, building
     the world, one request to each real LLM endpoint); exit 0 or 2."""
     from .simulate.runner import validate as check
+    from .core.bundled import scenario_arg
 
+    scenario = scenario_arg(scenario)  # a file, or a shipped example's name
     sc = _load(scenario, sets, smoke)
     info = check(sc, seed)
     _notes(sc, info.get("links"))
@@ -604,6 +610,10 @@ def sweep(scenario: str | None, grid: tuple[str, ...], zips: tuple[str, ...], se
         output = output or args["output"]
         smoke = smoke or args["smoke"]
         grid, zips = tuple(args["grid"]), tuple(args["zips"])
+    else:
+        from .core.bundled import scenario_arg
+
+        scenario = scenario_arg(scenario)  # a file, or a shipped example's name
     plan = plan_sweep(scenario, grid, zips, seeds, sets, output, smoke)
     check_plan_runs(len(plan.runs), yes, "--seeds", seeds)
     if reference:  # checked before any run: a typo must not cost the sweep
@@ -924,6 +934,34 @@ def schema() -> None:
     click.echo(json.dumps(scenario_schema(), indent=2, sort_keys=True))
 
 
+@main.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(ctx: click.Context) -> None:
+    """The example scenarios shipped with meshsim: name, what it runs, the paper section it
+    reproduces. 'meshsim run NAME' runs one; 'meshsim scenarios copy NAME [DIR]' copies one to edit."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .core.bundled import examples
+
+    rows = examples()
+    width = max((len(e.name) for e in rows), default=0)
+    for e in rows:
+        click.echo(f"{e.name:<{width}}  {e.description}  [{e.section}]")
+    click.echo(f"({len(rows)} examples; run one: meshsim run NAME; edit one: meshsim scenarios copy NAME [DIR])",
+               err=True)
+
+
+@scenarios.command("copy")
+@click.argument("name")
+@click.argument("dest", default=".", required=False, type=click.Path(), metavar="[DIR]")
+def scenarios_copy(name: str, dest: str) -> None:
+    """Copy the shipped example NAME into DIR (default: the working folder) to edit; never overwrites.
+    Its backend profile and dataset are still found by name, unless a backends/ beside it holds yours."""
+    from .core.bundled import copy_example
+
+    click.echo(f"wrote {copy_example(name, dest)}")
+
+
 @main.command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--seed", type=int, default=None, help="Seed for the per-seed figures (default: the first).")
@@ -1131,6 +1169,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 
     from .paper import calibration as cal
     from .backends import find_profile
+    from .core.bundled import bundled
 
     path = find_profile(profile, None)
     data = yaml.safe_load(path.read_text())
@@ -1139,7 +1178,7 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 
         raise InputError("calibrate needs a MeshHeal fake profile (kind: fake)", file=str(path), field="kind",
                          value=data.get("kind"))
-    sc = scenario or str(Path(__file__).resolve().parents[1] / cal.AUDIT_SCENARIO)
+    sc = scenario or str(bundled(cal.AUDIT_SCENARIO))  # from any folder (issue 32)
     seed_list = _seeds_capped(seeds, 1, 100)
     click.echo(f"audit: {len(seed_list)} runs per profile evaluated ({_seed_text(seed_list)})", err=True)
     if out and not Path(out).resolve().parent.is_dir():
@@ -1186,7 +1225,8 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
 @click.option("--bands", "bands_dir", type=click.Path(file_okay=False), multiple=True,
               help="A meshsim uncertainty folder whose Latin-hypercube samples give each prediction row its "
                    "assumption band (repeatable: the studies' top factors move together; default: "
-                   "runs/uncertainty-<reference scenario> of each reference scenario that has one).")
+                   "runs/uncertainty-<reference scenario> of each reference scenario that has one, else the "
+                   "copy shipped with meshsim, each experiment over its own reference studies).")
 @click.option("--band-samples", type=click.IntRange(1, 10000), default=None,
               help="Band samples per row (default 20; 8 with --quick).")
 @click.option("--no-bands", is_flag=True, help="No assumption bands.")

@@ -185,7 +185,10 @@ def test_reproduce_sac_quick_only_tab6_prints_paper_simulated_band_and_class(tin
 
 
 def test_reproduce_sac_quick_without_a_study_says_there_is_no_band(tiny, tmp_path, monkeypatch):
+    from meshsim.paper.reproduce import bands
+
     monkeypatch.chdir(tmp_path)  # no runs/uncertainty-* here
+    monkeypatch.setattr(bands, "shipped_studies", lambda: None)  # and none shipped with the package
     res = CliRunner().invoke(main, ["reproduce", "sac", "--quick", "--only", "tab6", "--seeds", "1",
                                     "--no-sensitivity", "--workers", "1", "-o", str(tmp_path / "rep")])
     assert res.exit_code == 0, res.output

@@ -439,9 +439,11 @@ def test_rows_with_a_paper_range_or_bound_are_classified(paper, band, cls):
 
 
 def test_reproduce_without_a_stored_study_says_so(tmp_path, monkeypatch):
+    from meshsim.paper.reproduce import bands as rb
     from meshsim.paper.reproduce.bands import find_study
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rb, "shipped_studies", lambda: None)  # nor shipped with the package
     folder, why = find_study("meshheal")
     assert folder is None and "runs/uncertainty-meshheal-persistent-math" in why and "meshsim uncertainty" in why
 

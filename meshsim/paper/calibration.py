@@ -203,6 +203,11 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     else:
         data = profile
     scenario = Path(scenario)
+    if not scenario.is_file() and not scenario.is_absolute():
+        from ..core.bundled import bundled
+
+        if bundled(scenario).is_file():  # the shipped audit scenario, from any folder (issue 32)
+            scenario = bundled(scenario)
     if not scenario.is_file():
         raise InputError("audit scenario not found", file=str(scenario))
     with tempfile.TemporaryDirectory(prefix="meshsim-calibrate-") as tmp:

@@ -70,10 +70,13 @@ def reproduce(which: str, out: Path, seeds: "int | list[int]" = 5, quick: bool =
                              value=unknown[0])
         exps = [e for e in exps if e.key in only]
     folders: list[Path] = []
+    groups = None
     if use_bands:  # a bad --bands folder is refused before any run starts
-        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_studies
+        from .bands import QUICK_SAMPLES, SAMPLES, add_bands, find_studies, find_study_groups
 
         folders, how = find_studies(which, bands or ())
+        # the default studies band each experiment over its own reference studies (local, else shipped)
+        groups = None if bands else find_study_groups(which)
     if progress is not None:  # the plan's size before any work (issue 29)
         n = sum(len(r) for e in exps for r in e.runs.values())
         progress(f"{len(exps)} experiments, {n} runs (cached runs are reused; bands and sensitivity curves add "
@@ -86,7 +89,7 @@ def reproduce(which: str, out: Path, seeds: "int | list[int]" = 5, quick: bool =
             band_info = {"missing": how}
         else:
             n = band_samples or (QUICK_SAMPLES if quick else SAMPLES)
-            band_info = add_bands(which, exps, results, out, workers, folders, n, progress)
+            band_info = add_bands(which, exps, results, out, workers, folders, n, progress, groups=groups)
             band_info.update(how=how, quick=quick and not band_samples)
     sens = run_sensitivities(sensitivities(which), out, sens_seeds, workers, progress) if sensitivity else []
     figs = plot_sensitivities(sens, out) if sens else []

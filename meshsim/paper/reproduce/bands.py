@@ -18,9 +18,13 @@ independently, so the joined positions are one over the union. With one study
 the positions are that study's own samples, so a row the study itself measured
 gets the study's band (tests/test_uncertainty.py).
 
-Where the studies come from: ``--bands DIR`` (repeatable), else
-``runs/uncertainty-<name>`` for the paper's reference scenarios
-(:data:`STUDIES`). Which experiments get bands: every experiment whose runs' profiles
+Where the studies come from: ``--bands DIR`` (repeatable; every experiment is banded over all of them),
+else, per reference study of :data:`STUDIES`, ``runs/uncertainty-<name>`` when that folder holds a finished
+study, else the copy shipped with the package (``meshsim/data/studies/uncertainty-<name>``: its
+``uncertainty.json``, ``samples.csv``, ``ranking.csv`` and ``bands.csv``; tests/benchmarks/reference_studies.sh
+makes and refreshes them). Each reference study bands the experiments :data:`STUDY_EXPERIMENTS` gives it
+(the others: the experiments no study names); an experiment whose reference studies are all missing keeps
+its seed sd and says why. Which experiments get bands: every experiment whose runs' profiles
 all declare every top factor (positions are by factor name, each profile
 moving a factor over its own range: model pairs A and B are banded too; an
 experiment's own profile patch is kept and wins over a factor on the same
@@ -41,8 +45,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from .core import PREDICTION, ROOT, Experiment, run_specs
 
-__all__ = ["STUDIES", "BAND_SKIP", "BAND_SEEDS", "QUICK_SAMPLES", "SAMPLES", "find_studies", "add_bands",
-           "classify_row"]
+__all__ = ["STUDIES", "STUDY_EXPERIMENTS", "SHIPPED", "BAND_SKIP", "BAND_SEEDS", "QUICK_SAMPLES", "SAMPLES",
+           "find_studies", "find_study_groups", "shipped_studies", "add_bands", "classify_row"]
 
 #: the stored studies that give a paper's factors: (reference scenario, folder suffix); the default folder is
 #: runs/uncertainty-<scenario name>[-<suffix>] (the suffix names a study run with --set overrides)
@@ -53,6 +57,16 @@ STUDIES: dict[str, tuple[tuple[str, str], ...]] = {
             ("scenarios/sac/aime-sac-7.yaml", ""), ("scenarios/sac/hmmt-cpwbft-7.yaml", ""),
             ("scenarios/sac/aime-cpwbft-7.yaml", ""), ("scenarios/sac/hmmt-sac-7.yaml", "")),
 }
+#: the experiments a reference study bands (by its folder name); a study not named here bands the experiments
+#: no named study claims. Tab. 5 / Tab. 6's studies rank their own model pairs' factors, which the other
+#: tables' runs do not call, and the older SAC studies rank gpt-4o-mini's and gpt-3.5-turbo's, which Tab. 5 /
+#: Tab. 6 do not call: a band over another table's top factors would be falsely narrow.
+STUDY_EXPERIMENTS: dict[str, tuple[str, ...]] = {
+    f"uncertainty-{n}": ("tab5", "tab6") for n in ("aime-sac-7", "hmmt-cpwbft-7", "aime-cpwbft-7", "hmmt-sac-7")}
+#: where the reference studies ship inside the package (importlib.resources; pyproject's data/**/*)
+SHIPPED = "data/studies"
+#: the files of a study folder that reproduce and the study's report read (no run folders)
+SHIPPED_FILES = ("uncertainty.json", "samples.csv", "ranking.csv", "bands.csv")
 #: experiments not recomputed at band samples: hundreds of agents (Tab. 2b), or five benchmarks x 300 queries
 BAND_SKIP = {"meshheal": ("scaling",), "sac": ("tab3-cs",)}
 #: seeds per row at each band sample
@@ -67,33 +81,88 @@ def _default_folder(scenario: str, suffix: str) -> Path:
     return Path("runs") / (f"uncertainty-{name}" + (f"-{suffix}" if suffix else ""))
 
 
+def shipped_studies() -> Optional[Path]:
+    """The folder of the reference studies shipped with the package, or None (a zipped install)."""
+    from importlib import resources
+
+    try:
+        d = resources.files("meshsim") / SHIPPED
+    except (ModuleNotFoundError, TypeError):
+        return None
+    return Path(str(d)) if isinstance(d, Path) and d.is_dir() else None
+
+
+def _finished(d: Path) -> bool:
+    from ...uncertainty import is_uncertainty_folder
+
+    return is_uncertainty_folder(d) and (d / "samples.csv").is_file()
+
+
+def _shown(d: Path) -> str:
+    """A folder as the band note names it: a shipped study by its package path (the same on every machine)."""
+    ship = shipped_studies()
+    if ship is not None and d.parent == ship:
+        return f"meshsim/{SHIPPED}/{d.name} (shipped)"
+    return str(d)
+
+
+def _locate(which: str) -> list[tuple[Path, Optional[Path]]]:
+    """Each reference study of ``which``: (its default folder under runs/, the folder used or None). A
+    finished local folder wins over the shipped copy."""
+    ship = shipped_studies()
+    out = []
+    for scenario, suffix in STUDIES.get(which, ()):
+        cand = _default_folder(scenario, suffix)
+        use = cand if _finished(cand) else None
+        if use is None and ship is not None and _finished(ship / cand.name):
+            use = ship / cand.name
+        out.append((cand, use))
+    return out
+
+
+def _how(located: Sequence[tuple[Path, Optional[Path]]]) -> str:
+    """Which studies were used, local ones by path, shipped ones by name, and which are missing."""
+    ship = shipped_studies()
+    local = [str(u) for _, u in located if u is not None and (ship is None or u.parent != ship)]
+    shipped = [u.name for _, u in located if u is not None and ship is not None and u.parent == ship]
+    missing = [str(c) for c, u in located if u is None]
+    return "; ".join(([", ".join(local) + " (local)"] if local else [])
+                     + ([", ".join(shipped) + f" (shipped with meshsim, meshsim/{SHIPPED}/)"] if shipped else [])
+                     + (["not found: " + ", ".join(missing)] if missing else []))
+
+
+_MAKE = "tests/benchmarks/reference_studies.sh makes them (docs/validation.md, \"Assumption bands\")"
+
+
 def find_studies(which: str, explicit: Sequence[Path] = ()) -> tuple[list[Path], str]:
     """(the stored studies' folders, how they were found and which are missing); no folder when none is."""
     from ...core.errors import InputError
-    from ...uncertainty import is_uncertainty_folder
 
     if explicit:
         for d in explicit:
-            if not is_uncertainty_folder(d) or not (d / "samples.csv").is_file():
+            if not _finished(d):
                 raise InputError("not a finished uncertainty folder (no uncertainty.json or samples.csv); make one "
                                  "with meshsim uncertainty", field="--bands", value=str(d))
         return list(explicit), "--bands " + ", ".join(str(d) for d in explicit)
-    found, missing = [], []
-    for scenario, suffix in STUDIES.get(which, ()):
-        cand = _default_folder(scenario, suffix)
-        if is_uncertainty_folder(cand) and (cand / "samples.csv").is_file():
-            found.append(cand)
-        else:
-            missing.append((scenario, cand))
+    located = _locate(which)
+    found = [u for _, u in located if u is not None]
     if not found:
-        first = missing[0][1] if missing else Path("runs")
-        return [], (f"no stored uncertainty study at {first}: run `meshsim uncertainty "
-                    f"{missing[0][0] if missing else 'SCENARIO'}` first (or name one with --bands DIR); rows show the "
-                    "seed sd only")
-    how = "found " + ", ".join(str(d) for d in found)
-    if missing:
-        how += " (not found: " + ", ".join(str(c) for _, c in missing) + ")"
-    return found, how
+        first = located[0][0] if located else Path("runs")
+        scenario = STUDIES[which][0][0] if located else "SCENARIO"
+        return [], (f"no stored uncertainty study at {first} nor shipped with meshsim: run `meshsim uncertainty "
+                    f"{scenario}` first (or name one with --bands DIR; {_MAKE}); rows show the seed sd only")
+    return found, "found " + _how(located)
+
+
+def find_study_groups(which: str) -> list[dict[str, Any]]:
+    """The reference studies of ``which`` grouped by the experiments they band (:data:`STUDY_EXPERIMENTS`):
+    [{"experiments": keys or None (the rest), "folders": found, "how": how they were found, "missing": the
+    default folders not found}], in :data:`STUDIES` order."""
+    groups: dict[Optional[tuple[str, ...]], list[tuple[Path, Optional[Path]]]] = {}
+    for cand, use in _locate(which):
+        groups.setdefault(STUDY_EXPERIMENTS.get(cand.name), []).append((cand, use))
+    return [{"experiments": k, "folders": [u for _, u in v if u is not None], "how": _how(v),
+             "missing": [str(c) for c, u in v if u is None]} for k, v in groups.items()]
 
 
 def find_study(which: str, explicit: Optional[Path] = None) -> tuple[Optional[Path], str]:
@@ -209,6 +278,13 @@ def _profile_of(state: dict[str, Any]) -> Path:
     profile = Path(state["profile"])
     if not profile.is_absolute() and not profile.is_file():
         profile = ROOT / profile
+    if not profile.is_file():  # a shipped study names the profile as it was in the checkout that ran it
+        from ...backends import find_profile
+
+        try:
+            profile = find_profile(profile.name, None)
+        except Exception:
+            pass
     return profile
 
 
@@ -239,31 +315,76 @@ def joint_positions(folders: Sequence[Path], n: int) -> tuple[list[dict[str, Any
 
 
 def add_bands(which: str, exps: list[Experiment], results: list[dict[str, Any]], out: Path, workers: int,
-              folder: "Path | Sequence[Path]", n: int, progress: Optional[Callable[[str], None]] = None
-              ) -> dict[str, Any]:
+              folder: "Path | Sequence[Path]", n: int, progress: Optional[Callable[[str], None]] = None,
+              groups: Optional[Sequence[dict[str, Any]]] = None) -> dict[str, Any]:
     """Recompute the band experiments at ``n`` joined Latin-hypercube positions of the stored studies and add
     ``band`` (p5, p95), ``band_n``, ``band_median`` and ``class`` to their prediction cells in ``results``
-    (in place)."""
+    (in place); an experiment without a band gets ``band_why``. With ``groups``
+    (:func:`find_study_groups`), each experiment is banded over its own reference studies only (``folder``
+    is then unused); without, every experiment over all of ``folder``."""
+    grouped = groups is not None
+    if groups is None:
+        folders = [folder] if isinstance(folder, Path) else list(folder)
+        groups = [{"experiments": None, "folders": folders, "how": "", "missing": []}]
+    claimed = {k for g in groups for k in (g["experiments"] or ())}
+    skip = BAND_SKIP.get(which, ())
+    by_key = {r["key"]: r for r in results}
+    why: dict[str, str] = {}
+    done: list[dict[str, Any]] = []
+    todo = []
+    for g in groups:
+        mine = [e for e in exps if e.key not in skip and
+                (e.key in g["experiments"] if g["experiments"] is not None else e.key not in claimed)]
+        if not mine:
+            continue
+        if not g["folders"]:
+            for e in mine:
+                why[e.key] = (f"its reference studies ({', '.join(g['missing'])}) are neither in runs/ nor shipped "
+                              f"with meshsim; {_MAKE}")
+            continue
+        todo.append((g, mine))
+    for g, mine in todo:
+        done.append(_band_group(which, mine, by_key, out, workers, g, n, progress, why))
+    for e in exps:
+        if e.key in skip:
+            why[e.key] = "too costly to repeat per sample"
+    for k, w in why.items():
+        if k in by_key:
+            by_key[k]["band_why"] = w
+    first = done[0] if done else {"study": "", "profile": "", "top": [], "samples": 0, "available": 0}
+    info = {"study": "; ".join(g["study"] for g in done) or first["study"], "profile": first["profile"],
+            "top": [t for g in done for t in g["top"]], "samples": first["samples"],
+            "available": first["available"], "experiments": [k for g in done for k in g["experiments"]],
+            "skipped": [e.key for e in exps if e.key in skip], "seeds": BAND_SEEDS,
+            "unbanded": {k: w for k, w in why.items() if k not in skip}}
+    if grouped:
+        info["groups"] = done
+    return info
+
+
+def _band_group(which: str, exps: list[Experiment], by_key: dict[str, dict[str, Any]], out: Path, workers: int,
+                group: dict[str, Any], n: int, progress: Optional[Callable[[str], None]],
+                why: dict[str, str]) -> dict[str, Any]:
+    """Band ``exps`` over one group of studies (their joined positions); the group's part of the note."""
     from ...backends.provenance import factor_overrides
     from ...observe.metrics import quantile
 
-    folders = [folder] if isinstance(folder, Path) else list(folder)
+    folders = group["folders"]
     states, positions, available = joint_positions(folders, n)
     top: list[str] = []
     for st in states:
         top += [t for t in (st.get("top") or []) if t not in top]
     chosen, factors_of = [], {}
     for e in exps:
-        if e.key in BAND_SKIP.get(which, ()):
-            continue
         f = _factors_for(e, top)
         if f is not None:
             chosen.append(e)
             factors_of[e.key] = f
-    info = {"study": ", ".join(str(d) for d in folders), "profile": str(states[0]["profile"]), "top": top,
-            "samples": len(positions), "available": available, "experiments": [e.key for e in chosen],
-            "skipped": [e.key for e in exps if e.key in BAND_SKIP.get(which, ())], "seeds": BAND_SEEDS}
-    by_key = {r["key"]: r for r in results}
+        else:
+            why[e.key] = "its runs' profiles do not declare every top factor of its reference studies"
+    info = {"study": ", ".join(_shown(d) for d in folders), "how": group["how"],
+            "profile": str(states[0]["profile"]), "top": top, "samples": len(positions), "available": available,
+            "experiments": [e.key for e in chosen]}
     for i, exp in enumerate(chosen):
         res = by_key.get(exp.key)
         if res is None or not any(c["kind"] == PREDICTION for c in res["cells"]):

@@ -16,18 +16,21 @@ import yaml
 
 from ...core.errors import InputError
 from ...io.records import dig
+from ...core.bundled import data_root
 
 
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
            "plot_sensitivities", "render_markdown", "PREDICTION", "TARGET"]
 
-ROOT = Path(__file__).resolve().parents[3]
+#: where ``scenarios/...`` and ``backends/...`` paths are read: the package's data (meshsim.core.shipped), so that
+#: reproduce runs from any folder, with a wheel as in a checkout
+ROOT = data_root()
 PREDICTION, TARGET = "prediction", "calibration target"
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    scenario: str  # path relative to the checkout
+    scenario: str  # path relative to the checkout (and to the package's data: ROOT)
     sets: tuple[str, ...] = ()
     seed: int = 1
     #: profile parameters moved for this run: ((dotted path, value), ...)
@@ -321,6 +324,8 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
     if bands.get("missing"):
         return [f"Assumption bands: {bands['missing']}.", ""]
     skipped = bands.get("skipped") or []
+    if bands.get("groups") is not None:  # the reference studies, each experiment over its own (bands.STUDIES)
+        return _grouped_bands_note(bands)
     return [f"Assumption band: the row's seed mean (first {bands.get('seeds', 3)} seeds) at each of "
             f"{bands['samples']} of the {bands['available']} Latin-hypercube samples of the stored uncertainty "
             f"studies ({bands['how']}; profile `{bands['profile']}`; factors moved: {', '.join(bands['top']) or '-'})"
@@ -330,6 +335,29 @@ def _bands_note(bands: Optional[dict[str, Any]]) -> list[str]:
               "(otherwise). Experiments with bands: "
             + (", ".join(bands["experiments"]) or "none (their runs do not use the studies' profile)")
             + (f"; without (too costly to repeat per sample): {', '.join(skipped)}" if skipped else "") + ".", ""]
+
+
+_CLASSES = ("Class: robust agreement (the paper inside a band no wider than 2 seed sd, or the band inside the "
+            "paper's range), robust disagreement (the paper outside the band), assumption-bound (otherwise).")
+
+
+def _grouped_bands_note(bands: dict[str, Any]) -> list[str]:
+    parts = [f"{', '.join(g['experiments'])} at {g['samples']} of the {g['available']} samples of {g['how']} "
+             f"(profile `{g['profile']}`; factors moved: {', '.join(g['top']) or '-'})"
+             for g in bands["groups"] if g["experiments"]]
+    why: dict[str, list[str]] = {}
+    for k in bands.get("skipped") or []:
+        why.setdefault("too costly to repeat per sample", []).append(k)
+    for k, w in (bands.get("unbanded") or {}).items():
+        why.setdefault(w, []).append(k)
+    text = (f"Assumption band: the row's seed mean (first {bands.get('seeds', 3)} seeds) at each of the joined "
+            "Latin-hypercube samples of its experiment's reference uncertainty studies"
+            + (", fewer samples with --quick" if bands.get("quick") else "") + "; 5–95 %. "
+            + ("Experiments with bands: " + "; ".join(parts) + ". " if parts else "Experiments with bands: none. ")
+            + _CLASSES)
+    if why:
+        text += " Without a band (seed sd only): " + "; ".join(f"{', '.join(ks)} ({w})" for w, ks in why.items()) + "."
+    return [text, ""]
 
 
 def render_classes(results: list[dict[str, Any]], bands: Optional[dict[str, Any]]) -> str:
@@ -373,6 +401,7 @@ def render_markdown(title: str, results: list[dict[str, Any]], sens: list[dict[s
         lines += [f"## {r['title']}", "",
                   f"{r['runs']} runs, {r['simulated_seconds']:.0f} s of run time summed over runs "
                   f"({r['wall']:.0f} s wall for this invocation; cached runs are reused)", "",
+                  *([f"No assumption band: {r['band_why']}.", ""] if r.get("band_why") else []),
                   "| table | quantity | paper | simulated | kind |" + (" assumption band | class |" if banded else ""),
                   "| --- | --- | --- | --- | --- |" + (" --- | --- |" if banded else "")]
         for c in r["cells"]:

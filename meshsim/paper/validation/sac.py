@@ -36,11 +36,13 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ...core.errors import InputError
 from ...io.records import dig
+from ...core.bundled import data_root
 
 __all__ = ["Setting", "SETTINGS", "ASSUMPTIONS", "METRICS", "scenario_path", "run_setting", "predict",
            "sensitivity", "format_table", "format_sweep"]
 
-ROOT = Path(__file__).resolve().parents[3]
+#: the shipped scenarios/ and backends/ (meshsim.core.shipped): found from any folder
+ROOT = data_root()
 #: summary fields reported per setting (fractions; tables print percent)
 METRICS = ("iaa", "faa", "bfti", "ra", "ra_authors", "h_majority", "weak.iaa", "weak.faa", "strong.iaa",
            "strong.faa")
@@ -48,7 +50,7 @@ Paths = Union[str, Sequence[str]]
 
 
 def scenario_path(name: str | Path) -> Path:
-    """A scenario file: a path, or a name under the checkout's ``scenarios/sac/``."""
+    """A scenario file: a path, or a name under the shipped ``scenarios/sac/``."""
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.is_file():
         return p
