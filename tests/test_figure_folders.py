@@ -346,7 +346,7 @@ def test_fold_list_keeps_short_lists_whole():
 
     assert fold_list(["A1", "A2"]) == "A1, A2" and fold_list([]) == "none"
     long = fold_list([f"A{i}" for i in range(40)])
-    assert long.startswith("<details><summary>40: A0, A1") and "and 32 more" in long and "A39" in long
+    assert long.startswith("<details><summary>A0, A1") and "and 32 more (40 in all)" in long and "A39" in long
 
 
 # ------------------------------------------------------------------ topology legend

@@ -45,7 +45,7 @@ def fold_list(names: Sequence[str], empty: str = "none") -> str:
     if len(names) <= MAX_LIST:
         return html.escape(", ".join(names))
     head = html.escape(", ".join(names[:LIST_PREVIEW]))
-    return (f"<details><summary>{len(names)}: {head}, … and {len(names) - LIST_PREVIEW} more</summary>"
+    return (f"<details><summary>{head}, … and {len(names) - LIST_PREVIEW} more ({len(names)} in all)</summary>"
             f"{html.escape(', '.join(names))}</details>")
 
 
