@@ -465,3 +465,27 @@ def test_a_stale_figure_that_cannot_be_redrawn_is_named(sweep_dir, tmp_path):
     assert redraw_stale(sw, echo=lines.append) == []
     assert len(lines) == 1 and lines[0].startswith(f"stale: {sw / 'mine.png'} (drawn from 0 finished runs")
     assert "meshsim plot redraws it" in lines[0] and (sw / "mine.png").read_bytes() == b"png"
+
+
+def test_phase_bars_keep_accuracy_error_bars_in_0_1(tmp_path):
+    """± std of an accuracy near 1 (1.0 and 0.94 over two seeds: 0.97 ± 0.042) stops at 1."""
+    import yaml
+
+    from meshsim.plots import phase_bars
+
+    for s, acc in ((1, 1.0), (2, 0.94)):
+        d = tmp_path / f"seed-{s}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({
+            "seed": s, "tasks": 10, "accuracy": {"overall": acc, "by_phase": {"p": acc}},
+            "tokens_per_task": 10.0, "calls_per_task": 2.0, "tokens_per_task_by_phase": {"p": 10.0 + s},
+            "calls_per_task_by_phase": {"p": 2.0}}))
+        (d / "scenario.resolved.yaml").write_text(yaml.safe_dump({"name": "t", "seed": s, "seeds": 2,
+                                                                  "phases": [{"name": "p", "tasks": 10}]}))
+    fig = phase_bars(tmp_path)
+    from matplotlib.collections import LineCollection
+
+    acc_ax = fig.axes[0]
+    tops = [max(y for _x, y in seg) for c in acc_ax.collections if isinstance(c, LineCollection)
+            for seg in c.get_segments()]
+    assert tops and max(tops) <= 1.0 + 1e-9 and max(tops) == pytest.approx(1.0)

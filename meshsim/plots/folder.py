@@ -21,8 +21,6 @@ from ..core.names import node_order
 from ..io.records import dig, find_records, has_records, iter_records
 
 
-#: the per-record tables a run may write (each NAME.jsonl or NAME.jsonl.gz; runfolder.TABLES)
-RECORD_TABLES = ("events", "tasks", "reviews", "states", "rounds", "queries")
 #: what the per-agent MeshHeal figures and the report read beside summary.json
 MESHHEAL_TABLES = ("tasks.jsonl", "states.jsonl", "reviews.jsonl")
 
@@ -197,7 +195,6 @@ class RunFolder:
                 names.update(self._task_scan()[0])
             self._cache["_agents"] = _order(names)
         return self._cache["_agents"]
-
 
     def output_level(self) -> str:
         """Which output level the folder's record tables look like (docs/sweeps.md#outputs):

@@ -34,7 +34,10 @@ def phase_bars(run: Any, fig=None):
         means = [(r[key].mean or 0.0) * scale for r in rows]
         errs = [(r[key].std or 0.0) * scale for r in rows]
         xs = list(range(len(rows)))
-        ax.bar(xs, means, yerr=errs if rs.multi else None, color=colors, capsize=3, width=0.7,
+        # ± std, kept in the metric's range (an accuracy in [0, 1], a count >= 0): a bar past it reads as a value
+        lo_err = [min(e, m) for m, e in zip(means, errs)]
+        errs = [min(e, 1.0 - m) if key == "accuracy" else e for m, e in zip(means, errs)]
+        ax.bar(xs, means, yerr=[lo_err, errs] if rs.multi else None, color=colors, capsize=3, width=0.7,
                error_kw={"lw": 1})
         for x, m, e in zip(xs, means, errs):
             ax.annotate(_fmt_num(m, digits), (x, m + (e if rs.multi else 0.0)), xytext=(0, 2),

@@ -24,7 +24,8 @@ from .phases import phase_bars
 from .sac import SAC_FIELDS, sac_figure, sac_runs
 from .stats import choose_agents, healing_stats, phase_stats, Stat
 
-__all__ = ["fold_list", "Table", "phase_table", "healing_table", "audit_table", "sac_table", "gray_table", "tables", "write_tables",
+__all__ = ["fold_list", "Table", "phase_table", "healing_table", "audit_table", "sac_table", "gray_table", "tables",
+           "write_tables",
            "write_report", "print_tables"]
 
 

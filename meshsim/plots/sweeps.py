@@ -1417,7 +1417,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     parts.append('<h2>Points</h2><div style="overflow-x:auto">' + _table(head, rows, raw=True).replace(
                  "<td>", '<td class="c">') + "</div>"
                  + f'<p class="note">mean [95 % interval] over the finished seeds (Student t, clipped to the '
-                 "metric's range: rates to [0, 1], counts and delays to ≥ 0; one seed: no interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
+                 "metric's range: counts and delays to ≥ 0; rates and accuracies: Wilson, in [0, 1]; one seed: "
+                 "no interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
                  "paired difference to the point's reference on the seeds both ran, with its 95 % "
                  f"interval, <b>red</b> when the interval excludes 0. {html.escape(ref_txt)} front: rank on the "
                  "trade-off's Pareto front (along its x axis: the false-isolation rate, or a search's second "
