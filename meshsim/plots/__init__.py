@@ -25,6 +25,7 @@ Layout (each module imports only those above it in this list):
   demand: it loads :mod:`meshsim.sweep`).
 - :mod:`.kinds`: one figure per CLI ``--kind`` (:func:`figure`, :func:`render`).
 - :mod:`.report`: tables (text, CSV) and the self-contained ``report.html``.
+- :mod:`.page`: the reports' HTML from ``templates/`` (:class:`string.Template`, every value escaped).
 """
 from .canvas import DPI, FIGURE_FORMATS, WIDTH, check_figure_path, require_matplotlib, save_figure
 from .folder import RunFolder, RunSet, open_run

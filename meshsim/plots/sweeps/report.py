@@ -1,14 +1,15 @@
 """``SWEEP_DIR/report.html``: every figure, the per-point table with intervals and paired
-differences, the search's recommendation."""
+differences, the search's recommendation (meshsim/plots/templates/sweep-*.html)."""
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..canvas import _png_bytes
-from .data import DELAY, FALSE_ISO, HEADLINES, SweepData, _check_rows, _ci, _fmt, _g, _hashable, _in_range, _num, _objectives, cells, open_sweep, search_info, seed_counts
+from ..page import escape, join, Markup, table, TEMPLATES
+from .data import (DELAY, FALSE_ISO, HEADLINES, SweepData, _check_rows, _ci, _fmt, _g, _hashable, _in_range, _num,
+                   _objectives, cells, open_sweep, search_info, seed_counts)
 from .stamps import _plain, stamp_figure
 from .tradeoff import _search_tradeoff, tradeoff, tradeoff_points
 from .views import heatmap, parallel, sensitivity
@@ -21,12 +22,6 @@ def _img(fig) -> str:
     import base64
 
     return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(_png_bytes(fig)).decode()}">'
-
-
-def _table(head: list[str], rows: list[list[str]], raw: bool = False) -> str:
-    h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
-    b = "".join("<tr>" + "".join(f"<td>{c if raw else html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>"
 
 
 def _ms(st: Optional[dict[str, Any]]) -> str:
@@ -49,11 +44,10 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     most, and the per-point table (95 % intervals, paired differences to the
     reference point, Pareto front). ``where`` fixes parameters for all of it;
     ``facet`` splits the trade-off, heat maps and sensitivity curves."""
-    from ...core.errors import MeshsimError
     from ...sweep.results import resolve_reference, sort_key
     from ...sweep.slices import point_values, reference_points
     from ...sweep.stats import paired
-    from ..report import _CSS
+    from ..report import _CSS, figure_html
 
     full = open_sweep(path)
     sd = full.where(where)
@@ -69,23 +63,21 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     ref = resolve_reference(m, full.rows, reference)
     title = f"{sd.name}: sweep" + (f" at {', '.join(f'{names[k]}={_fmt(v)}' for k, v in sd.fixed.items())}"
                                    if sd.fixed else "")
-    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)} — meshsim"
-             f"</title><style>{_CSS}td.c{{white-space:nowrap}}td b{{color:#c92a2a}}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
+    parts: list[Markup] = []  # the page's body, one line each
     desc = (m.get("base") or {}).get("description")
     if desc:
-        parts.append(f"<p>{html.escape(str(desc))}</p>")
-    axes_txt = "; ".join(f"<code>{html.escape(a)}</code> ∈ "
-                         f"{{{html.escape(', '.join(_fmt(v) for v in sd.values(a)))}}}" for a in axes)
-    seeds = sd.seeds()
-    parts.append(f'<p class="meta">sweep folder <code>{html.escape(str(sd.path))}</code> · scenario '
-                 f'<code>{html.escape(str(m["scenario"].get("source")))}</code> · {axes_txt} · seeds '
-                 f'{html.escape(_seed_text(seeds))} · {len({r["point"] for r in sd.rows})} points, {len(sd.rows)} '
-                 f'runs: {ok} finished, {len(failed)} failed' + (f", {len(missing)} not run yet" if missing else "")
-                 + f' · {len(m.get("skipped", []))} points skipped · output level {html.escape(m["output"])}</p>')
+        parts.append(TEMPLATES.render("paragraph.html", text=str(desc)))
+    axes_txt = join((TEMPLATES.render("sweep-axis.html", axis=a, values=", ".join(_fmt(v) for v in sd.values(a)))
+                     for a in axes), "; ")
+    parts.append(TEMPLATES.render("sweep-meta.html", folder=str(sd.path), scenario=str(m["scenario"].get("source")),
+                                  axes=axes_txt, seeds=_seed_text(sd.seeds()),
+                                  points=len({r["point"] for r in sd.rows}), runs=len(sd.rows), ok=ok,
+                                  failed=len(failed),
+                                  missing=f", {len(missing)} not run yet" if missing else "",
+                                  skipped=len(m.get("skipped", [])), output=m["output"]))
     if sd.fixed:
         fixed = ", ".join(f"{a}={_fmt(v)}" for a, v in sd.fixed.items())
-        parts.append(f'<p class="note">Only the points at {html.escape(fixed)} (--where).</p>')
+        parts.append(TEMPLATES.render("note.html", note=f"Only the points at {fixed} (--where)."))
     figs: list[tuple[str, str, Any]] = []
     info = search_info(sd)
     if info is not None:
@@ -142,15 +134,8 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
                    + "; hatched: skipped (invalid) points.")
             figs.append((f"Heat map: {h}", cap, lambda h=h, x=x, y=y, f=f: heatmap(sd, x, y, h, facet=f)))
     if figs:
-        parts.append("<h2>Figures</h2>")
-    for ftitle, caption, build in figs:
-        try:
-            fig = build()
-        except MeshsimError as exc:
-            parts.append(f"<h3>{html.escape(ftitle)}</h3><p class=\"note\">not drawn: {html.escape(str(exc))}</p>")
-            continue
-        parts.append(f"<figure><h3>{html.escape(ftitle)}</h3>{_img(fig)}"
-                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        parts.append(Markup("<h2>Figures</h2>"))
+    parts += [figure_html(ftitle, caption, build, img=_img) for ftitle, caption, build in figs]
     # per point: the headline metrics with intervals and the paired difference to the reference
     cols = [h for h in HEADLINES if h in sd.columns][:5] or sd.metrics[:5]
     stats = {h: cells(sd, h, axes) for h in cols}
@@ -172,20 +157,20 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
     for k in keys:
         pid = point_of[k]
         n = sum(1 for r in sd.ok_rows if r["point"] == pid)
-        row = [html.escape(_fmt(v)) for v in k] + [str(n)]
+        row = [escape(_fmt(v)) for v in k] + [escape(n)]
         rp = refs.get(pid)
         for h in cols:
             c = stats[h].get(k)
-            cell = html.escape(_ci(_in_range(c, h)) + (f" (n={c.n})" if c is not None and c.mean is not None
-                                                        and c.n < n else ""))
+            cell = escape(_ci(_in_range(c, h)) + (f" (n={c.n})" if c is not None and c.mean is not None
+                                                   and c.n < n else ""))
             if rp is not None and rp != pid:
                 d = paired(by_point.get(pid, {}).get(h, {}), by_point.get(rp, {}).get(h, {}))
                 if d.n:
                     sig = d.n >= 2 and math.isfinite(d.lo) and (d.lo > 0 or d.hi < 0)
                     txt = f"Δ {_g(d.mean)}" + (f" [{_g(d.lo)}, {_g(d.hi)}]" if math.isfinite(d.lo) else "")
-                    cell += "<br>" + (f"<b>{html.escape(txt)}</b>" if sig else f"<small>{html.escape(txt)}</small>")
+                    cell = Markup(cell + (f"<br><b>{escape(txt)}</b>" if sig else f"<br><small>{escape(txt)}</small>"))
             elif rp == pid:
-                cell += "<br><small>reference</small>"
+                cell = Markup(cell + "<br><small>reference</small>")
             row.append(cell)
         if front:
             p = front.get(k)
@@ -194,53 +179,42 @@ def build_sweep_report(path: Path | str, where: Any = None, facet: Optional[str]
                 mark += " ★ recommended"
             if p is not None and p.get("violates"):
                 mark += "violates " + ", ".join(p["violates"])
-            row.append(html.escape(mark.strip()))
-        rows.append([f'<span>{c}</span>' for c in row])
+            row.append(escape(mark.strip()))
+        rows.append([Markup(f"<span>{c}</span>") for c in row])  # every c escaped above
     head = [names[a] for a in axes] + ["seeds"] + cols + (["front"] if front else [])
     ref_txt = _reference_text(ref, axes, names, reference is None)
-    parts.append('<h2>Points</h2><div style="overflow-x:auto">' + _table(head, rows, raw=True).replace(
-                 "<td>", '<td class="c">') + "</div>"
-                 + f'<p class="note">mean [95 % interval] over the finished seeds (Student t, clipped to the '
-                 "metric's range: counts and delays to ≥ 0; rates and accuracies: Wilson, in [0, 1]; one seed: "
-                 "no interval; n=k: only k seeds have a value, e.g. a delay where something was detected); Δ: "
-                 "paired difference to the point's reference on the seeds both ran, with its 95 % "
-                 f"interval, <b>red</b> when the interval excludes 0. {html.escape(ref_txt)} front: rank on the "
-                 "trade-off's Pareto front (along its x axis: the false-isolation rate, or a search's second "
-                 "objective), ★ the search's recommendation, or the constraints a point broke; ≈: not "
-                 "distinguishable from the front point ranked just before it; seeds: the point's own finished "
-                 "seeds. Every scalar metric per run is in results.csv, per point (with se, lo, hi, "
-                 "diff…) in summary.csv.</p>")
+    parts.append(TEMPLATES.render("sweep-points.html", table=table(head, rows, td='<td class="c">'),
+                                  reference=ref_txt))
     if m.get("skipped"):
-        parts.append("<h2>Skipped points</h2>" + _table(
+        parts.append(TEMPLATES.render("section-table.html", title="Skipped points", table=table(
             ["point", "reason"], [[" ".join(f"{names.get(a, a)}={_fmt(v)}" for a, v in s["values"].items()),
-                                   s["reason"]] for s in m["skipped"]]))
+                                   s["reason"]] for s in m["skipped"]])))
     if failed:
-        parts.append("<h2>Failed runs</h2>" + _table(
+        parts.append(TEMPLATES.render("section-table.html", title="Failed runs", table=table(
             ["point", "seed", "error"], [[" ".join(f"{names[a]}={_fmt(r[a])}" for a in axes), str(r["seed"]),
-                                          str(r["error"])] for r in failed]))
-    parts.append('<p class="meta">written by meshsim from the sweep folder\'s run summaries.</p></body></html>\n')
-    return "\n".join(parts)
+                                          str(r["error"])] for r in failed])))
+    return TEMPLATES.render("sweep-report.html", title=title, css=_CSS, body=join(parts, "\n")) + "\n"
 
 
-def _search_section(sd: SweepData, info: dict[str, Any], names: Mapping[str, str]) -> str:
+def _search_section(sd: SweepData, info: dict[str, Any], names: Mapping[str, str]) -> Markup:
     """The search's question and its answer: objectives, constraints, the recommendation with its intervals,
     seeds and ``--set`` line (recommended.json), or why there is none."""
-    objs = ", ".join(f"{d} <code>{html.escape(m)}</code>" for d, m in info["objectives"])
-    cons = ", ".join(f"<code>{html.escape(c.text())}</code>" for c in info["constraints"]) or "none"
-    out = [f"<h2>Search</h2><p>Objectives: {objs}; constraints: {cons} (<code>==</code> on every seed of a point, "
-           f"<code>&lt;=</code> / <code>&gt;=</code> on its mean). {html.escape(seed_counts(sd))}.</p>"]
+    objs = join((TEMPLATES.render("search-objective.html", direction=d, metric=m) for d, m in info["objectives"]),
+                ", ")
+    cons = join((TEMPLATES.render("code.html", text=c.text()) for c in info["constraints"]), ", ") or "none"
     rec = info["recommended"]
     if rec is None:
-        return out[0] + '<p class="note">No recommendation: recommended.json is absent (the search has not '\
-            "finished) or holds none (no point met the constraints).</p>"
-    try:
-        return out[0] + _recommendation_html(rec, names)
-    except (TypeError, ValueError, AttributeError, KeyError):  # a hand-edited or damaged file: say so
-        return out[0] + '<p class="note">recommended.json could not be read as meshsim writes it.</p>'
+        answer = TEMPLATES.render("note.html", note="No recommendation: recommended.json is absent (the search has "
+                                  "not finished) or holds none (no point met the constraints).")
+    else:
+        try:
+            answer = _recommendation_html(rec, names)
+        except (TypeError, ValueError, AttributeError, KeyError):  # a hand-edited or damaged file: say so
+            answer = TEMPLATES.render("note.html", note="recommended.json could not be read as meshsim writes it.")
+    return TEMPLATES.render("search.html", objectives=objs, constraints=cons, seeds=seed_counts(sd), answer=answer)
 
 
-def _recommendation_html(rec: dict[str, Any], names: Mapping[str, str]) -> str:
-    out: list[str] = []
+def _recommendation_html(rec: dict[str, Any], names: Mapping[str, str]) -> Markup:
     vals = " ".join(f"{names.get(p, p)}={_fmt(v)}" for p, v in (rec.get("values") or {}).items())
     rows = []
     for m, iv in (rec.get("objectives") or {}).items():
@@ -253,12 +227,10 @@ def _recommendation_html(rec: dict[str, Any], names: Mapping[str, str]) -> str:
     note = ("Intervals of " + ", ".join(f"{m} to [{_g(b[0])}, {_g(b[1]) if b[1] is not None else '∞'}]"
                                         for m, b in clipped.items()) + " are clipped to the metric's range. "
             if clipped else "")
-    e = {k: html.escape(str(rec.get(k))) for k in ("rank", "trial", "seeds")}
-    out.append(f"<p><b>Recommended</b> (front point {e['rank']}, trial {e['trial']}, "
-               f"{e['seeds']} seeds): {html.escape(vals)}</p><pre>{html.escape(str(rec.get('set', '')))}</pre>"
-               + _table(["", "mean [95 % interval]", "seeds"], rows)
-               + f'<p class="note">{html.escape(note)}Rule: {html.escape(str(rec.get("rule", "")))}.</p>')
-    return "".join(out)
+    return TEMPLATES.render("recommendation.html", rank=rec.get("rank"), trial=rec.get("trial"), seeds=rec.get("seeds"),
+                            values=vals, set=str(rec.get("set", "")),
+                            table=table(["", "mean [95 % interval]", "seeds"], rows), clipped=note,
+                            rule=str(rec.get("rule", "")))
 
 
 def _reference_text(ref: Mapping[str, Any], axes: Sequence[str], names: Mapping[str, str], default: bool) -> str:

@@ -7,7 +7,9 @@ from typing import Any, Optional, Sequence
 
 from ...core.errors import InputError
 from ..canvas import _new_figure
-from .data import CONF, DELAY, FALSE_ISO, SweepData, _check_rows, _clip, _compact, _facets, _fmt, _g, _grid, _hashable, _label, _objectives, _observed, _senses, _slice_note, _unfinished, cells, open_sweep, pareto_front, search_info, seed_counts
+from .data import (CONF, DELAY, FALSE_ISO, SweepData, _check_rows, _clip, _compact, _facets, _fmt, _g, _grid,
+                   _hashable, _label, _objectives, _observed, _senses, _slice_note, _unfinished, cells, open_sweep,
+                   pareto_front, search_info, seed_counts)
 
 
 def tradeoff_points(sd: SweepData, metrics: Optional[str | Sequence[str]] = None) -> list[dict[str, Any]]:

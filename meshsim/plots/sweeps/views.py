@@ -6,7 +6,9 @@ from typing import Any, Optional, Sequence
 
 from ...core.errors import InputError
 from ..canvas import _new_figure
-from .data import DELAY, FALSE_ISO, HEADLINES, MISSED, SweepData, _check_rows, _clip, _default_metric, _facets, _fmt, _g, _grid, _hashable, _label, _metric_list, _observed, _positions, _slice_note, _unfinished, cells, open_sweep
+from .data import (DELAY, FALSE_ISO, HEADLINES, MISSED, SweepData, _check_rows, _clip, _default_metric, _facets, _fmt,
+                   _g, _grid, _hashable, _label, _metric_list, _observed, _positions, _slice_note, _unfinished, cells,
+                   open_sweep)
 from .tradeoff import tradeoff_points
 
 
