@@ -102,6 +102,15 @@ def test_top_of_the_package_holds_the_api_and_the_cli_only():
     assert len(top) <= 5, top
 
 
+def test_protocols_never_import_the_observer():
+    """Issue 31: the protocols record, the observer reads; no protocol module imports meshsim.observe
+    (not even from inside a function), so metrics sit above the rules they measure."""
+    G = import_graph()
+    assert G.has_edge("meshsim.observe.summary", "meshsim.protocols.execution")  # the reader sees the edge down
+    up = sorted(f"{u} -> {v}" for u, v in G.edges if u.startswith("meshsim.protocols") and v.startswith("meshsim.observe"))
+    assert not up, up
+
+
 def test_no_import_circles():
     G = import_graph()
     bad = [c for c in _circles(G) if frozenset(c) not in KNOWN]

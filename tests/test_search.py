@@ -413,16 +413,16 @@ def test_a_journal_line_cut_by_kill_9_and_a_stale_lock_do_not_block_the_rerun(tm
     from meshsim.sweep.search import SearchPlan, _open_study
 
     sp = SearchPlan(None, SearchSpec([parse_range("a=0:1")], [Objective("m", "minimize")], batch=2))
-    study = _open_study(sp, tmp_path)
+    study = _open_study(sp, tmp_path).study
     t = study.ask({"a": sp.spec.ranges[0].distribution()})
     study.tell(t.number, [0.5])
     with open(tmp_path / "study.journal", "ab") as fh:
         fh.write(b'{"op_code": 4, "worker_id": "x", "trial_id"')  # a write cut short
     (tmp_path / "study.journal.lock").write_text("")  # the journal's lock, left by the killed process
-    again = _open_study(sp, tmp_path)
+    again = _open_study(sp, tmp_path).study
     assert [x.values for x in again.get_trials()] == [[0.5]]
     again.tell(again.ask({"a": sp.spec.ranges[0].distribution()}).number, [0.25])
-    assert [x.values for x in _open_study(sp, tmp_path).get_trials()] == [[0.5], [0.25]]
+    assert [x.values for x in _open_study(sp, tmp_path).study.get_trials()] == [[0.5], [0.25]]
 
 
 def test_no_feasible_setting_gives_no_recommendation(tmp_path):
@@ -442,14 +442,15 @@ def test_no_feasible_setting_gives_no_recommendation(tmp_path):
 def test_a_trial_cut_mid_ask_gets_the_parameters_the_uninterrupted_ask_drew(number, held):
     import optuna
 
+    from meshsim.sweep.optuna_seam import Trials
     from meshsim.sweep.search import SearchPlan, _params, _sampler
 
     sp = SearchPlan(None, SearchSpec([parse_range("a=0:1"), parse_range("b=1:100:log"), parse_range("c=2:9:int")],
                                      [Objective("m", "minimize"), Objective("n", "minimize")], batch=3, seed=5))
     dists = {r.path: r.distribution() for r in sp.spec.ranges}
 
-    def study_with(n):  # trials 0..n-1 asked and told as the search does
-        study = optuna.create_study(directions=["minimize", "minimize"])
+    def study_with(n, storage=None):  # trials 0..n-1 asked and told as the search does
+        study = optuna.create_study(storage=storage, directions=["minimize", "minimize"])
         for k in range(n):
             study.sampler = _sampler(sp, k)
             t = study.ask(fixed_distributions=dists)
@@ -459,12 +460,14 @@ def test_a_trial_cut_mid_ask_gets_the_parameters_the_uninterrupted_ask_drew(numb
     whole = study_with(number)
     whole.sampler = _sampler(sp, number)
     want = whole.ask(fixed_distributions=dists).params
-    cut = study_with(number)
-    tid = cut._storage.create_new_trial(cut._study_id)
+    storage = optuna.storages.InMemoryStorage()
+    cut = study_with(number, storage)
+    cut_trials = Trials(cut, storage)
+    tid = storage.create_new_trial(cut_trials.study_id)
     for r in sp.spec.ranges[:held]:  # what reached the journal before the kill
-        cut._storage.set_trial_param(tid, r.path, dists[r.path].to_internal_repr(want[r.path]), dists[r.path])
+        storage.set_trial_param(tid, r.path, dists[r.path].to_internal_repr(want[r.path]), dists[r.path])
     cut.sampler = _sampler(sp, 0)  # a resumed process: whatever sampler the study was opened with
-    got = _params(sp, cut, cut.get_trials(deepcopy=False)[number])
+    got = _params(sp, cut_trials, cut.get_trials(deepcopy=False)[number])
     assert got == want
 
 
