@@ -1,0 +1,99 @@
+"""Same scenario + seed => byte-identical run folders; other seeds differ.
+
+``provenance.json`` (wall-clock times, versions, input hashes) and the lock
+file ``.meshsim.lock`` are the only files left out of the comparison
+(``meshsim.io.runfolder.NOT_COMPARED``; docs/outputs.md).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import meshsim
+from meshsim.io.records import read_records
+from meshsim.io.runfolder import NOT_COMPARED, comparable_files
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "routing" / "sparse-failures.yaml"
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return comparable_files(d)
+
+
+def test_same_seed_byte_identical(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, smoke=True)
+    meshsim.run(sc, seed=3, out=tmp_path / "a")
+    meshsim.run(meshsim.load_scenario(SCENARIO, smoke=True), seed=3, out=tmp_path / "b")
+    a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
+    assert set(a) == {"scenario.resolved.yaml", "summary.json", "events.jsonl.gz"}
+    assert a == b
+    # exactly the documented files are left out, and they are there
+    every = {p.name for p in (tmp_path / "a").iterdir()}
+    assert every - set(a) == set(NOT_COMPARED) == {"provenance.json", ".meshsim.lock", ".meshsim-files.json"}
+
+
+def test_different_seeds_differ(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, smoke=True)
+    r1 = meshsim.run(sc, seed=1, out=tmp_path / "a")
+    r2 = meshsim.run(sc, seed=2, out=tmp_path / "b")
+    assert read_records(tmp_path / "a", "events.jsonl") != read_records(tmp_path / "b", "events.jsonl")
+    assert r1.summary["messages"] != r2.summary["messages"]
+
+
+def test_resolved_scenario_reproduces_the_run(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, smoke=True)
+    meshsim.run(sc, seed=4, out=tmp_path / "a")
+    again = meshsim.load_scenario(tmp_path / "a" / "scenario.resolved.yaml")
+    meshsim.run(again, out=tmp_path / "b")
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
+    sc = meshsim.load_scenario(SCENARIO, ["seeds=3", "duration=40s", "events=[]"])
+    res = meshsim.run(sc, out=tmp_path)
+    assert [r.seed for r in res.runs] == [1, 2, 3]
+    agg = (tmp_path / "aggregate.json").read_text()
+    assert '"messages.total.sent"' in agg
+    before = (tmp_path / "seed-2" / "summary.json").stat().st_mtime_ns
+    res2 = meshsim.run(sc, out=tmp_path)
+    assert all(r.resumed for r in res2.runs)
+    assert (tmp_path / "seed-2" / "summary.json").stat().st_mtime_ns == before
+    assert res2.aggregate == res.aggregate
+
+
+#: sha256 over every file of a smoke-size MeshHeal run folder, pinned when the
+#: shared execution layer was factored out of MeshHeal (issue 14): the refactor
+#: (and every baseline built on it) must not change a byte of MeshHeal's outputs.
+#: A change *meant* to alter MeshHeal's behaviour updates these digests and says so.
+#: Updated for issue 10 (backends/fake-default.yaml recalibrated to App. C.5)
+#: and issue 11 (every MeshHeal summary gains the network-level `detection`).
+#: Updated for issue 18/17 (summary.json only, every record table byte-identical: one
+#: false-isolation definition in `detection`, delays in own outputs, the `collapse` section).
+#: Updated for issue 19 (scenario.resolved.yaml only: `limits.events` is a new resolved field).
+#: Updated for issue 17 (review scores as explicit distributions: byte-identical at the old values;
+#: then the reviews of correct finals calibrated to App. C.5's Takeover entry, 32 : 32).
+#: Updated for issue 21 item 2 (models.<m>.repair in the shipped profiles: a finalizer reading an
+#: unsound draft may re-derive its half; byte-identical with repair 0, tests/protocols/test_repair.py).
+MESHHEAL_PINNED = {
+    ("staggered-math", 2): "747c9c2d9aa6a5c79b44f2ffd593caeafdf4b32980dd3c640804f02989043f72",
+    ("persistent-bbh", 1): "4aba3d55d10fede9a7548f85e1b83b13b595a5b63d45532530428cecd00a69e8",
+}
+
+
+def _digest(d: Path) -> str:
+    import hashlib
+
+    from meshsim.io.runfolder import comparable_files
+
+    h = hashlib.sha256()
+    for name, data in comparable_files(d).items():  # provenance.json and the lock are about the machine
+        h.update(name.encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def test_meshheal_outputs_are_pinned(tmp_path):
+    root = SCENARIO.parents[1] / "meshheal"
+    for (name, seed), want in MESHHEAL_PINNED.items():
+        sc = meshsim.load_scenario(root / f"{name}.yaml", smoke=True)
+        meshsim.run(sc, seed=seed, out=tmp_path / name)
+        assert _digest(tmp_path / name) == want, f"MeshHeal's {name} seed {seed} run folder changed"
