@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import meshsim
 from meshsim.io.records import read_records
 from meshsim.io.runfolder import NOT_COMPARED, comparable_files
+from tests import golden_diff
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "routing" / "sparse-failures.yaml"
 
@@ -63,7 +66,8 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: sha256 over every file of a smoke-size MeshHeal run folder, pinned when the
 #: shared execution layer was factored out of MeshHeal (issue 14): the refactor
 #: (and every baseline built on it) must not change a byte of MeshHeal's outputs.
-#: A change *meant* to alter MeshHeal's behaviour updates these digests and says so.
+#: A change *meant* to alter MeshHeal's behaviour updates these digests and says so, and rewrites the
+#: golden files (tests/data/golden/) with `pytest tests/acceptance/test_determinism.py --update-golden`.
 #: Updated for issue 10 (backends/fake-default.yaml recalibrated to App. C.5)
 #: and issue 11 (every MeshHeal summary gains the network-level `detection`).
 #: Updated for issue 18/17 (summary.json only, every record table byte-identical: one
@@ -91,9 +95,36 @@ def _digest(d: Path) -> str:
     return h.hexdigest()
 
 
-def test_meshheal_outputs_are_pinned(tmp_path):
-    root = SCENARIO.parents[1] / "meshheal"
-    for (name, seed), want in MESHHEAL_PINNED.items():
-        sc = meshsim.load_scenario(root / f"{name}.yaml", smoke=True)
-        meshsim.run(sc, seed=seed, out=tmp_path / name)
-        assert _digest(tmp_path / name) == want, f"MeshHeal's {name} seed {seed} run folder changed"
+@pytest.fixture(scope="module")
+def pinned_runs(tmp_path_factory) -> dict[tuple[str, int], Path]:
+    """The run folder of each pinned (scenario, seed), run once for both checks below."""
+    root, tmp = SCENARIO.parents[1] / "meshheal", tmp_path_factory.mktemp("pinned")
+    out = {}
+    for name, seed in MESHHEAL_PINNED:
+        out[name, seed] = tmp / f"{name}-seed{seed}"
+        meshsim.run(meshsim.load_scenario(root / f"{name}.yaml", smoke=True), seed=seed, out=out[name, seed])
+    return out
+
+
+def test_meshheal_summaries_match_the_golden_files(pinned_runs, update_golden):
+    """What changed, readably: the summary and resolved scenario of each pinned run against
+    tests/data/golden/ (tests/golden_diff.py; ``pytest --update-golden`` rewrites them)."""
+    for (name, seed), run in pinned_runs.items():
+        lines = golden_diff.check(golden_diff.golden_dir(name, seed), run, update=update_golden)
+        if lines:
+            pytest.fail(f"MeshHeal's {name} seed {seed} run differs from its golden files "
+                        "(a change meant to alter it: --update-golden, and say why):\n" + golden_diff.report(lines))
+
+
+def test_meshheal_outputs_are_pinned(pinned_runs):
+    """The byte-level guard: every compared file of each pinned run folder, by digest."""
+    for (name, seed), run in pinned_runs.items():
+        got = _digest(run)
+        if got == MESHHEAL_PINNED[name, seed]:
+            continue
+        lines = golden_diff.check(golden_diff.golden_dir(name, seed), run)
+        where = ("what moved, against tests/data/golden/:\n" + golden_diff.report(lines) if lines else
+                 "summary.json and scenario.resolved.yaml match tests/data/golden/ (as parsed): the change is "
+                 "in the record tables or in those files' bytes")
+        raise AssertionError(f"MeshHeal's {name} seed {seed} run folder changed (digest {got}); {where}\n"
+                             "(a change meant to alter it: update MESHHEAL_PINNED and the golden files, and say why)")
