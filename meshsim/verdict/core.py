@@ -333,7 +333,7 @@ def _points(plan: VerdictPlan, size: Size) -> None:
     from ..backends.provenance import factor_overrides
     from ..simulate.runner import portable_data
     from ..scenario.model import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
-    from ..sweep.core import Point, _key
+    from ..sweep.core import Point, point_key
 
     graphs: dict[str, Any] = {}
     memo: dict[str, Any] = {}
@@ -351,7 +351,7 @@ def _points(plan: VerdictPlan, size: Size) -> None:
             raise InputError(f"{what} is not a valid scenario: {exc}", file=size.source) from None
         portable = portable_data(sc)
         shown = {p: get_path(portable, p, v) for p, v in values.items()}
-        return Point(_key(portable), shown, portable)
+        return Point(point_key(portable), shown, portable)
 
     leaves: list[str] = []
     factors: list[Any] = []
@@ -451,28 +451,17 @@ def folder_status(plan: VerdictPlan, out: Path) -> tuple[int, Optional[str]]:
     return done, None
 
 
+#: the verdict holds its folder (its sweeps lock their own subfolders)
+LOCK = ".verdict.lock"
+
+
 def _refusal(out: Path) -> Optional[str]:
     if out.exists() and not out.is_dir():
         return str(RunFolderError("output path exists and is not a folder", file=str(out)))
-    if out.is_dir() and not (out / PLAN).is_file() and any(p for p in out.iterdir() if p.name != ".verdict.lock"):
+    if out.is_dir() and not (out / PLAN).is_file() and any(p for p in out.iterdir() if p.name != LOCK):
         return str(RunFolderError("folder exists, is not empty and holds no verdict (verdict.plan.json); choose "
                                   "another --out", file=str(out)))
     return None
-
-
-class _Lock:
-    def __init__(self, out: Path):
-        import fcntl
-
-        self.fh = open(out / ".verdict.lock", "w")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.fh.close()
-            raise RunFolderError("another meshsim verdict is writing this folder", file=str(out)) from None
-
-    def release(self) -> None:
-        self.fh.close()
 
 
 @dataclass
@@ -493,6 +482,7 @@ def run_verdict(plan: VerdictPlan, out: str | Path, executor: str = "local", wor
     """Run what the folder does not hold yet, then judge and write verdict.json and verdict.md.
     ``announce(done)`` is called once the folder and the executor are accepted, before the first run."""
     from ..sweep.core import run_sweep
+    from ..sweep.folder import lock_folder
     from .judge import judge_plan
     from .report import markdown
 
@@ -503,8 +493,7 @@ def run_verdict(plan: VerdictPlan, out: str | Path, executor: str = "local", wor
     done, refused = folder_status(plan, out)
     if refused is not None:
         raise RunFolderError(refused)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = _Lock(out)
+    lock = lock_folder(out, LOCK, "verdict", {"scenario": ", ".join(s.name for s in plan.sizes)})
     failures: list[dict[str, Any]] = []
     try:
         write_atomic(out / PLAN, json.dumps(plan.identity(), indent=1) + "\n")
