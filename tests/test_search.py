@@ -380,7 +380,7 @@ def test_intervals_of_rates_and_counts_stay_in_their_range():
     iv = clip(raw, metric_bounds("detection.false_isolation_rate"))
     assert raw.lo < 0 and iv.lo == 0.0 and (iv.mean, iv.hi, iv.n) == (raw.mean, raw.hi, 3)
     assert clip(interval([0.9, 1.0, 1.0]), (0.0, 1.0)).hi == 1.0
-    from meshsim.plots.sweeps import Cell, _in_range  # the sweep report's table clips the same way
+    from meshsim.plots.sweeps.data import Cell, _in_range  # the sweep report's table clips the same way
 
     c = _in_range(Cell(raw.mean, raw.se, raw.lo, raw.hi, 3, {}, [], 1), "detection.false_isolation_rate")
     assert (c.lo, c.hi) == (0.0, raw.hi)
@@ -587,7 +587,8 @@ def test_a_search_folders_trade_off_draws_its_objectives_its_violators_and_its_r
 
 
 def test_a_search_folders_report_section_states_the_recommendation(study):
-    from meshsim.plots.sweeps import _search_section, open_sweep, search_info
+    from meshsim.plots.sweeps import open_sweep, search_info
+    from meshsim.plots.sweeps.report import _search_section
 
     out, _ = study
     rec = json.loads((out / "recommended.json").read_text())
