@@ -336,8 +336,9 @@ def point_inputs(data: dict[str, Any], source: str, base_dir: Path, remote: bool
                 cache[key] = read_bytes(path, _INPUT_KINDS.get(role, "profile"))
             except InputError:
                 cache[key] = None
-        if cache[key] is not None:
-            files[key] = cache[key]
+        content = cache[key]
+        if content is not None:
+            files[key] = content
     return files
 
 

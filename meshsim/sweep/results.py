@@ -207,10 +207,11 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
                 row[name] = quantile(xs, q)
             ci = metric_interval(m, xs, CONF)  # a proportion: Wilson, in [0, 1]
             row.update(se=_finite(ci.se), lo=_finite(ci.lo), hi=_finite(ci.hi), ref=refs.get(point))
-            if refs.get(point) is not None:
-                d = paired(per_seed[point][m], per_seed[refs[point]][m], CONF)
-                row.update(diff=_finite(d.mean), diff_se=_finite(d.se), diff_lo=_finite(d.lo),
-                           diff_hi=_finite(d.hi), diff_n=d.n)
+            ref = refs.get(point)
+            if ref is not None:
+                diff = paired(per_seed[point][m], per_seed[ref][m], CONF)
+                row.update(diff=_finite(diff.mean), diff_se=_finite(diff.se), diff_lo=_finite(diff.lo),
+                           diff_hi=_finite(diff.hi), diff_n=diff.n)
             out.append(row)
     return axes + ["point", "metric"] + list(STAT_COLUMNS) + list(INTERVAL_COLUMNS) + list(DIFF_COLUMNS), out
 

@@ -161,7 +161,7 @@ def refine(sp: SearchPlan, runner: Runner, complete: list, echo) -> tuple[list[d
     st = {k: _stats(sp, runner, k, n[k]) for k in keys}
     feas = [k for k in keys if _feasible(sp, st[k])]
     front = _order(sp, _nondominated(sp, feas, st), st)
-    trial_of = {}
+    trial_of: dict[Any, int] = {}
     for t in sorted(complete, key=lambda t: t.number):
         trial_of.setdefault(t.user_attrs.get("point"), t.number)
     rows = []

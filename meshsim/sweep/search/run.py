@@ -126,7 +126,7 @@ class _Search:
     def fill(self, k: int, members: list[Any], valid_before: int) -> None:
         """Batch ``k`` gets its valid trials: an invalid point (alpha >= beta) is told FAIL at once and
         replaced, so every generation has its full population and the budget counts runs, not draws."""
-        B, T = self.sp.spec.batch, self.sp.spec.trials
+        B, T = self.sp.spec.population, self.sp.spec.trials
         for t in members:  # an invalid point killed before it was told
             if t.state == self.State.RUNNING and self.is_invalid(t):
                 self.tell_invalid(t)

@@ -6,7 +6,7 @@ import copy
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ...core.errors import InputError
 from ..folder import run_dir
@@ -91,7 +91,7 @@ class Runner:
         return (d / "summary.json").is_file() and r.is_file() and \
             r.read_text() == self._expected(self.points[key], seed)
 
-    def extend(self, pairs: list[tuple[Any, int]], skipped: list[dict] = ()) -> None:
+    def extend(self, pairs: list[tuple[Any, int]], skipped: Sequence[dict[str, Any]] = ()) -> None:
         from ..manifest import write_manifest
 
         m = self.manifest
@@ -179,7 +179,7 @@ def evaluate(sp: SearchPlan, runner: Runner, point, seeds: list[int]) -> tuple[O
     bad = sum(1 for f in flats if f is None)
     if bad:
         return None, [], {}, f"{bad} of {len(seeds)} runs failed"
-    known = set().union(*(set(f) for f in flats))
+    known: set[str] = set().union(*(set(f) for f in flats if f is not None))
     for m in [o.metric for o in sp.spec.objectives] + [c.metric for c in sp.spec.constraints]:
         if m not in known:
             check_metrics(sp, known)  # raises: unknown metric, with a guess

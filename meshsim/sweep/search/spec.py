@@ -175,6 +175,11 @@ class SearchSpec:
     max_seeds: Optional[int] = None  # default: SearchPlan.max_seeds
     refine_runs: Optional[int] = None  # default: SearchPlan.refine_runs
 
+    @property
+    def population(self) -> int:
+        """NSGA-II's population: ``batch``, default :func:`default_batch` of the trials."""
+        return self.batch if self.batch is not None else default_batch(self.trials)
+
     def identity(self, seeds: list[int]) -> dict[str, Any]:
         """What a rerun may not change (the budget, --trials, --max-seeds and --refine-runs, may)."""
         return {"sampler": "optuna.NSGAIISampler", "seed": self.seed, "batch": self.batch,

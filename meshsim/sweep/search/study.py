@@ -24,7 +24,7 @@ def seeded_sampler(sp: SearchPlan, number: int):
     s = int(np.random.SeedSequence([int(sp.spec.seed) & 0xFFFFFFFF, int(number)]).generate_state(1)[0])
     with warnings.catch_warnings():  # Optuna 5 deprecates constraints_func (removed in 7); 4.x has nothing else
         warnings.simplefilter("ignore", FutureWarning)
-        return optuna.samplers.NSGAIISampler(population_size=sp.spec.batch, seed=s, constraints_func=_constraints)
+        return optuna.samplers.NSGAIISampler(population_size=sp.spec.population, seed=s, constraints_func=_constraints)
 
 
 def _suggest_all(sp: SearchPlan, trial) -> dict[str, Any]:
