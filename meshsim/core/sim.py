@@ -72,6 +72,8 @@ class Environment(simpy.Environment):
         self.seed = int(seed)
         self._rngs: dict[tuple[str, ...], np.random.Generator] = {}
         self._pyrngs: dict[tuple[str, ...], random.Random] = {}
+        #: the deadline lines of every :class:`Deadlines` on this clock, by delay
+        self.deadline_lines: dict[float, _Line] = {}
 
     #: the current simulation time (SimPy's ``now``, read by a C getter: it is read once per message)
     now = property(attrgetter("_now"))
@@ -285,11 +287,7 @@ class Deadlines:
     def __init__(self, env: "Environment", callback: Callable[[Any], None]):
         self.env = env
         self.callback = callback
-        lines = getattr(env, "_deadline_lines", None)
-        if lines is None:
-            lines = {}
-            env._deadline_lines = lines  # type: ignore[attr-defined]
-        self._lines: dict[float, _Line] = lines
+        self._lines: dict[float, _Line] = env.deadline_lines
 
     def add(self, delay: float, value: Any) -> list[Any]:
         line = self._lines.get(delay)
