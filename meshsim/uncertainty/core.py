@@ -105,7 +105,7 @@ class Study:
 # ------------------------------------------------------------------------------------ planning
 
 
-def _profile_of(base: dict[str, Any], source: str, base_dir: Path) -> tuple[Path, dict[str, Any]]:
+def profile_of(base: dict[str, Any], source: str, base_dir: Path) -> tuple[Path, dict[str, Any]]:
     from ..backends import find_profile
 
     b = base.get("backend") if isinstance(base, dict) else None
@@ -149,7 +149,7 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
         except ValueError as exc:
             raise InputError(str(exc), field="--seeds", value=seeds) from None
         seed_list = [base_sc.seed + i for i in range(s)] if isinstance(s, int) else list(s)
-    prof_path, base_over = _profile_of(base, source, base_dir)
+    prof_path, base_over = profile_of(base, source, base_dir)
     data = load_profile_data(prof_path)
     if not data.get("ranges"):
         raise InputError("the profile declares no assumption ranges (a 'ranges:' block; docs/backends.md): "
@@ -264,13 +264,15 @@ def _band_samples(study: Study, top: list[int]) -> list[Sample]:
 # ------------------------------------------------------------------------------------ metrics
 
 
-_MISSING = object()
+#: what :func:`summary_value` gives for a path a summary does not hold
+ABSENT = object()
 
 
-def _walk(data: Any, path: str) -> Any:
+def summary_value(data: Any, path: str) -> Any:
+    """The value at the dotted ``path`` of a run's summary, or :data:`ABSENT`."""
     for part in path.split("."):
         if not isinstance(data, dict) or part not in data:
-            return _MISSING
+            return ABSENT
         data = data[part]
     return data
 
@@ -297,15 +299,15 @@ def check_metrics(study: Study) -> dict[str, Any]:
     sc = parse_scenario(small, study.source, study.base_dir)
     summary = json.loads(json.dumps(run_one(sc, study.seeds[0]).summary, default=str))
     if not study.metrics:
-        study.metrics = [m for m in DEFAULT_METRICS if _walk(summary, m) is not _MISSING]
+        study.metrics = [m for m in DEFAULT_METRICS if summary_value(summary, m) is not ABSENT]
         if not study.metrics:
             raise InputError("no default metric in this scenario's summary; name one", field="--metric")
     from ..sweep.results import flatten
 
     known = sorted(flatten(summary))
     for m in study.metrics:
-        v = _walk(summary, m)
-        if v is _MISSING:
+        v = summary_value(summary, m)
+        if v is ABSENT:
             import difflib
 
             close = difflib.get_close_matches(m, known, n=3)

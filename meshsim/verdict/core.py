@@ -272,9 +272,9 @@ def _safe(name: str) -> str:
 def _factors(size: Size) -> tuple[Path, dict[str, Any], list[Any]]:
     """(profile, the scenario's own backend.overrides, the profile's assumption factors)."""
     from ..backends.provenance import assumption_factors, load_profile_data
-    from ..uncertainty.core import _profile_of
+    from ..uncertainty.core import profile_of
 
-    prof, over = _profile_of(size.base, size.source, size.base_dir)
+    prof, over = profile_of(size.base, size.source, size.base_dir)
     data = load_profile_data(prof)
     if not data.get("ranges"):
         raise InputError("the profile declares no assumption ranges (a 'ranges:' block): no band to run; give "
@@ -390,7 +390,7 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
     from ..simulate.runner import run_one
     from ..scenario.model import parse_scenario, scenario_data
     from ..sweep.results import flatten
-    from ..uncertainty.core import _MISSING as ABSENT, _walk
+    from ..uncertainty.core import ABSENT, summary_value
 
     size = plan.sizes[0]
     small = scenario_data(copy.deepcopy(size.base), size.source, None, smoke=True)
@@ -398,7 +398,7 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
                                             plan.seeds[0]).summary, default=str))
     known = sorted(flatten(summary))
     for p in paths:
-        v = _walk(summary, p)
+        v = summary_value(summary, p)
         text = next(c.text for c in plan.constraints if c.path == p)
         if v is ABSENT:
             close = difflib.get_close_matches(p, known, n=2)
