@@ -111,10 +111,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..core.errors import InputError
 from ..core.types import refuse_bool_numbers
 from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
-from .profiles import hash_unit, load_validated, model_role
+from .profiles import find_profile, hash_unit, load_validated, model_role
+from .registry import check_fields, register_backend
 from .texts import UNREADABLE, Latent, TextStore
 
-__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "TokenSpec", "SplitMix64",
+__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "load_fake", "check_fake_spec", "make_fake", "ModelSpec", "TokenSpec", "SplitMix64",
            "CLASSES", "VERDICTS", "score_distribution"]
 
 _N = NormalDist()
@@ -400,8 +401,10 @@ def _boost(p: float, hint: float) -> float:
 class FakeBackend(Backend):
     synchronous = True
 
-    def __init__(self, profile: FakeProfile, seed: int = 0, draw: int = 0):
+    def __init__(self, profile: FakeProfile, seed: int = 0, draw: int = 0,
+                 overrides: Optional[dict[str, Any]] = None):
         self.profile = profile
+        self.overrides = dict(overrides or {})  # named in describe(), as fake_consensus does
         # draw k > 0: an independent realisation of the model's outcomes on the
         # same run (same stream, same agents' choices); 0 keeps the run seed's own
         self.seed = seed if not draw else int(hashlib.blake2b(f"{seed}/{draw}".encode(), digest_size=8)
@@ -439,7 +442,10 @@ class FakeBackend(Backend):
         return self._lat.get(_role(model), self._lat["strong"])
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
+        out: dict[str, Any] = {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
+        if self.overrides:  # the summary's ``backend`` names the overridden profile fields
+            out["overrides"] = {str(k): self.overrides[k] for k in sorted(self.overrides, key=str)}
+        return out
 
     def complete_sync(self, req: Request) -> Response:
         rnd = _new(SplitMix64)  # SplitMix64(seed), without the constructor's frame
@@ -865,3 +871,40 @@ def _type_difficulty(dataset: str, task_type: str) -> float:
 
 def _nearest(anchors: dict[str, float], score: float) -> str:
     return min(anchors, key=lambda k: (abs(anchors[k] - score), k))
+
+
+def load_fake(path: Path, overrides: Optional[dict[str, Any]] = None) -> FakeProfile:
+    """A MeshHeal fake profile, with ``overrides`` (dotted profile path -> value)
+    applied before validation. The file is checked on its own first, so an
+    error names the file when the file is at fault and ``overrides.<path>``
+    when an override is."""
+    prof = load_fake_profile(path)
+    if not overrides:
+        return prof
+    prof = load_validated(path, FakeProfile, overrides)
+    for role in ("strong", "weak"):
+        if role not in prof.models:
+            raise InputError(f"profile needs a '{role}' model", field="overrides", value=overrides)
+        if "default" not in prof.models[role].skill:
+            raise InputError(f"models.{role}.skill needs a 'default' skill", field="overrides", value=overrides)
+    return prof
+
+
+def check_fake_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> FakeProfile:
+    """``backend: {kind: fake, profile, draw, overrides}``; returns the profile it loaded."""
+    check_fields(spec, {"kind", "profile", "draw", "overrides"})
+    draw = spec.get("draw", 0)
+    if not isinstance(draw, int) or isinstance(draw, bool) or draw < 0:
+        raise InputError("must be an integer >= 0", field="draw", value=spec.get("draw"))
+    if not spec.get("profile"):
+        raise InputError("a fake backend needs 'profile'", field="profile")
+    # overrides: {dotted.profile.path: value}, as for fake_consensus (sweeps of review quality)
+    return load_fake(find_profile(spec["profile"], base_dir), spec.get("overrides"))
+
+
+def make_fake(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool,
+              profile: FakeProfile) -> FakeBackend:
+    return FakeBackend(profile, seed=seed, draw=int(spec.get("draw", 0)), overrides=spec.get("overrides"))
+
+
+register_backend("fake", check_fake_spec, make_fake)

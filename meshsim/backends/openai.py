@@ -74,6 +74,8 @@ from ..core.types import refuse_bool_numbers
 from ..core.files import load_yaml
 from ..core.redact import register as register_secret, scrub, url_secrets
 from ..core.calls import Backend, CallKind, LatencyModel, Request, Response, TaskRef
+from .profiles import find_profile
+from .registry import register_backend
 from .wire import ACCEPT_ENCODING, BadEncoding, BodyTooLarge, read_body
 
 __all__ = ["OpenAIBackend", "OpenAIProfile", "load_openai_profile", "check_openai", "make_openai", "estimate_tokens"]
@@ -749,13 +751,12 @@ class OpenAIBackend(Backend):
 
 
 def make_openai(spec: dict[str, Any], seed: int, base_dir: Optional[Path], *, require_key: bool = True,
-                **kw: Any) -> OpenAIBackend:
-    """An OpenAIBackend from a scenario's ``backend:`` spec (``profile`` + overrides)."""
-    from . import find_profile
-
+                profile: Optional[OpenAIProfile] = None, **kw: Any) -> OpenAIBackend:
+    """An OpenAIBackend from a scenario's ``backend:`` spec (``profile`` + overrides); ``profile``:
+    the spec's profile as :func:`check_openai_spec` loaded it (read from the spec when not given)."""
     overrides = {k: v for k, v in spec.items() if k not in ("kind", "profile")}
     path = find_profile(spec["profile"], base_dir) if spec.get("profile") else None
-    prof = load_openai_profile(path, overrides)
+    prof = profile if profile is not None else load_openai_profile(path, overrides)
     pdir = path.parent if path is not None else base_dir
     backend = OpenAIBackend(prof, seed=seed, base_dir=pdir, require_key=require_key, **kw)
     backend.source = str(path) if path is not None else None
@@ -763,7 +764,7 @@ def make_openai(spec: dict[str, Any], seed: int, base_dir: Optional[Path], *, re
 
 
 def check_openai_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> OpenAIProfile:
-    from . import find_profile
+    """``backend: {kind: openai, profile, <profile fields>}``; returns the profile it loaded."""
     from ..workload.prompts import PromptSet
 
     overrides = {k: v for k, v in spec.items() if k not in ("kind", "profile")}
@@ -774,3 +775,11 @@ def check_openai_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: 
     PromptSet.from_spec(prof.prompts, path.parent if path is not None else base_dir)
     check_openai(prof, need_key)
     return prof
+
+
+def _build(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool,
+           profile: OpenAIProfile) -> OpenAIBackend:
+    return make_openai(spec, seed, base_dir, require_key=need_key, profile=profile)
+
+
+register_backend("openai", check_openai_spec, _build)

@@ -1,4 +1,4 @@
-"""Helpers shared by the statistical fakes: loading a profile, stable hashing."""
+"""Helpers shared by the backends: finding and loading a profile, stable hashing."""
 from __future__ import annotations
 
 import copy
@@ -12,6 +12,32 @@ from ..core.errors import InputError
 from ..core.files import load_yaml
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def find_profile(name: str, base_dir: Optional[Path]) -> Path:
+    """A backend profile by path or name: relative to ``base_dir`` (the scenario's folder), as given,
+    ``backends/<name>.yaml`` beside the scenario, then in the working folder (a user's own profiles
+    win), then among the profiles shipped in the package (:mod:`meshsim.core.bundled`: found from any
+    folder, wheel or checkout)."""
+    cands = []
+    p = Path(name)
+    if base_dir is not None and not p.is_absolute():
+        cands.append(base_dir / p)
+    cands.append(p)
+    stem = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
+    if base_dir is not None:
+        cands.append(base_dir / "backends" / stem)
+    cands.append(Path("backends") / stem)
+    from ..core.bundled import bundled
+    from ..core.files import is_input_file
+
+    cands.append(bundled(Path("backends") / stem))
+
+    for c in cands:
+        if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
+            return c
+    raise InputError("backend profile not found (looked beside the scenario, in backends/ beside it, in "
+                     "./backends and among the shipped profiles)", field="profile", value=name)
 
 
 def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[str, Any]] = None) -> M:
