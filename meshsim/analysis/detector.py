@@ -36,17 +36,33 @@ from typing import Any, Optional
 import numpy as np
 
 from ..core.errors import InputError
-from ..protocols.meshheal.detector import DetectorParams
+from ..protocols.meshheal.detector import ABSOLUTE, CUSUM, DETECTORS, RELATIVE, DetectorParams, detector_names
 from .scores import Dist, ScoreModel
 
 __all__ = ["Chain", "OC", "finite_pool",
            "RunLength", "operating_characteristics", "curve", "levels_for", "healthy_pool",
-           "window_chain", "cusum_chain", "PARAMS"]
+           "window_chain", "cusum_chain", "PARAMS", "CLOSED_FORMS", "oc_kinds", "evidence"]
 
 #: parameters a curve may vary, with the DetectorParams field each sets
 PARAMS = {"alpha": "alpha", "beta": "beta", "window": "window", "floor": "spread_floor", "min_obs": "min_obs",
           "consecutive": "consecutive", "abs_watch": "abs_watch", "abs_isolate": "abs_isolate",
           "cusum_k": "cusum_k", "cusum_h": "cusum_h", "cusum_target": "cusum_target"}
+
+
+#: the registered detectors whose operating characteristics have a closed form here
+CLOSED_FORMS = (RELATIVE, ABSOLUTE, CUSUM)
+
+
+def oc_kinds() -> list[str]:
+    """The registered detectors this module has a closed form for, in registration order."""
+    return [n for n in detector_names(acting=True) if n in CLOSED_FORMS]
+
+
+def evidence(model: ScoreModel, kind: str) -> dict[str, Dist]:
+    """The draws a detector's rule is a statistic of: shortfalls or the producer's own scores
+    (its registration's ``watches``)."""
+    entry = DETECTORS.get(kind)
+    return model.shortfalls if entry is not None and entry.watches == "shortfall" else model.scores
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,13 +557,13 @@ _CASES = ("healthy", "healthy_watched", "degraded", "degraded_watched")
 _HEALTHY = ("healthy", "healthy_watched")
 
 
-def window_chain(model: ScoreModel, p: DetectorParams, kind: str = "relative", max_states: int = 400_000,
+def window_chain(model: ScoreModel, p: DetectorParams, kind: str = RELATIVE, max_states: int = 400_000,
                  k: Optional[int] = None, cases: tuple[str, ...] = _CASES) -> tuple[WindowChain, dict[str, Any]]:
     """The window chain of ``kind`` (relative: shortfalls vs the healthy pool; absolute: scores) on the
     levels of ``cases`` (the healthy ones alone for the in-control quantities: whether they fit the
     exact chain must not depend on the degraded values)."""
     w = p.window
-    dists = model.shortfalls if kind == "relative" else model.scores
+    dists = evidence(model, kind)
     dists = {c: dists[c] for c in cases}
     if k is None:
         k = max(2, int(math.floor(max_states ** (1.0 / w) + 1e-9)))
@@ -558,14 +574,14 @@ def window_chain(model: ScoreModel, p: DetectorParams, kind: str = "relative", m
         lev = cache[(kind, k, cases)] = levels_for(dists, k, {"healthy": 2.0, "healthy_watched": 1.0,
                                                               "degraded": 1.0, "degraded_watched": 0.5})
     info: dict[str, Any] = {"levels": [round(float(v), 4) for v in lev.values], "exact_levels": lev.exact}
-    if kind == "relative":
+    if kind == RELATIVE:
         m, p25 = healthy_pool(dists["healthy"], w)
         spread = max(m - p25, p.spread_floor)
         c_b, c_a = m + p.beta * spread, m + p.alpha * spread
         info.update(m=m, p25=p25, spread=spread, xbar_isolate=c_b, xbar_watch=c_a)
         iso = (lambda x, c=c_b: x >= c - 1e-9)
         watch = (lambda x, c=c_a: x >= c - 1e-9)
-    elif kind == "absolute":
+    elif kind == ABSOLUTE:
         info.update(mu_isolate=p.abs_isolate, mu_watch=p.abs_watch)
         iso = (lambda x, c=p.abs_isolate: x < c - 1e-9)
         watch = (lambda x, c=p.abs_watch: x < c - 1e-9)
@@ -626,7 +642,7 @@ class OC:
 
 
 def _thresholds(model: ScoreModel, p: DetectorParams, kind: str) -> tuple[Any, Any, dict[str, Any]]:
-    if kind == "relative":
+    if kind == RELATIVE:
         m, p25 = healthy_pool(model.shortfalls["healthy"], p.window)
         spread = max(m - p25, p.spread_floor)
         c_b, c_a = m + p.beta * spread, m + p.alpha * spread
@@ -676,7 +692,7 @@ def finite_pool(model: ScoreModel, params: DetectorParams, per: int, pool: int =
     spread = np.maximum(mm - q25, params.spread_floor)
     cb, ca = mm + params.beta * spread + off, mm + params.alpha * spread + off
     order = np.argsort(cb)
-    hc, hinfo = window_chain(model, params, "relative", 70_000, cases=_HEALTHY)
+    hc, hinfo = window_chain(model, params, RELATIVE, 70_000, cases=_HEALTHY)
     p = p_also = 0.0
     for b in np.array_split(order, bins):
         c_b, c_a = float(cb[b].mean()), float(ca[b].mean())
@@ -693,7 +709,7 @@ def finite_pool(model: ScoreModel, params: DetectorParams, per: int, pool: int =
             "xbar_isolate_q05_50_95": [round(float(v), 4) for v in np.quantile(cb, [0.05, 0.5, 0.95])]}
 
 
-def operating_characteristics(model: ScoreModel, params: DetectorParams, detector: str = "relative",
+def operating_characteristics(model: ScoreModel, params: DetectorParams, detector: str = RELATIVE,
                               outputs: int = 168, keys: int = 1, healthy_before: Optional[int] = None,
                               degraded_outputs: Optional[int] = None, probe_every: int = 10,
                               max_states: int = 70_000, cusum_cells: int = 200, step: float = 0.025,
@@ -712,7 +728,7 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     the healthy window ``min(healthy_before, 3 window)`` updates in, given no false isolation.
     """
     scope = params.count_scope  # with mixed scopes the counter's scope decides (an approximation)
-    if detector == "absolute":
+    if detector == ABSOLUTE:
         scope = "key"  # AbsoluteDetector's mean is always over the (T, s) key's own recent scores
     kk = keys if scope == "key" else 1
     per = max(1, int(round(outputs / kk)))
@@ -721,8 +737,8 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
     dn = degraded_outputs if degraded_outputs is not None else outputs - outputs // 2
     dn = max(1, int(round(dn / kk)))
     recovery = None
-    if detector in ("relative", "absolute"):
-        dists = model.shortfalls if detector == "relative" else model.scores
+    if detector in (RELATIVE, ABSOLUTE):
+        dists = evidence(model, detector)
         iso, watch, info = _thresholds(model, params, detector)
         wc, winfo = window_chain(model, params, detector, max_states)
         info["window_levels"] = winfo["levels"]
@@ -748,7 +764,7 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
         delay = wc.run((st, t0), t0, max(dn, horizon), "degraded", stop=1e-9, keep_iso=True)
         if delay.iso_windows is not None and delay.iso_windows.sum() > 0:
             recovery = wc.recovery(delay.iso_windows, "healthy")
-    elif detector == "cusum":
+    elif detector == CUSUM:
         chain = CusumChain(model.scores, params.cusum_k, params.cusum_h, params.cusum_target, cusum_cells)
         info = {"cells": cusum_cells, "method": "Brook & Evans (1972)"}
         ic = chain.run(chain.start(), 0, max(per, hb), "healthy")
@@ -759,11 +775,13 @@ def operating_characteristics(model: ScoreModel, params: DetectorParams, detecto
         st = st / max(float(st.sum()), 1e-300)
         delay = chain.run((st, t0), t0, max(dn, horizon), "degraded", stop=1e-9)
     else:
-        raise InputError("unknown detector; choose relative, absolute or cusum", field="detector", value=detector)
+        kinds = oc_kinds()
+        raise InputError(f"no closed form for this detector; choose {', '.join(kinds[:-1])} or {kinds[-1]}",
+                         field="detector", value=detector)
     p_false = 1.0 - (1.0 - p_one) ** kk
     # a degrading agent's healthy phase: the same in-control chain over its `healthy_before` updates
     info["p_false_before_degradation"] = 1.0 - (1.0 - p_hb) ** kk
-    if pool and detector == "relative":
+    if pool and detector == RELATIVE:
         fp = finite_pool(model, params, per, pool, also=hb)
         fp["p"], fp["p_also"] = 1.0 - (1.0 - fp["p"]) ** kk, 1.0 - (1.0 - fp["p_also"]) ** kk
         # the closed form holds where a finite pool leaves it within 2x; beyond, the i.i.d. limit is no guide
