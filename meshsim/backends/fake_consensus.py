@@ -88,8 +88,7 @@ from .registry import check_fields, register_backend
 from .texts import Latent, TextStore
 
 __all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile", "check_consensus_spec",
-           "make_consensus", "CPWBFT_ANSWER",
-           "CPWBFT_AGGREGATE", "BEHAVIOUR", "models_used", "factors_in_use"]
+           "make_consensus", "CPWBFT_ANSWER", "CPWBFT_AGGREGATE", "BEHAVIOUR", "models_used", "factors_in_use"]
 
 _N = NormalDist()
 STRATA = 50  # queries per difficulty stratum block
