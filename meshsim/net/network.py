@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from ..core.errors import InputError
-from ..core.sim import Environment
+from ..core.sim import Environment, event_value
 from ..core.names import node_order
 from ..core.types import LatencySpec
 from .links import Link
@@ -50,7 +50,7 @@ class Network:
     # -- records ---------------------------------------------------------
     def trace(self, type_: str, **data: Any) -> None:
         if self.tracer is not None:
-            self.tracer(self.env._now, type_, data)
+            self.tracer(self.env.now, type_, data)
 
     def kind_stats(self, kind: str) -> KindStats:
         st = self.stats.get(kind)
@@ -149,7 +149,7 @@ class Network:
     def deliver_batch(self, ev) -> None:
         """Deliver a multicast's messages that share one delay (see Node.multicast)."""
         nodes = self.nodes
-        for link, dst, msg, epoch in ev._value:
+        for link, dst, msg, epoch in event_value(ev):
             st = self.stats[msg.kind]
             if epoch != link.epoch or not link.up:
                 st.dropped_down += 1

@@ -16,7 +16,7 @@ records: the controllers' state changes (``states.jsonl``), the injected
 degradation intervals and the neighbour sets the observer noted at task
 starts (``topology_rows`` of the execution layer). A state change recorded
 at task k takes effect from task k, as for detection delay
-(:func:`meshsim.observe.metrics.self_healing`). Definitions: docs/outputs.md
+(:func:`meshsim.observe.detection.self_healing`). Definitions: docs/outputs.md
 (``collapse``) and docs/meshheal.md.
 """
 from __future__ import annotations

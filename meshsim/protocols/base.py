@@ -112,6 +112,9 @@ class Protocol:
         return []
 
     def summary(self) -> dict[str, Any]:
+        """The protocol's own summary fields: what only it knows (its defences, learned
+        weights, ...). The observer's metrics of it come first
+        (:func:`meshsim.observe.summary.protocol_summary`); these are added after them."""
         return {}
 
     def close_records(self) -> None:
@@ -121,7 +124,8 @@ class Protocol:
     def output_tables(self) -> dict[str, list[dict[str, Any]]]:
         """Extra JSONL files for the run folder: ``{"tasks.jsonl": rows, ...}``,
         every table the protocol writes, each with the rows it has not already
-        streamed to ``ctx.tables`` (those come first in the file)."""
+        streamed to ``ctx.tables`` (those come first in the file). Tables the
+        observer derives are added by :func:`meshsim.observe.summary.protocol_tables`."""
         return {}
 
     def routing_tables(self) -> dict[str, "DistanceVector"]:

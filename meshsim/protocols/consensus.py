@@ -631,16 +631,8 @@ class ConsensusProtocol(Protocol):
 
     # -- outputs -------------------------------------------------------------------
     def output_tables(self) -> dict[str, list[dict]]:
-        from ..observe.metrics import consensus_query_row  # metrics sit above protocols
-
-        T = self.params.rounds
-        return {"queries.jsonl": [consensus_query_row(r, T) for r in self.query_rows],
-                "rounds.jsonl": self.round_rows}
-
-    def summary(self) -> dict[str, Any]:
-        from ..observe.metrics import consensus_summary
-
-        return consensus_summary(self)
+        # queries.jsonl is the observer's (meshsim.observe.consensus.consensus_query_row per query_rows entry)
+        return {"rounds.jsonl": self.round_rows}
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,9 @@ import yaml
 
 from ..core.errors import InputError, MeshsimError, RunFolderError, ScenarioError, SimulationError
 from ..core.files import os_reason
-from ..observe.metrics import RoutingConvergence, aggregate
+from ..observe.aggregate import aggregate
+from ..observe.routing import RoutingConvergence
+from ..observe.summary import protocol_summary, protocol_tables
 from ..net.network import Network
 from ..protocols import PROTOCOLS, ProtocolContext
 from ..protocols.base import TableRows
@@ -422,7 +424,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
         summary["notes"] = notes
     if protocol.routing_tables():
         summary["routing"] = convergence.summary()
-    psum = protocol.summary()
+    psum = protocol_summary(protocol)
     if psum:
         summary.update(psum)
     # How calls were served (cassette hits, wall time, retries, calls on the wire
@@ -434,7 +436,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
         transport["batches"] = bridge.batches
     if transport and not backend.replayable:
         summary["transport"] = transport  # a live endpoint: no byte-identity to keep
-    tables = protocol.output_tables()  # every table, with the rows not yet streamed
+    tables = protocol_tables(protocol)  # every table, with the rows not yet streamed
     for name, rows in tables.items():
         pctx.tables.extend(name, rows)
     kept = pctx.tables

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..core.errors import InputError, RunFolderError
-from ..observe.metrics import quantile
+from ..observe.aggregate import quantile
 from ..io.records import write_atomic
 
 __all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",

@@ -55,6 +55,7 @@ from typing import Any, Callable, Optional
 
 from ..core.errors import InputError, RunFolderError
 from ..io.records import write_atomic
+from .optuna_seam import CREATE_STUDY, CREATE_TRIAL, Trials, lock_path
 from .stats import Interval, clip, distinguishable, interval, metric_bounds
 
 __all__ = ["Range", "Objective", "Constraint", "SearchSpec", "SearchPlan", "SearchOutcome", "parse_range",
@@ -479,17 +480,16 @@ def _suggest_all(sp: SearchPlan, trial) -> dict[str, Any]:
     return out
 
 
-def _params(sp: SearchPlan, study, t) -> dict[str, Any]:
+def _params(sp: SearchPlan, trials: Trials, t) -> dict[str, Any]:
     """A trial's raw parameters. One cut mid-ask by kill -9 (it holds the first
     few) gets the rest now, as the uninterrupted ask drew them: the sampler is
     reseeded for its number, its relative sample redone, and the independent
     draws of the parameters it holds are replayed before the missing ones."""
     if all(r.path in t.params for r in sp.spec.ranges):
         return dict(t.params)
-    import optuna
-
+    study = trials.study
     study.sampler = _sampler(sp, t.number)
-    trial = optuna.trial.Trial(study, t._trial_id)
+    trial = trials.live(t)
     for r in sp.spec.ranges:  # ask() suggests in range order: the held ones are a prefix
         if r.path not in t.params:
             break
@@ -503,8 +503,9 @@ def _constraints(trial) -> list[float]:
     return list(trial.user_attrs.get("constraints") or [])
 
 
-def _open_study(sp: SearchPlan, out: Path):
-    """Optuna's JournalStorage on ``out/study.journal`` (the caller holds the folder's lock)."""
+def _open_study(sp: SearchPlan, out: Path) -> Trials:
+    """Optuna's JournalStorage on ``out/study.journal`` (the caller holds the folder's lock): the study and
+    its trials by number."""
     optuna = _require_optuna()
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
@@ -516,15 +517,16 @@ def _open_study(sp: SearchPlan, out: Path):
         if data and not data.endswith(b"\n"):
             with open(f, "r+b") as fh:
                 fh.truncate(data.rfind(b"\n") + 1)
-    lock = Path(str(f) + ".lock")
+    lock = lock_path(f)
     if lock.exists() or lock.is_symlink():
         lock.unlink()
     storage = JournalStorage(JournalFileBackend(str(f), lock_obj=JournalFileOpenLock(str(f))))
     try:
-        return optuna.create_study(storage=storage, study_name=STUDY_NAME, load_if_exists=True,
-                                   directions=[o.direction for o in sp.spec.objectives], sampler=_sampler(sp, 0))
+        study = optuna.create_study(storage=storage, study_name=STUDY_NAME, load_if_exists=True,
+                                    directions=[o.direction for o in sp.spec.objectives], sampler=_sampler(sp, 0))
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # records that do not replay
         raise _damaged(f, f"its records do not replay ({type(exc).__name__}: {str(exc)[:120]})") from None
+    return Trials(study, storage)
 
 
 def _damaged(f: Path, what: str) -> RunFolderError:
@@ -558,15 +560,11 @@ def check_journal(f: Path) -> None:
             raise _damaged(f, f"line {i} is not a JSON record") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("op_code"), int) or isinstance(rec["op_code"], bool):
             raise _damaged(f, f"line {i} is not an Optuna journal record (no op_code)")
-        if rec["op_code"] in (_CREATE_STUDY, _CREATE_TRIAL):
+        if rec["op_code"] in (CREATE_STUDY, CREATE_TRIAL):
             # a creation carries its own time stamp: the same line twice is a copy, and would add a trial
             if line in creates:
                 raise _damaged(f, f"line {i} repeats line {creates[line]} (the same study or trial created twice)")
             creates[line] = i
-
-
-#: Optuna's journal operation codes for creating a study and a trial (optuna.storages.journal's JournalOperation)
-_CREATE_STUDY, _CREATE_TRIAL = 0, 4
 
 
 def _read_trials(out: Path) -> Optional[list]:
@@ -795,7 +793,8 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
         remove_stale_tmp(out)
         repair_runs(out, manifest)  # a damaged summary.json: its run counts as not run
         write_manifest(out, manifest)
-        study = _open_study(sp, out)
+        tr = _open_study(sp, out)
+        study = tr.study
         if announce is not None:
             announce()
         echo(f"search: {ex.describe()}")
@@ -806,11 +805,10 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
         B, T = sp.spec.batch, sp.spec.trials
         resumed = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished()
                       and not str(t.user_attrs.get("reason", "")).startswith("invalid"))
-        storage = study._storage
         invalid_streak = 0
 
         def validity(t):
-            return points.make(_params(sp, study, t))
+            return points.make(_params(sp, tr, t))
 
         def is_invalid(t) -> bool:
             return t.state == TrialState.FAIL and str(t.user_attrs.get("reason", "")).startswith("invalid") or \
@@ -818,8 +816,8 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
 
         def tell_invalid(t) -> None:
             _p, vals, reason = validity(t)
-            storage.set_trial_user_attr(t._trial_id, "values", vals)
-            storage.set_trial_user_attr(t._trial_id, "reason", f"invalid: {reason}")
+            tr.set_user_attr(t, "values", vals)
+            tr.set_user_attr(t, "reason", f"invalid: {reason}")
             runner.extend([], [{"values": vals, "reason": reason}])
             study.tell(t.number, state=TrialState.FAIL)
 
@@ -827,7 +825,7 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
         last = max([t.user_attrs.get("batch", 0) for t in trials] or [0])
         for t in trials:  # asked but killed before its batch was noted: it belongs to the last batch
             if "batch" not in t.user_attrs:
-                storage.set_trial_user_attr(t._trial_id, "batch", last)
+                tr.set_user_attr(t, "batch", last)
         k = 0
         while True:
             trials = study.get_trials(deepcopy=False)
@@ -845,7 +843,7 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
                 n = len(study.get_trials(deepcopy=False))
                 study.sampler = _sampler(sp, n)
                 t = study.ask(fixed_distributions=dists)
-                storage.set_trial_user_attr(t._trial_id, "batch", k)
+                tr.set_user_attr(t, "batch", k)
                 ft = study.get_trials(deepcopy=False)[t.number]
                 if validity(ft)[0] is None:
                     tell_invalid(ft)
@@ -869,16 +867,16 @@ def run_search(sp: SearchPlan, out: str | Path, executor: str = "local", workers
             ok = bad = 0
             for num in sorted(made):
                 t, (point, vals, _reason) = made[num]
-                storage.set_trial_user_attr(t._trial_id, "values", vals)
-                storage.set_trial_user_attr(t._trial_id, "point", point.key)
+                tr.set_user_attr(t, "values", vals)
+                tr.set_user_attr(t, "point", point.key)
                 objs, viol, means, why = _evaluate(sp, runner, point, seeds)
-                storage.set_trial_user_attr(t._trial_id, "means", {m: _finite(v) for m, v in means.items()})
+                tr.set_user_attr(t, "means", {m: _finite(v) for m, v in means.items()})
                 if objs is None:
-                    storage.set_trial_user_attr(t._trial_id, "reason", why)
+                    tr.set_user_attr(t, "reason", why)
                     study.tell(num, state=TrialState.FAIL)
                     bad += 1
                     continue
-                storage.set_trial_user_attr(t._trial_id, "constraints", viol)
+                tr.set_user_attr(t, "constraints", viol)
                 study.tell(num, objs)
                 ok += 1
             _write_trials(sp, out, study)

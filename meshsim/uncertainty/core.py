@@ -494,7 +494,7 @@ def classify(paper: Optional[float], p5: Optional[float], p95: Optional[float], 
 
 
 def band_rows(study: Study, out: Path, samples: list[Sample]) -> list[dict[str, Any]]:
-    from ..observe.metrics import quantile
+    from ..observe.aggregate import quantile
 
     _CACHE.clear()
     base = samples[0]
