@@ -9,17 +9,25 @@ failed result, never as an exception. On Dask, a run whose worker is lost
 it counts as failed, and the input files travel as content (sweep.core). Connecting
 happens when the executor is made, so a scheduler that cannot be reached is a
 one-line input error before anything is written.
+
+Runs travel in batches (worker.split: at most ``BATCH_MAX``, smaller towards
+the end so no worker idles while another finishes): the pool and Dask send one
+message per batch and the results come back batch by batch, each batch's in
+its tasks' order. Nothing a run writes depends on the batching: results.csv
+and every run folder are the same for any executor, worker count or batch.
 """
 from __future__ import annotations
 
 import os
 import socket
 import struct
+import sys
+import threading
 from typing import Any, Callable, Iterator, Optional
 from urllib.parse import urlsplit
 
 from ..core.errors import InputError
-from .worker import failure, run_task
+from .worker import PRELOAD, failure, run_batch, run_task, split
 
 __all__ = ["Executor", "make_executor", "default_workers", "EXECUTORS"]
 
@@ -28,7 +36,7 @@ EXECUTORS = ("local", "dask")
 CONNECT_TIMEOUT = 3.0
 #: the largest handshake a scheduler is believed to send (bytes; a real one is about 60)
 HANDSHAKE_MAX = 64 * 1024
-#: runs submitted to Dask per worker thread at a time
+#: batches of runs submitted to Dask per worker thread at a time
 WINDOW = 2
 #: times a run whose Dask worker was lost is resubmitted before it counts as failed
 RETRIES = 2
@@ -58,10 +66,49 @@ class Executor:
         return "in this process"
 
 
+def _forked_initializer(life_r: Any, life_w: Any) -> None:
+    """A worker forked from the sweep process inherits what the sweep process
+    holds: the lifeline's write end (closed here, or the worker would keep its
+    own lifeline open), the folder locks (a ``flock`` lasts while any copy of
+    its descriptor is open: closed here, so the lock ends with the sweep
+    process, not with its last worker) and the sweep's SIGTERM handler (back to
+    the default: a terminated worker ends at once)."""
+    import signal
+
+    from .lifeline import pool_initializer
+
+    life_w.close()
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:  # pragma: no cover - Linux has it
+        fds = []
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").endswith(".lock"):  # meshsim's locks: .sweep.lock, .meshsim.lock, ...
+                os.close(int(fd))
+        except OSError:
+            continue
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    pool_initializer(life_r)
+
+
+def _fork_is_safe() -> bool:
+    """Forking the sweep process itself is safe on Linux while it runs one
+    thread (no lock another thread holds is copied); ``MESHSIM_POOL_START``
+    (``fork`` / ``forkserver``) overrides, for tests and benchmarks."""
+    choice = os.environ.get("MESHSIM_POOL_START", "")
+    if choice in ("fork", "forkserver"):
+        return choice == "fork"
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
 class PoolExecutor(Executor):
-    """A local process pool. Workers are forked from a server process that has
-    meshsim imported (``forkserver``): cheap to start, and safe next to the
-    parent's progress thread."""
+    """A local process pool, its workers started at once. Where it is safe
+    (:func:`_fork_is_safe`) they are forked from this process, which has
+    meshsim imported already: no import, no server process (issue 33: the
+    fixed second before the first run). Otherwise they are forked from a server
+    process that imports :data:`worker.PRELOAD` once (``forkserver``): safe
+    next to the parent's threads."""
 
     name = "local"
 
@@ -72,13 +119,27 @@ class PoolExecutor(Executor):
         from .lifeline import lifeline, mark_temp_dir, pool_initializer
 
         self.workers = workers
-        mark_temp_dir()  # the forkserver's temp folder: removed at the next start if this process is killed
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["meshsim.sweep.worker", "meshsim.simulate.runner"])
         # the workers end when this process does, however it ends (lifeline.py)
         self._life_r, self._life_w = lifeline()
-        self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=pool_initializer,
-                                           initargs=(self._life_r,))
+        if _fork_is_safe():
+            import importlib
+
+            for mod in PRELOAD:  # what a run imports, imported once here rather than once per worker
+                importlib.import_module(mod)
+            self.start = "fork"
+            self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"),
+                                               initializer=_forked_initializer,
+                                               initargs=(self._life_r, self._life_w))
+            # a "fork" pool starts every worker at its first submit, before its manager thread: now, while this
+            # process has one thread (the progress display starts its own before the runs are submitted)
+            self.pool.submit(int).result()
+        else:
+            self.start = "forkserver"
+            mark_temp_dir()  # the forkserver's temp folder: removed at the next start if this process is killed
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(list(PRELOAD))
+            self.pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=pool_initializer,
+                                               initargs=(self._life_r,))
 
     def run(self, tasks, fn=run_task):
         import concurrent.futures as cf
@@ -86,12 +147,13 @@ class PoolExecutor(Executor):
         # interrupted, the futures left are not cancelled here: close(abort=True) stops the workers, and the
         # pool then fails them all (CPython 3.11's pool manager would print an InvalidStateError traceback
         # for every future cancelled before its workers died)
-        futs = {self.pool.submit(fn, t): t for t in tasks}
+        futs = {self.pool.submit(run_batch, batch, fn): batch for batch in split(list(tasks), self.workers)}
         for fut in cf.as_completed(futs):
             try:
-                yield fut.result()
+                results = fut.result()
             except Exception as exc:  # the worker process died (BrokenProcessPool) or could not unpickle
-                yield failure(futs[fut], f"worker lost: {type(exc).__name__}: {exc}")
+                results = [failure(t, f"worker lost: {type(exc).__name__}: {exc}") for t in futs[fut]]
+            yield from results
 
     def close(self, abort: bool = False) -> None:
         if abort:  # interrupted: do not wait for the runs in flight
@@ -142,20 +204,22 @@ class DaskExecutor(Executor):
         self.workers = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()) or workers
 
     def run(self, tasks, fn=run_task):
-        """Submit at most ``WINDOW`` runs per worker thread at a time (each
-        carries its input files' content, so the scheduler holds only that many
-        copies), and resubmit a run whose worker was lost (``KilledWorker``
-        once the scheduler's own ``allowed-failures`` retries are spent, a
-        closed connection): up to ``RETRIES`` times, then it is a failed run.
-        ``run_task`` never raises for a failing run, so every exception here is
-        the cluster's, never the run's."""
+        """Submit at most ``WINDOW`` batches per worker thread at a time (each
+        run carries its input files' content, so the scheduler holds only that
+        many copies), and resubmit the runs of a batch whose worker was lost
+        (``KilledWorker`` once the scheduler's own ``allowed-failures`` retries
+        are spent, a closed connection): each run alone, so that a run that
+        kills its worker takes no other down with it, up to ``RETRIES`` times,
+        then it is a failed run. ``run_task`` never raises for a failing run,
+        so every exception here is the cluster's, never the run's."""
         import time
         import warnings
 
         from distributed import as_completed
 
-        pending = list(reversed(tasks))
-        futs: dict[Any, tuple[dict[str, Any], int]] = {}
+        # (batch, attempt): attempt > 0 only for a run resubmitted alone
+        pending: list[tuple[list[dict[str, Any]], int]] = [(b, 0) for b in reversed(split(list(tasks), self.workers))]
+        futs: dict[Any, tuple[list[dict[str, Any]], int]] = {}
         sized = [0.0, WINDOW * max(1, self.workers)]  # when the window was sized, its size
 
         def window() -> int:
@@ -168,33 +232,36 @@ class DaskExecutor(Executor):
                 sized[:] = [time.monotonic(), WINDOW * max(1, threads)]
             return int(sized[1])
 
-        def submit(t: dict[str, Any], attempt: int) -> Any:
+        def submit(batch: list[dict[str, Any]], attempt: int) -> Any:
             with warnings.catch_warnings():  # a run carrying a large input file is by design (docs/sweeps.md)
                 warnings.filterwarnings("ignore", message="Sending large graph")
-                f = self.client.submit(fn, t, pure=False)
-            futs[f] = (t, attempt)
+                f = self.client.submit(run_batch, batch, fn, pure=False)
+            futs[f] = (batch, attempt)
             return f
 
-        ac = as_completed([submit(pending.pop(), 0) for _ in range(min(window(), len(pending)))])
+        ac = as_completed([submit(*pending.pop()) for _ in range(min(window(), len(pending)))])
         try:
             for fut in ac:
-                t, attempt = futs.pop(fut)
+                batch, attempt = futs.pop(fut)
                 try:
-                    res = fut.result()
+                    results = fut.result()
                 except Exception as exc:  # KilledWorker, a lost connection: the run did not fail, its worker did
                     why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}".rstrip(": ")
                     fut.release()
+                    runs = ", ".join(f"{t['point']} seed {t['seed']}" for t in batch)
                     if attempt < RETRIES:
-                        self.notify(f"sweep: worker lost running {t['point']} seed {t['seed']} ({why}); "
+                        self.notify(f"sweep: worker lost running {runs} ({why}); "
                                     f"resubmitted ({attempt + 1}/{RETRIES})")
-                        ac.add(submit(t, attempt + 1))
-                        continue
-                    res = failure(t, f"worker lost {attempt + 1} times: {why}")
+                        # next in line, each alone, within the window
+                        pending.extend(([t], attempt + 1) for t in reversed(batch))
+                        results = []
+                    else:
+                        results = [failure(t, f"worker lost {attempt + 1} times: {why}") for t in batch]
                 else:
                     fut.release()
                 while pending and len(futs) < window():
-                    ac.add(submit(pending.pop(), 0))
-                yield res
+                    ac.add(submit(*pending.pop()))
+                yield from results
         finally:
             for f in futs:
                 f.cancel()
