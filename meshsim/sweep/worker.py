@@ -104,9 +104,10 @@ def _run_task(task: dict[str, Any]) -> dict[str, Any]:
     try:
         base = Path(task["base_dir"]) if task.get("base_dir") else None
         sc = parse_scenario(task["scenario"], task.get("source", "<sweep>"), base)
-        # the sweep sends the text it expects (it compares a finished run's file with it): the same
-        # function of the same data, not computed twice (~10 ms a run)
+        # the sweep sends the text when it has made it already (to compare a run's folder with it): the
+        # same function of the same data, not made twice (~7 ms a run)
         resolved = task.get("resolved") or resolved_yaml(sc, seed)
+        task = {**task, "resolved": resolved}  # a run that fails from here on keeps it beside its error
         res = run_one(sc, seed)
     except MeshsimError as exc:
         # bad input needs no traceback; a simulation error wraps a bug whose traceback is the cause chain

@@ -47,7 +47,7 @@ and every file of every run folder except timing.json, must be byte-identical
 across worker counts; exits 1 when they are not.
 
 Run: python tests/benchmarks/bench_sweep.py [--grid ab40|staggered128] [--workers 1,2] [--repeat N]
-     [--dask N] [--quick] [--predict 2,4,8,16] [--out FILE]
+     [--dask N] [--quick] [--predict 2,4,8,16] [--fit 1,2] [--out FILE]
 """
 from __future__ import annotations
 
@@ -191,12 +191,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs of every worker count (medians; default 1)")
     ap.add_argument("--dask", type=int, default=0, metavar="N", help="also a Dask LocalCluster of N workers")
     ap.add_argument("--predict", default="2,4,8,16", help="worker counts the model predicts (default 2,4,8,16)")
+    ap.add_argument("--fit", default="", help="the worker counts the model is fitted to (default: every local one "
+                    "measured; e.g. 1,2 to check a 2-core prediction against a larger machine's measurement)")
     ap.add_argument("--quick", action="store_true", help="smoke-size runs (210 tasks): checks the bench runs")
     ap.add_argument("--out", help="also write the printed table to this file")
     args = ap.parse_args()
     try:
         counts = [int(x) for x in args.workers.split(",") if x.strip()]
         predict_at = [int(x) for x in args.predict.split(",") if x.strip()]
+        fit = {x.strip() for x in args.fit.split(",") if x.strip()} or {str(w) for w in counts}
     except ValueError:
         sys.exit(f"bench_sweep: --workers / --predict: comma-separated integers, not {args.workers!r}")
     if 1 not in counts or any(w < 1 for w in counts):
@@ -234,8 +237,8 @@ def main() -> None:
         lines.append(f"  {k:>8} {m['wall']:7.2f} {speed[k]:8.2f} {m['fixed']:7.2f} {m['tail']:6.2f} "
                      f"{m['cpu']:7.3f} {m['run_wall']:8.3f} {m['per_run'] * 1000:10.0f} {m['gap'] * 1000:6.1f} "
                      f"{m['write'] * 1000:8.1f} {m['o_cpu'] * 1000:6.1f} {m['procs']:5.0f}")
-    predict, text = model({k: v for k, v in med.items() if k.isdigit()}, n)
-    lines.append("  " + text)
+    predict, text = model({k: v for k, v in med.items() if k in fit}, n)
+    lines.append(f"  fitted to {', '.join(sorted(fit, key=int))} workers; " + text)
     if predict is not None:
         t1 = predict(1)
         row = []
