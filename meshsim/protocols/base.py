@@ -59,7 +59,7 @@ class ProtocolContext:
     seed: int
     trace: Callable[..., None]
     tasks: Any = None
-    phases: list = field(default_factory=list)
+    phases: list[Any] = field(default_factory=list)
     backend: Any = None
     #: Called by task-driven protocols before task ``index`` (1-based) starts,
     #: so ``at_task`` events fire at the right point of the stream.
