@@ -393,7 +393,7 @@ def _deadline(time_limit: Any) -> float | None:
     if time_limit is None:
         return None
     if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) \
-            or not time_limit > 0:
+            or not time_limit > 0:  # type: ignore[operator]  # (numbers.Real has no < in typeshed)
         raise InputError("must be a positive number of seconds", field="time_limit",
                          value=time_limit)
     return time.monotonic() + float(time_limit)
