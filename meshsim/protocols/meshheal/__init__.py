@@ -17,7 +17,7 @@ from ...core.errors import InputError, SimulationError
 from ...core.types import parse_duration
 from ..base import Timer
 from ..execution import ExecutionLayer
-from ...observe.ledger import ReviewLedger
+from ..ledger import ReviewLedger
 from .agent import MeshHealAgent
 from .defences import credibility
 from .byzantine import apply_behaviour
@@ -298,16 +298,19 @@ class MeshHeal(ExecutionLayer):
             self._review_out(self._review)
             self._review = None
 
+    def evidence_outputs(self) -> dict[str, Any]:
+        """MeshHeal's evidence about an agent: its reviewed outputs (a final score q, so a
+        detector update; probes included; outputs accepted without a reviewer left out)."""
+        return self.reviews.outputs
+
     def output_tables(self) -> dict[str, list[dict]]:
         out = super().output_tables()
         out["reviews.jsonl"] = []  # streamed
         return out
 
     def summary(self) -> dict[str, Any]:
-        from ...observe.metrics import meshheal_summary  # metrics sit above protocols
-
-        self.close_records()
-        out = meshheal_summary(self)
+        # after the observer's fields (meshsim.observe.execution.meshheal_summary): what only MeshHeal knows
+        out: dict[str, Any] = {}
         if self.params.defended:
             out["defences"] = self.defence_summary()
         p = self.params
