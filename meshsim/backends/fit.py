@@ -403,7 +403,8 @@ def _fit_tokens(f: Fit, t: Tally) -> None:
     for kind, rows in sorted(t.tokens.items()):
         pts = [r[0] for r in rows]
         cts = [max(1, r[1]) for r in rows]
-        spec = {"prompt": int(round(statistics.fmean(pts))), "completion": int(round(statistics.fmean(cts)))}
+        spec: dict[str, float] = {"prompt": int(round(statistics.fmean(pts))),
+                                  "completion": int(round(statistics.fmean(cts)))}
         fit = _linfit([float(r[2]) for r in rows], [float(p) for p in pts])
         if fit is not None and fit[1] > 0:
             spec["prompt"] = int(round(max(0.0, fit[0])))
