@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any, Iterable, Optional
 
-__all__ = ["aggregate", "quantile", "mean_of", "frac", "agent_order"]
+__all__ = ["aggregate", "quantile", "mean_of", "frac"]
 
 
 def mean_of(xs: list) -> Any:
@@ -19,11 +19,6 @@ def mean_of(xs: list) -> Any:
 def frac(k: int, n: int) -> Any:
     """k / n; None when n is 0."""
     return k / n if n else None
-
-
-def agent_order(name: str) -> tuple:
-    """The observer's sort key for agent names: shorter first, then by text (A2 before A10)."""
-    return (len(name), name)
 
 
 def quantile(xs: Iterable[float], q: float) -> Optional[float]:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from ...core.names import node_order
 from ...scenario.fields import seed_list as seed_list_of
 from ...io.records import dig
 from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs, seeds_of
@@ -419,7 +420,7 @@ def _row(sums: list[dict], m: str, phases: list[str], persistent: bool) -> dict[
         row["tokens"] = _vals(sums, "tokens_per_task", 1e-3)
         row["calls"] = _vals(sums, "calls_per_task")
     row["unanswered"] = _vals(sums, "unanswered")
-    agents = sorted({a for s in sums for a in (s.get("agents") or {})}, key=lambda a: (len(a), a))
+    agents = sorted({a for s in sums for a in (s.get("agents") or {})}, key=node_order)
     heal = {}
     for a in agents:
         heal[a] = {"detection_delay": _vals(sums, f"agents.{a}.detection_delay"),
@@ -456,7 +457,7 @@ def render_comparison(table: dict[str, Any], title: str = "Comparison") -> str:
                              f" | {_ms(r['tokens'], '{:.1f}')} | {_ms(r['calls'], '{:.1f}')} |")
         heal_rows = [r for r in block["rows"] if r.get("healing")]
         if heal_rows:
-            agents = sorted({a for r in heal_rows for a in r["healing"]}, key=lambda a: (len(a), a))
+            agents = sorted({a for r in heal_rows for a in r["healing"]}, key=node_order)
             lines += ["", "| method | " + " | ".join(f"{a} detection | {a} closure | {a} reintegration"
                                                      for a in agents) + " | falsely isolated |",
                       "| --- |" + " --- |" * (3 * len(agents) + 1)]
