@@ -54,25 +54,15 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] 
     """
     if not isinstance(overrides, dict):
         raise InputError("must be a mapping of dotted profile path -> value", field="overrides", value=overrides)
+    from ..core.dotted import PathError, set_path
+
     data = copy.deepcopy(data)
     for path, value in overrides.items():
-        parts = str(path).split(".")
-        cur = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(cur, dict) and part in cur:
-                if last:
-                    cur[part] = value
-                else:
-                    cur = cur[part]
-            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-                if last:
-                    cur[int(part)] = value
-                else:
-                    cur = cur[int(part)]
-            else:
-                where = f" {source}" if source else ""
-                raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value)
+        try:
+            set_path(data, str(path).split("."), value, create=False)
+        except PathError:
+            where = f" {source}" if source else ""
+            raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value) from None
     return data
 
 

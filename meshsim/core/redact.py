@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import threading
 
+from .dotted import get_path, nest, split
+
 __all__ = ["MIN_RUN", "MASK", "register", "scrub", "active", "scope", "public_url", "url_secrets", "structural",
            "SECRET_FIELDS"]
 
@@ -163,24 +165,12 @@ def structural(data):
     return data
 
 
-def _nested(parts: list[str], value):
-    for p in reversed(parts):
-        value = {p: value}
-    return value
-
-
-def _leaf(data, parts: list[str]):
-    for p in parts:
-        data = data[p]
-    return data
-
-
 def redact_value(path: str, value):
     """``value`` as :func:`structural` leaves it when it sits at the dotted
     ``path`` of a scenario (``backend.backend.headers.X-Team-Token``: masked;
     ``...base_url``: without user-info and query values)."""
-    parts = [p for p in str(path).strip().split(".") if p] or ["_"]
-    return _leaf(structural(_nested(parts, value)), parts)
+    parts = split(path) or ["_"]
+    return get_path(structural(nest(parts, value)), parts)
 
 
 def redact_set(item: str) -> tuple[str, bool]:

@@ -7,6 +7,8 @@ import math
 import statistics
 from typing import Any, Iterable, Optional
 
+from ..core.dotted import leaves
+
 __all__ = ["aggregate", "quantile", "mean_of", "frac"]
 
 
@@ -34,14 +36,6 @@ def quantile(xs: Iterable[float], q: float) -> Optional[float]:
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def _leaves(obj: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _leaves(v, f"{prefix}.{k}" if prefix else str(k))
-    else:
-        yield prefix, obj
-
-
 def aggregate(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean, sample std, min, max and n for every numeric leaf across seeds.
 
@@ -51,7 +45,7 @@ def aggregate(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """
     values: dict[str, list] = {}
     for s in summaries:
-        for path, v in _leaves(s):
+        for path, v in leaves(s):
             values.setdefault(path, []).append(v)
     out: dict[str, Any] = {}
     for path in sorted(values):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..backends.provenance import Factor, assumption_factors, factor_overrides, load_profile_data
+from ..core.dotted import MISSING, get_path
 from ..core.errors import InputError, RunFolderError
 from ..io.records import write_atomic
 from ..sweep.results import csv_text
@@ -264,22 +265,9 @@ def _band_samples(study: Study, top: list[int]) -> list[Sample]:
 # ------------------------------------------------------------------------------------ metrics
 
 
-_MISSING = object()
-
-
-def _walk(data: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return _MISSING
-        data = data[part]
-    return data
-
-
 def metric_value(summary: dict[str, Any], path: str) -> Optional[float]:
     """A summary's number at dotted ``path`` (booleans as 0/1); None when missing, null or not finite."""
-    from ..io.records import dig
-
-    v = dig(summary, path)
+    v = get_path(summary, path, None)
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)) and math.isfinite(v):
@@ -297,15 +285,15 @@ def check_metrics(study: Study) -> dict[str, Any]:
     sc = parse_scenario(small, study.source, study.base_dir)
     summary = json.loads(json.dumps(run_one(sc, study.seeds[0]).summary, default=str))
     if not study.metrics:
-        study.metrics = [m for m in DEFAULT_METRICS if _walk(summary, m) is not _MISSING]
+        study.metrics = [m for m in DEFAULT_METRICS if get_path(summary, m, MISSING) is not MISSING]
         if not study.metrics:
             raise InputError("no default metric in this scenario's summary; name one", field="--metric")
     from ..sweep.results import flatten
 
     known = sorted(flatten(summary))
     for m in study.metrics:
-        v = _walk(summary, m)
-        if v is _MISSING:
+        v = get_path(summary, m, MISSING)
+        if v is MISSING:
             import difflib
 
             close = difflib.get_close_matches(m, known, n=3)

@@ -27,9 +27,9 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from ...core.dotted import get_path
 from ...core.names import node_order
 from ...scenario.fields import seed_list as seed_list_of
-from ...io.records import dig
 from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs, seeds_of
 
 __all__ = ["METHODS", "LABEL", "method_runs", "compare_experiments", "assumption_experiments",
@@ -123,7 +123,7 @@ def _delay_cells(table: str, sums: list[dict], method: str, agent: str) -> list[
              values=delays, fmt="{:.1f}", empty=NEVER,
              note=f"isolated in {int(sum(isolated))} of {len(sums)} seeds"),
         Cell(table, f"{label}: {agent} closure (fraction of seeds)", "not established" if never else 1.0,
-             values=[1.0 if dig(x, f"agents.{agent}.closure") else 0.0 for x in sums], fmt="{:.2f}"),
+             values=[1.0 if get_path(x, f"agents.{agent}.closure", None) else 0.0 for x in sums], fmt="{:.2f}"),
         Cell(table, f"{label}: {agent} reintegration delay (tasks)", "undefined" if never else p_rein,
              paper_sd=p_rsd, values=_vals(sums, f"agents.{agent}.reintegration_delay"), fmt="{:.1f}",
              empty="undefined"),
@@ -424,7 +424,7 @@ def _row(sums: list[dict], m: str, phases: list[str], persistent: bool) -> dict[
     heal = {}
     for a in agents:
         heal[a] = {"detection_delay": _vals(sums, f"agents.{a}.detection_delay"),
-                   "closure": [bool(dig(s, f"agents.{a}.closure")) for s in sums],
+                   "closure": [bool(get_path(s, f"agents.{a}.closure", None)) for s in sums],
                    "reintegration_delay": _vals(sums, f"agents.{a}.reintegration_delay")}
     row["healing"] = heal
     row["false_isolations"] = _vals(sums, "detection.false_isolations")

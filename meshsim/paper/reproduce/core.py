@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterable, Optional
 import yaml
 
 from ...core.errors import InputError
-from ...io.records import dig
 from ...core.bundled import data_root
+from ...core.dotted import get_path
 
 
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
@@ -92,7 +92,7 @@ class Experiment:
 
 def _run(spec: RunSpec) -> dict[str, Any]:
     """One run in a worker process: its summary."""
-    from ..calibration import set_path
+    from ...core.dotted import set_path
     from ...simulate.runner import run_one
     from ...scenario.model import load_scenario
 
@@ -211,7 +211,7 @@ def run_experiments(exps: list[Experiment], out: Path, workers: int = 1,
 def _vals(sums: list[dict], path: str, scale: float = 1.0) -> list[Optional[float]]:
     out = []
     for s in sums:
-        v = dig(s, path)
+        v = get_path(s, path, None)
         out.append(None if v is None or isinstance(v, bool) else float(v) * scale)
     return out
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...io.records import dig
+from ...core.dotted import get_path
 from .core import TARGET, Cell, Experiment, Sensitivity, _pair, _seeds, _vals, seeds_of
 
 __all__ = ["meshheal_experiments", "meshheal_sensitivities"]
@@ -99,7 +99,7 @@ def meshheal_experiments(seeds: "int | list[int]" = 5, quick: bool = False) -> l
             cells.append(Cell("Tab. 3b", f"{a} detection delay (tasks)", det, paper_sd=det_sd,
                               values=_vals(s, f"agents.{a}.detection_delay"), fmt="{:.1f}"))
             cells.append(Cell("Tab. 3b", f"{a} closure (seeds)", f"5/{len(s)}" if len(s) == 5 else "all",
-                              values=[1.0 if dig(x, f"agents.{a}.closure") else 0.0 for x in s], fmt="{:.2f}",
+                              values=[1.0 if get_path(x, f"agents.{a}.closure", None) else 0.0 for x in s], fmt="{:.2f}",
                               note="fraction of seeds"))
             cells.append(Cell("Tab. 3b", f"{a} reintegration delay (tasks)", rein, paper_sd=rein_sd,
                               values=_vals(s, f"agents.{a}.reintegration_delay"), fmt="{:.1f}"))
