@@ -17,7 +17,7 @@ import pytest
 import simpy
 from simpy import core as simpy_core
 from simpy import events as simpy_events
-from simpy.events import NORMAL, PENDING, URGENT
+from simpy.events import NORMAL, PENDING
 
 from meshsim.core import sim
 from meshsim.core.sim import Environment, event_value, start_detached

@@ -14,13 +14,17 @@ run reads back. What keeps them (and every secret) off disk is structural:
 (URL user-info and query values, header values, fields named like secrets),
 whatever their length.
 
-At the bottom of the package: imports nothing of meshsim.
+At the bottom of the package: imports nothing of meshsim but core.dotted.
 """
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Any
 
 from .dotted import get_path, nest, split
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
 
 __all__ = ["MIN_RUN", "MASK", "register", "scrub", "active", "scope", "public_url", "url_secrets", "structural",
            "SECRET_FIELDS"]
@@ -102,7 +106,7 @@ SECRET_FIELDS = frozenset({"api_key", "apikey", "key", "password", "passwd", "se
 URL_FIELDS = frozenset({"base_url", "url", "endpoint"})
 
 
-def _split(url: str):
+def _split(url: str) -> "SplitResult | None":
     from urllib.parse import urlsplit
 
     try:
@@ -143,12 +147,12 @@ def url_secrets(url: str) -> list[str]:
     return out
 
 
-def structural(data):
+def structural(data: Any) -> Any:
     """A copy of ``data`` (mappings, lists, scalars) with secrets removed by field:
     URL fields lose user-info and query values, header mappings keep their names
     with masked values, secret-named fields are masked."""
     if isinstance(data, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in data.items():
             name = str(k).lower()
             if name == "headers" and isinstance(v, dict):
@@ -165,7 +169,7 @@ def structural(data):
     return data
 
 
-def redact_value(path: str, value):
+def redact_value(path: str, value: Any) -> Any:
     """``value`` as :func:`structural` leaves it when it sits at the dotted
     ``path`` of a scenario (``backend.backend.headers.X-Team-Token``: masked;
     ``...base_url``: without user-info and query values)."""

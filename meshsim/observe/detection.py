@@ -94,7 +94,7 @@ def review_audit(review_rows: Iterable[dict], task_rows: Iterable[dict], tau: fl
     Takeover is followed to its task's final outcome. Counts are kept next to
     rates so that seeds can be pooled.
 
-    The counts are kept row by row (:class:`meshsim.observe.ledger.ReviewLedger`):
+    The counts are kept row by row (:class:`meshsim.protocols.ledger.ReviewLedger`):
     a run feeds them as its reviews are written, without keeping the rows.
     """
     ledger = ReviewLedger(tau)

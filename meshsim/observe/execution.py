@@ -17,7 +17,7 @@ def _outputs_by_agent(proto: Any) -> dict[str, Any]:
     MeshHeal, its reviewed outputs (a final score q, so a detector update;
     probes included; outputs accepted without a reviewer are left out), other
     methods, the producers the layer recorded per task (both kept as the rows
-    went by: :mod:`meshsim.observe.ledger`)."""
+    went by: :mod:`meshsim.protocols.ledger`)."""
     return proto.reviews.outputs if proto.reviews_are_evidence else proto.ledger.outputs
 
 

@@ -55,7 +55,7 @@ class ProtocolContext:
     seed: int
     trace: Callable[..., None]
     tasks: Any = None
-    phases: list = field(default_factory=list)
+    phases: list[Any] = field(default_factory=list)
     backend: Any = None
     #: Called by task-driven protocols before task ``index`` (1-based) starts,
     #: so ``at_task`` events fire at the right point of the stream.
@@ -67,7 +67,7 @@ class ProtocolContext:
     #: Where finished record rows go, in file order (:class:`TableRows`, or a
     #: run folder's streaming writer); rows handed over are never touched again.
     tables: Any = field(default_factory=TableRows)
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
