@@ -155,9 +155,9 @@ def public(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def _delete(data: Any, path: str) -> None:
     from ..core.dotted import delete_path
-    from ..scenario.model import _split_path
+    from ..scenario.paths import split_path
 
-    delete_path(data, _split_path(path, path, "<path>"), fill="<swept>")
+    delete_path(data, split_path(path, path, "<path>"), fill="<swept>")
 
 
 def masked(base: Any, paths: list[str]) -> Any:
