@@ -29,6 +29,7 @@ import yaml
 
 from ..core.errors import InputError
 from ..core.dotted import get_path, set_path
+from ..core.files import load_yaml
 
 __all__ = ["Target", "TARGETS", "COUNTS", "AUDIT_SCENARIO", "measure", "rows", "counts", "fit"]
 
@@ -180,7 +181,7 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     if isinstance(profile, (str, Path)):
         from ..backends import find_profile
 
-        data = yaml.safe_load(find_profile(str(profile), None).read_text())
+        data = load_yaml(find_profile(str(profile), None), "profile")
     else:
         data = profile
     scenario = Path(scenario)

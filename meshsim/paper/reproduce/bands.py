@@ -224,11 +224,10 @@ _PROFILE_OF: dict[tuple[str, Optional[str]], Optional[Path]] = {}
 
 
 def _find_spec_profile(s: Any) -> Optional[Path]:
-    import yaml
-
     from ...backends import find_profile
+    from ...core.files import load_yaml
 
-    data = yaml.safe_load((ROOT / s.scenario).read_text()) or {}
+    data = load_yaml(ROOT / s.scenario, "scenario") or {}
     b = data.get("backend") or {}
     name = s.profile or b.get("profile")
     if not name or b.get("overrides"):

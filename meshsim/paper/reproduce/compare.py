@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import yaml
-
 from ...core.dotted import get_path
+from ...core.files import load_yaml
 from ...core.names import node_order
 from ...scenario.fields import seed_list as seed_list_of
 from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs, seeds_of
@@ -81,7 +80,7 @@ NEVER = "∞ (never isolated)"
 
 def _protocol_of(scenario: str) -> str:
     path = ROOT / scenario if not Path(scenario).is_absolute() else Path(scenario)
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path, "scenario") or {}
     proto = data.get("protocol") or {}
     return proto if isinstance(proto, str) else str(proto.get("name", "routing"))
 
@@ -372,7 +371,7 @@ def _ms(xs: list[Optional[float]], fmt: str = "{:.3f}") -> str:
 
 def _phase_names(scenario: str) -> list[str]:
     path = ROOT / scenario if not Path(scenario).is_absolute() else Path(scenario)
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path, "scenario") or {}
     return [str(p["name"]) for p in data.get("phases") or [] if isinstance(p, dict) and "name" in p]
 
 
