@@ -47,6 +47,7 @@ class RoutingView(Protocol):
 class ExecutionView(Protocol):
     """A method on the shared execution layer (MeshHeal App. B.4)."""
 
+    # deliberate repetition: one typed read-only property per record the observer reads (issue 31)
     @property
     def ctx(self) -> ContextView: ...
 
@@ -85,6 +86,7 @@ class ExecutionView(Protocol):
 class MeshHealView(ExecutionView, Protocol):
     """MeshHeal on the execution layer: its reviews and its Byzantine agents."""
 
+    # deliberate repetition: one typed read-only property per record the observer reads (issue 31)
     @property
     def unreviewed(self) -> int: ...
 

@@ -207,6 +207,7 @@ COMPLETE, SPARSE, NEAR = "0.808-0.827", "0.803-0.818", "|d| <= 0.010"
 SIZES = (96, 288, 576)
 
 #: Sec. 6.3, Tab. 2b: scaling with local information
+# deliberate repetition: one row per cell of Tab. 2b, written out as the paper prints it (issue 31)
 SCALING = (
     Row("Tab. 2b", "96 agents, complete: accuracy", "96-complete", "accuracy.overall", COMPLETE),
     Row("Tab. 2b", "96 agents, complete: isolated / degraded", "96-complete", _isolated_share, 1.0, fmt="{:.3f}",

@@ -192,6 +192,7 @@ def _settings() -> list[Setting]:
 SETTINGS: list[Setting] = _settings()
 
 #: assumption parameters that move a headline, where to sweep them, and the recommended range
+# deliberate repetition: a data table, every entry the same shape (issue 31)
 ASSUMPTIONS: dict[str, dict[str, Any]] = {
     "refine.*.susceptibility": {
         "paths": ["refine.qwen3-4b.susceptibility", "refine.qwen2_5-1_5b.susceptibility"],
