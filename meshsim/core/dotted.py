@@ -51,7 +51,7 @@ def join(prefix: str, key: Any) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
-def _index(cur: list, part: str) -> int:
+def _index(cur: list[Any], part: str) -> int:
     return int(part) if part.isdigit() and int(part) < len(cur) else -1
 
 
