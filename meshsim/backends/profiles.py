@@ -53,7 +53,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
     path = Path(path)
     data = load_yaml(path, "profile")
     if overrides:
-        data = apply_overrides(data, overrides, path.stem)
+        data = override_profile(data, overrides, path.stem)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -72,7 +72,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
         raise InputError(msg, file=str(path), field=loc or None) from None
 
 
-def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
+def override_profile(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
     """A copy of profile ``data`` with ``overrides`` (dotted path -> value) applied
     (``source`` names the profile in error messages).
 

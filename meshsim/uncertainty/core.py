@@ -225,7 +225,7 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
     the file itself the ordinary way."""
     import json
 
-    from ..backends.profiles import apply_overrides
+    from ..backends.profiles import override_profile
 
     if "profile" not in study.memo:
         from ..backends.fake import FakeProfile
@@ -238,7 +238,7 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     try:
-        model.model_validate(apply_overrides(data, over, study.profile_path.stem))
+        model.model_validate(override_profile(data, over, study.profile_path.stem))
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         raise InputError(e["msg"].removeprefix("Value error, "),

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from meshsim.core.calls import Request, TaskRef
 from meshsim.backends.fake import (CLASSES, VERDICTS, FakeBackend, FakeProfile, SplitMix64, load_fake_profile,
                                    score_distribution)
-from meshsim.backends.profiles import apply_overrides
+from meshsim.backends.profiles import override_profile
 from meshsim.backends.provenance import assumption_factors, explain_rows, factor_overrides, range_for
 from meshsim.cli import main
 from meshsim.core.errors import InputError
@@ -75,7 +75,7 @@ def test_every_corner_of_the_ranges_is_a_valid_profile(path):
     corners = [{f.name: u for f in factors} for u in (0.0, 1.0)]
     corners += [{f.name: u} for f in factors for u in (0.0, 1.0)]
     for pos in corners:
-        FakeProfile.model_validate(apply_overrides(data, factor_overrides(factors, pos)))
+        FakeProfile.model_validate(override_profile(data, factor_overrides(factors, pos)))
 
 
 def test_explain_prints_ranges_and_the_factor_count():
