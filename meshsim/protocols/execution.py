@@ -37,7 +37,7 @@ from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
 from ..core.errors import InputError
 from ..core.sim import Deadlines
 from .base import Protocol
-from ..observe.ledger import TaskLedger
+from .ledger import TaskLedger
 from .llm import LLMClient
 
 __all__ = ["Output", "TaskState", "ExecutionLayer", "infer_pair", "generate", "generate_answer", "answer_of"]
@@ -169,7 +169,7 @@ class ExecutionLayer(Protocol):
         if getattr(spec, "file", None):
             from ..workload.tasks import stream_from_file
 
-            self.stream = stream_from_file(self.profile, ctx.extra["tasks_file"], spec.count,
+            self.stream = stream_from_file(self.profile, ctx.tasks_file, spec.count,
                                            ctx.env.pyrandom("tasks"), getattr(spec, "block", None))
         else:
             self.stream = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
@@ -245,7 +245,7 @@ class ExecutionLayer(Protocol):
         self.K[name] = frozenset(abilities)
         # partials, not lambdas: one Python frame less on every call's path
         return LLMClient(self.ctx.env, self.ctx.backend, name, partial(self.model_for, name), self._llm_sink,
-                         fault=partial(self._fault, name), tasks=self.task_ref)
+                         fault=partial(self._fault, name), tasks=self.task_ref, bridge=self.ctx.bridge)
 
     def detach(self, name):
         self.agents.pop(name, None)
@@ -427,12 +427,17 @@ class ExecutionLayer(Protocol):
             row["completion_tokens"] += resp.completion_tokens
 
     # -- outputs -------------------------------------------------------------------
+    def evidence_outputs(self) -> dict[str, Any]:
+        """Task index of every output each agent produced that counts as evidence about
+        it (kept as the rows went by, :mod:`meshsim.protocols.ledger`): here the producers
+        the layer recorded per task; a method whose evidence is its reviews
+        (``reviews_are_evidence``) returns those."""
+        return self.ledger.outputs
+
     def output_tables(self) -> dict[str, list[dict]]:
         self.close_records()
         return {"tasks.jsonl": [], "states.jsonl": self.state_rows}  # tasks: streamed
 
     def summary(self) -> dict[str, Any]:
-        from ..observe.metrics import execution_summary  # metrics sit above protocols
-
-        self.close_records()
-        return execution_summary(self)
+        # the observer computes the layer's fields (meshsim.observe.execution); nothing of its own
+        return {}
