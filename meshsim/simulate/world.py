@@ -11,7 +11,7 @@ from typing import Any, Callable, Generator, Optional
 
 import networkx as nx
 
-from ..backends import make_backend
+from ..backends import BackendPlan, plan_backend
 from ..core.errors import InputError, ScenarioError, SimulationError
 from ..core.names import node_order
 from ..core.sim import Environment, long_run_gc
@@ -176,18 +176,30 @@ class _Trace:
 World = Generator[None, Optional[Progress], RunResult]
 
 
-def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None) -> World:
+def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None, backend: Optional[BackendPlan] = None,
+          memo: Optional[dict] = None) -> World:
     """The world of ``seed`` on graph ``G`` (checked by :func:`prepare`), built
     and set up up to the first tick of the clock: network, backend, protocol,
     task stream, scheduled events. Every build-time input error (a task file,
     a protocol's setup) is raised here, before anything is written. Run it
-    with :func:`simulate`; ``world.close()`` discards it (``meshsim validate``)."""
-    world = _world(scenario, seed, G)
+    with :func:`simulate`; ``world.close()`` discards it (``meshsim validate``).
+    ``backend``: the run's :func:`backend_plan` (its profile loaded once per run;
+    planned here when not given); ``memo``: the run's ``check_semantics`` memo."""
+    world = _world(scenario, seed, G, backend, memo)
     try:
         next(world)
     except InputError as exc:
         raise _in_scenario(scenario, exc) from None
     return world
+
+
+def backend_plan(scenario: Scenario) -> BackendPlan:
+    """The scenario's backend checked and its profile loaded, once per run: every seed's
+    world (and the preflight) builds its backend from this plan."""
+    try:
+        return plan_backend(scenario.backend.model_dump() if scenario.backend else None, scenario.base_dir)
+    except InputError as exc:
+        raise _in_scenario(scenario, exc) from None
 
 
 def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
@@ -219,11 +231,12 @@ def simulate(world: World, progress: Optional[Progress] = None, tables: Optional
     raise SimulationError("the world did not finish")  # pragma: no cover - _world yields once
 
 
-def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
+def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph], plan: Optional[BackendPlan],
+           memo: Optional[dict]) -> World:
     """Build, yield once (built), then run when sent the progress callback."""
     if G is None:
         G = build_graph(scenario, seed)
-        check_semantics(scenario, G)
+        check_semantics(scenario, G, memo)
     env = Environment(seed)
     level = scenario.output.trace
     tracer = _Trace(level)
@@ -244,8 +257,9 @@ def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
         net.add_link(u, v, latency=lat, loss=loss, bandwidth=bw)
 
     ctx.abilities, ctx.targets = agent_abilities(scenario, G)
-    backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
-                           int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
+    if plan is None:
+        plan = plan_backend(scenario.backend.model_dump() if scenario.backend else None, scenario.base_dir)
+    backend = plan.build(int(env.seed_sequence("backend").generate_state(1)[0]))
     try:
         return (yield from _run_world(scenario, seed, G, env, tracer, net, ctx, backend))
     finally:
