@@ -3,6 +3,15 @@
 Every random draw in a run comes from a *named* stream derived from the run
 seed, so adding a component (or a link, or an agent) never shifts the draws of
 another, and the same seed always replays the same run.
+
+This is the one module that touches SimPy's private attributes (``_now``,
+``_queue``, ``_eid``, ``_ok``, ``_value``, ``_generator``, ``_resume``,
+``_active_proc``, ...): the hot paths of a run write SimPy's constructors and
+``schedule`` out (issue 22), and the rest of meshsim reaches them only through
+the named functions here (:func:`event_value`, :func:`start_detached`,
+:meth:`Environment.call_later`, ``env.now``). ``tests/test_simpy_internals.py``
+fails loudly if SimPy changes what they rely on, and pyproject's ``simpy``
+range names the versions it was checked on.
 """
 from __future__ import annotations
 
@@ -12,16 +21,32 @@ import random
 from collections import deque
 from contextlib import contextmanager
 from heapq import heappop, heappush
-from typing import Any, Callable, Iterator
+from operator import attrgetter
+from typing import Any, Callable, Generator, Iterator
 
 import numpy as np
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, URGENT, Event, EventPriority, Initialize, Process, Timeout
+from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Initialize, Process, Timeout
+from simpy.exceptions import Interrupt
 
-__all__ = ["Environment", "Deadlines", "stream_key", "long_run_gc"]
+__all__ = ["Environment", "Deadlines", "stream_key", "long_run_gc", "event_value", "start_detached",
+           "SIMPY_INTERNALS"]
 
 _new = object.__new__
+
+#: what this module relies on, by SimPy class: the attributes it reads and writes directly
+#: (tests/test_simpy_internals.py checks each against the installed SimPy)
+SIMPY_INTERNALS: dict[str, tuple[str, ...]] = {
+    "Environment": ("_now", "_queue", "_eid", "_active_proc"),
+    "Event": ("_ok", "_value", "_defused"),
+    "Timeout": ("_delay",),
+    "Process": ("_generator", "_resume", "_target"),
+}
+
+#: ``event.value`` without the pending check, as a C call: an event's value when it is processed (its
+#: callbacks run), on the per-message paths (net.links, net.network)
+event_value: Callable[[Event], Any] = attrgetter("_value")
 
 
 def stream_key(*names: Any) -> tuple[int, ...]:
@@ -45,8 +70,13 @@ class Environment(simpy.Environment):
     def __init__(self, seed: int, initial_time: float = 0.0):
         super().__init__(initial_time)
         self.seed = int(seed)
-        self._rngs: dict[tuple, np.random.Generator] = {}
-        self._pyrngs: dict[tuple, random.Random] = {}
+        self._rngs: dict[tuple[str, ...], np.random.Generator] = {}
+        self._pyrngs: dict[tuple[str, ...], random.Random] = {}
+        #: the deadline lines of every :class:`Deadlines` on this clock, by delay
+        self.deadline_lines: dict[float, _Line] = {}
+
+    #: the current simulation time (SimPy's ``now``, read by a C getter: it is read once per message)
+    now = property(attrgetter("_now"))
 
     def seed_sequence(self, *names: Any) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=stream_key(*names))
@@ -89,7 +119,7 @@ class Environment(simpy.Environment):
         try:
             while queue:
                 self._now, _, _, event = heappop(queue)
-                callbacks, event.callbacks = event.callbacks, None
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
                 try:
                     for callback in callbacks:
                         callback(event)
@@ -112,7 +142,7 @@ class Environment(simpy.Environment):
     # ``timeout`` and ``process`` build the same objects as simpy's and schedule them the
     # same way (same time, priority and event id), with the constructors written out:
     # they run once per LLM call and per handler process (issue 22)
-    def timeout(self, delay: float = 0, value: Any = None) -> Timeout:  # type: ignore[override]
+    def timeout(self, delay: float = 0, value: Any = None) -> Timeout:
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
         ev = _new(Timeout)
@@ -124,7 +154,7 @@ class Environment(simpy.Environment):
         heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), ev))
         return ev
 
-    def process(self, generator: Any) -> Process:  # type: ignore[override]
+    def process(self, generator: Any) -> Process:
         if not hasattr(generator, "throw"):
             raise ValueError(f"{generator} is not a generator.")
         proc = _new(Process)
@@ -146,12 +176,91 @@ class Environment(simpy.Environment):
         Cheaper than ``env.timeout`` + callback: one event, no Timeout init.
         ``event.value`` is ``value``.
         """
-        ev = Event(self)
+        # Event() and self.schedule(ev, NORMAL, delay), written out: once per message on a link (issue 22)
+        ev = _new(Event)
+        ev.env = self
+        ev.callbacks = [callback]
         ev._ok = True
         ev._value = value
-        ev.callbacks.append(callback)
-        self.schedule(ev, NORMAL, delay)
+        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), ev))
         return ev
+
+
+def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dict[Any, None]) -> Process:
+    """Run ``gen`` as a process that nothing waits on, starting now (see ``Node.start``).
+
+    It runs to its first ``yield`` inside this call (not at a later
+    Initialize event), is entered in ``table`` (its owner's processes) and
+    leaves it when it ends, without an end event of its own; an error it
+    raises is scheduled as a failed event, so the run stops with it as
+    SimPy's would; it can be interrupted like any process.
+    """
+    proc = _new(_Detached)
+    proc.env = env
+    proc.callbacks = []
+    proc._generator = gen
+    proc.table = table
+    table[proc] = None
+    active = env._active_proc
+    proc._resume(_STARTED)
+    env._active_proc = active
+    return proc
+
+
+#: the value a detached process starts with (what SimPy's Initialize event carries)
+_STARTED = _new(Event)
+_STARTED._ok = True
+_STARTED._value = None
+
+
+class _Detached(Process):
+    """A process that nothing waits on (see :func:`start_detached`).
+
+    ``_resume`` is SimPy's ``Process._resume`` with a different end: a
+    finished (or interrupted) process leaves its owner's table at once instead
+    of scheduling its own end event for nobody; one that failed is scheduled
+    as a failed event, so the run stops with its error as SimPy's would.
+    """
+
+    table: dict[Any, None]
+
+    def _resume(self, event: Event) -> None:
+        env = self.env
+        env._active_proc = self
+        gen = self._generator
+        while True:
+            try:
+                if event._ok:
+                    event = gen.send(event._value)
+                else:
+                    event._defused = True
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    event = gen.throw(exc)
+            except StopIteration as e:
+                self._ok = True
+                self._value = e.args[0] if e.args else None
+                break
+            except BaseException as e:
+                self._ok = False
+                self._value = e
+                if not isinstance(e, Interrupt):  # an error nobody defuses: the run raises it
+                    e.__traceback__ = e.__traceback__.tb_next  # type: ignore[union-attr]
+                    env.schedule(self)
+                break
+            try:
+                if event.callbacks is not None:
+                    event.callbacks.append(self._resume)
+                    break
+            except AttributeError:
+                raise RuntimeError(f'Invalid yield value "{event}" in {self._generator!r}') from None
+            # an event that has already happened: go on with its value at once (as SimPy does)
+        env._active_proc = None
+        if self._value is PENDING:
+            self._target = event
+        else:  # ended: it leaves its owner (no end event: nothing waits on it)
+            self._target = None  # type: ignore[assignment]
+            self.table.pop(self, None)
 
 
 class Deadlines:
@@ -178,20 +287,16 @@ class Deadlines:
     def __init__(self, env: "Environment", callback: Callable[[Any], None]):
         self.env = env
         self.callback = callback
-        lines = getattr(env, "_deadline_lines", None)
-        if lines is None:
-            lines = {}
-            env._deadline_lines = lines  # type: ignore[attr-defined]
-        self._lines: dict[float, _Line] = lines
+        self._lines: dict[float, _Line] = env.deadline_lines
 
-    def add(self, delay: float, value: Any) -> list:
+    def add(self, delay: float, value: Any) -> list[Any]:
         line = self._lines.get(delay)
         if line is None:
             line = self._lines[delay] = _Line(self.env)
         return line.add(delay, value, self.callback)
 
     @staticmethod
-    def cancel(entry: list) -> None:
+    def cancel(entry: list[Any]) -> None:
         entry[3] = False
 
 
@@ -202,11 +307,11 @@ class _Line:
 
     def __init__(self, env: "Environment"):
         self.env = env
-        self._q: deque = deque()  # [time, eid, value, live, callback], in (time, eid) order
+        self._q: deque[list[Any]] = deque()  # [time, eid, value, live, callback], in (time, eid) order
         self._armed = False
         self._last = float("-inf")
 
-    def add(self, delay: float, value: Any, callback: Callable[[Any], None]) -> list:
+    def add(self, delay: float, value: Any, callback: Callable[[Any], None]) -> list[Any]:
         env = self.env
         at = env._now + delay
         if at < self._last:  # out of order: a timer of its own
@@ -281,7 +386,7 @@ def long_run_gc(threshold0: int = GC_THRESHOLD0) -> Iterator[None]:
         return
     old = gc.get_threshold()
 
-    def freeze_survivors(phase: str, info: dict) -> None:
+    def freeze_survivors(phase: str, info: dict[str, Any]) -> None:
         if phase == "stop" and info.get("generation") == 2:
             gc.freeze()
 

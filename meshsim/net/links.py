@@ -9,19 +9,17 @@ from __future__ import annotations
 import math
 import random
 from functools import partial
-from heapq import heappush
 from typing import Any, Callable
 
-from simpy.events import NORMAL, Event
+from simpy.events import Event
 
 from ..core.errors import InputError
+from ..core.sim import event_value
 from ..core.types import LatencySpec
 from .fabric import Fabric
 from .messages import Message
 
 __all__ = ["Link", "make_delay"]
-
-_new = object.__new__
 
 
 def make_delay(spec: LatencySpec, source: Any) -> Callable[[], float]:
@@ -58,7 +56,7 @@ class Link:
         # The link's random stream is made on first use: a 165k-link complete
         # graph with constant latency and no loss never needs one.
         self._rnd_obj = rnd if isinstance(rnd, random.Random) else None
-        self._rnd_factory = None if self._rnd_obj is not None else rnd
+        self._rnd_factory: Callable[[], random.Random] | None = None if isinstance(rnd, random.Random) else rnd
         self.up = True
         self.epoch = 0
         self._busy = {u: 0.0, v: 0.0}
@@ -97,6 +95,7 @@ class Link:
     def _rnd(self) -> random.Random:
         r = self._rnd_obj
         if r is None:
+            assert self._rnd_factory is not None  # (one of the two is set)
             r = self._rnd_obj = self._rnd_factory()
         return r
 
@@ -136,25 +135,20 @@ class Link:
             delay = self._delay()
         if self._bandwidth:
             env = self.env
-            now = env._now
+            now = env.now
             start = self._busy[msg.src]
             if start < now:
                 start = now
             done = start + msg.size / self._bandwidth
             self._busy[msg.src] = done
             delay += done - now
-        # Event() and env.schedule(ev, NORMAL, delay), written out: one per message (issue 22)
-        env = self.env
-        ev = _new(Event)
-        ev.env = env
-        ev.callbacks = [self._arrive]
-        ev._ok = True
-        ev._value = (msg, self.epoch)
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+        # one bare callback event per message (sim.Environment.call_later writes SimPy's Event() and
+        # schedule out: issue 22)
+        self.env.call_later(delay, self._arrive, (msg, self.epoch))
         return True
 
     def _arrive(self, ev: Event) -> None:
-        msg, epoch = ev._value
+        msg, epoch = event_value(ev)
         net = self.net
         if epoch != self.epoch or not self.up:
             self._stats[msg.kind].dropped_down += 1

@@ -1,19 +1,22 @@
 """The network: nodes, links, traffic counters and the trace hook."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..core.errors import InputError
-from ..core.sim import Environment
+from ..core.sim import Environment, event_value
 from ..core.names import node_order
 from ..core.types import LatencySpec
 from .links import Link
 from .messages import KindStats, Message
 from .node import Node
 
+if TYPE_CHECKING:
+    from simpy.events import Event
+
 __all__ = ["Network", "edge_key"]
 
-Tracer = Callable[[float, str, dict], None]
+Tracer = Callable[[float, str, dict[str, Any]], None]
 
 
 def edge_key(u: str, v: str) -> tuple[str, str]:
@@ -50,7 +53,7 @@ class Network:
     # -- records ---------------------------------------------------------
     def trace(self, type_: str, **data: Any) -> None:
         if self.tracer is not None:
-            self.tracer(self.env._now, type_, data)
+            self.tracer(self.env.now, type_, data)
 
     def kind_stats(self, kind: str) -> KindStats:
         st = self.stats.get(kind)
@@ -146,10 +149,10 @@ class Network:
         st.delivered += 1
         node.receive(msg)
 
-    def deliver_batch(self, ev) -> None:
+    def deliver_batch(self, ev: Event) -> None:
         """Deliver a multicast's messages that share one delay (see Node.multicast)."""
         nodes = self.nodes
-        for link, dst, msg, epoch in ev._value:
+        for link, dst, msg, epoch in event_value(ev):
             st = self.stats[msg.kind]
             if epoch != link.epoch or not link.up:
                 st.dropped_down += 1

@@ -8,20 +8,26 @@ so that slow work (an LLM call) never blocks routing traffic.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, Protocol
 
 from simpy import Interrupt
-from simpy.events import PENDING, Event, Process
+from simpy.events import Event, Process
 
+from ..core.sim import start_detached
 from .fabric import Fabric, Wire
 from .messages import HEADER_BYTES, Message, payload_size
 
 __all__ = ["Node"]
 
 _tuple_new = tuple.__new__
-_new = object.__new__
 
 Handler = Callable[[Message], Any]
+
+
+class Deduplicator(Protocol):
+    """What a node asks its reliable layer (net.reliable.Reliable) of an arriving message: handle it or not."""
+
+    def accept(self, msg: Message) -> bool: ...
 
 
 class Node:
@@ -33,7 +39,7 @@ class Node:
         self.handlers: dict[str, Handler] = {}
         self.link_listeners: list[Callable[[str, bool], None]] = []
         self.alive = True
-        self.reliable = None  # set by net.reliable.Reliable
+        self.reliable: Deduplicator | None = None  # set by net.reliable.Reliable
         # insertion-ordered (a dict, not a set of objects hashed by address): shutdown
         # interrupts them in the order they started, the same in every run
         self._procs: dict[Process, None] = {}
@@ -59,7 +65,7 @@ class Node:
         """Send one message to neighbour ``dst``; False if it left no link."""
         if size is None:
             size = HEADER_BYTES + payload_size(payload)
-        msg = _tuple_new(Message, (kind, self.name, dst, payload, size, self.env._now, rid))  # Message(...), inline
+        msg = _tuple_new(Message, (kind, self.name, dst, payload, size, self.env.now, rid))  # Message(...), inline
         link = self.links.get(dst)
         if link is None:
             self.net.drop_unlinked(msg)
@@ -81,10 +87,10 @@ class Node:
         """
         if size is None:
             size = HEADER_BYTES + payload_size(payload)
-        now = self.env._now
+        now = self.env.now
         name = self.name
         links = self.links
-        groups: dict[float, list] = {}
+        groups: dict[float, list[Any]] = {}
         shared = None if self.net.trace_messages else Message(kind, name, "*", payload, size, now, 0)
         n = 0
         for peer in (links if peers is None else peers):
@@ -123,14 +129,14 @@ class Node:
             self.start(result)
 
     # -- processes and timers -------------------------------------------
-    def spawn(self, gen: Generator) -> Process:
+    def spawn(self, gen: Generator[Any, Any, Any]) -> Process:
         """Run ``gen`` as a process owned by this node (interrupted on removal)."""
         proc = self.env.process(gen)
         self._procs[proc] = None
         proc.callbacks.append(self._procs_discard)
         return proc
 
-    def start(self, gen: Generator) -> None:
+    def start(self, gen: Generator[Any, Any, Any]) -> None:
         """Run ``gen`` as a detached process of this node, starting now.
 
         For a handler's work, which nothing waits on: it runs to its first
@@ -139,21 +145,13 @@ class Node:
         and :meth:`shutdown` interrupts it like any process of the node.
         Use :meth:`spawn` for a process that others wait on.
         """
-        proc = _new(_Detached)
-        proc.env = env = self.env
-        proc.callbacks = []
-        proc._generator = gen
-        proc.node = self
-        self._procs[proc] = None
-        active = env._active_proc
-        proc._resume(_STARTED)
-        env._active_proc = active
+        start_detached(self.env, gen, self._procs)
 
     def _procs_discard(self, proc: Event) -> None:
         self._procs.pop(proc, None)  # type: ignore[call-overload]
-        if not proc._ok and not isinstance(proc._value, Interrupt):
+        if not proc.ok and not isinstance(proc.value, Interrupt):
             return  # let simpy raise the real error
-        proc._defused = True  # type: ignore[attr-defined]
+        proc.defused = True
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Event:
         """Call ``fn()`` after ``delay`` unless the node has been removed."""
@@ -179,56 +177,3 @@ class Node:
     def __repr__(self) -> str:
         return f"<Node {self.name}>"
 
-
-#: the value a detached process starts with (what SimPy's Initialize event carries)
-_STARTED = _new(Event)
-_STARTED._ok = True
-_STARTED._value = None
-
-
-class _Detached(Process):
-    """A node's process that nothing waits on (see :meth:`Node.start`).
-
-    ``_resume`` is SimPy's ``Process._resume`` with a different end: a
-    finished (or interrupted) process leaves its node's table at once instead
-    of scheduling its own end event for nobody; one that failed is scheduled
-    as a failed event, so the run stops with its error as SimPy's would.
-    """
-
-    def _resume(self, event: Event) -> None:
-        env = self.env
-        env._active_proc = self
-        gen = self._generator
-        while True:
-            try:
-                if event._ok:
-                    event = gen.send(event._value)
-                else:
-                    event._defused = True
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    event = gen.throw(exc)
-            except StopIteration as e:
-                self._ok = True
-                self._value = e.args[0] if e.args else None
-                break
-            except BaseException as e:
-                self._ok = False
-                self._value = e
-                if not isinstance(e, Interrupt):  # an error nobody defuses: the run raises it
-                    e.__traceback__ = e.__traceback__.tb_next  # type: ignore[union-attr]
-                    env.schedule(self)
-                break
-            try:
-                if event.callbacks is not None:
-                    event.callbacks.append(self._resume)
-                    break
-            except AttributeError:
-                raise RuntimeError(f'Invalid yield value "{event}" in {self._generator!r}') from None
-            # an event that has already happened: go on with its value at once (as SimPy does)
-        env._active_proc = None
-        if self._value is PENDING:
-            self._target = event
-        else:  # ended: it leaves its node (no end event: nothing waits on it)
-            self._target = None
-            self.node._procs.pop(self, None)

@@ -1,7 +1,7 @@
 """What an attack caused (issue 34, item 4): the paired run and who can reach whom.
 
 The attack metrics of a Byzantine MeshHeal run (``adversarial`` in the summary,
-:func:`meshsim.observe.metrics.adversarial_summary`) observe isolations; a healthy agent
+:func:`meshsim.observe.adversarial.adversarial_summary`) observe isolations; a healthy agent
 is sometimes isolated with no liar at all (MeshHeal's background false
 isolations). Two rules separate the attack's effect from that background:
 
@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional
 
 import networkx as nx
 
-from .metrics import _first_isolation, _frac, _mean, _order
+from .aggregate import agent_order, frac, mean_of
+from .detection import first_isolation
 from ..scenario.model import Scenario, agent_abilities, profile_of
 
 __all__ = ["BYZANTINE_EVENTS", "without_liars", "review_reach", "reach_warnings", "attribute"]
@@ -78,7 +79,7 @@ def _candidates(e: Any, G: nx.Graph, targets: Optional[list[str]], acted_on: lis
     if isinstance(e.agents, str):  # 'targets'
         return list(targets or []), True
     pool = list(G.neighbors(e.near)) if e.near is not None else list(G.nodes)
-    return sorted((a for a in pool if a not in acted_on), key=_order), False
+    return sorted((a for a in pool if a not in acted_on), key=agent_order), False
 
 
 def reach_warnings(sc: Scenario, G: nx.Graph) -> list[str]:
@@ -123,25 +124,25 @@ def attribute(adv: dict[str, Any], paired_states: list[dict], can: Callable[[str
         for t, r in fr["agents"].items():
             c = r["isolated_at"]
             reach = any(can(j, t) for j in r.get("by", ()))
-            bg = _first_isolation(paired_states, t, f0, degraded=False)
+            bg = first_isolation(paired_states, t, f0, degraded=False)
             caused = reach and c is not None and (bg is None or bg > c)
             rows[t] = dict(r, reachable=reach, background_isolated_at=bg, caused=caused)
         k = sum(1 for r in rows.values() if r["caused"])
-        out["framing"] = dict(fr, framed_isolated=k, framed_isolated_share=_frac(k, len(rows)),
+        out["framing"] = dict(fr, framed_isolated=k, framed_isolated_share=frac(k, len(rows)),
                               any_isolated=float(k > 0), framed_isolated_observed=fr["framed_isolated"],
-                              delay_mean=_mean([r["delay"] for r in rows.values() if r["caused"]]),
+                              delay_mean=mean_of([r["delay"] for r in rows.values() if r["caused"]]),
                               unreachable=[t for t, r in rows.items() if not r["reachable"]], agents=rows)
     sh = adv.get("shielding")
     if sh is not None:
         rows = {}
         for t, r in sh["agents"].items():
             reach = any(can(j, t) for j in r.get("by", ()))
-            bg = _first_isolation(paired_states, t, r["degraded_from"], degraded=True)
+            bg = first_isolation(paired_states, t, r["degraded_from"], degraded=True)
             caused = reach and r["isolated_at"] is None and bg is not None
             rows[t] = dict(r, reachable=reach, background_isolated_at=bg, caused=caused)
         k = sum(1 for r in rows.values() if r["caused"])
         n = len(rows)
-        out["shielding"] = dict(sh, shielded_not_isolated=k, shielded_share=_frac(k, n),
+        out["shielding"] = dict(sh, shielded_not_isolated=k, shielded_share=frac(k, n),
                                 any_shielded=float(k > 0) if n else None, all_shielded=float(k == n) if n else None,
                                 shielded_not_isolated_observed=sh["shielded_not_isolated"],
                                 unreachable=[t for t, r in rows.items() if not r["reachable"]], agents=rows)
@@ -149,7 +150,7 @@ def attribute(adv: dict[str, Any], paired_states: list[dict], can: Callable[[str
         first = adv["first_attack_task"]
         caused = {}
         for a, c in adv["collateral_at"].items():
-            bg = _first_isolation(paired_states, a, first, degraded=False)
+            bg = first_isolation(paired_states, a, first, degraded=False)
             if bg is None or bg > c:
                 caused[a] = c
         out["collateral_isolated_observed"] = adv["collateral_isolated"]

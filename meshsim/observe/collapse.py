@@ -16,18 +16,152 @@ records: the controllers' state changes (``states.jsonl``), the injected
 degradation intervals and the neighbour sets the observer noted at task
 starts (``topology_rows`` of the execution layer). A state change recorded
 at task k takes effect from task k, as for detection delay
-(:func:`meshsim.observe.metrics.self_healing`). Definitions: docs/outputs.md
+(:func:`meshsim.observe.detection.self_healing`). Definitions: docs/outputs.md
 (``collapse``) and docs/meshheal.md.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
 
 from ..core.names import node_order
 
-__all__ = ["collapse_summary", "collapse_clause", "clopper_pearson", "collapse_rate"]
+__all__ = ["collapse_summary", "collapse_clause", "clopper_pearson", "collapse_rate", "Spans"]
 
 NORMAL, ISOLATED = "normal", "isolated"
+
+
+class Spans:
+    """Half-open task spans [start, end) during which a condition holds, per key.
+
+    ``set(key, on, k)`` says whether the condition holds for ``key`` from task
+    k on; a span opens at the first k it holds and closes at the first k it no
+    longer does. Every span the collapse summary counts (per agent, per
+    ability, and "any of them" under one key) is one of these."""
+
+    def __init__(self) -> None:
+        self.open: dict[Hashable, int] = {}  # key -> task its current span started
+        self.first: dict[Hashable, int] = {}  # key -> start of its first span
+        self.tasks: dict[Hashable, int] = {}  # key -> tasks in its closed spans
+        self.closed: list[tuple[Hashable, int, int]] = []  # (key, start, end) in closing order
+
+    def set(self, key: Hashable, on: bool, k: int) -> None:
+        if on and key not in self.open:
+            self.open[key] = k
+            self.first.setdefault(key, k)
+        elif not on and key in self.open:
+            k0 = self.open.pop(key)
+            self.tasks[key] = self.tasks.get(key, 0) + k - k0
+            self.closed.append((key, k0, k))
+
+    def close_all(self, k: int) -> None:
+        for key in list(self.open):
+            self.set(key, False, k)
+
+    def total(self) -> int:
+        """Tasks in every closed span of every key."""
+        return sum(self.tasks.values())
+
+
+class _Collapse:
+    """The observer's running view, task by task: neighbour sets, routing
+    states and degradation, with the counts that decide degraded-majority peer
+    sets (per agent) and collapsed abilities (per ability)."""
+
+    def __init__(self, abilities: Mapping[str, Iterable[str]]) -> None:
+        self.K = {a: frozenset(v) for a, v in abilities.items()}
+        self.nbrs: dict[str, tuple[str, ...]] = {}
+        self.state: dict[str, str] = {}
+        self.deg: dict[str, bool] = {}
+        self.cnt: dict[str, list[int]] = {}  # agent -> [degraded, healthy] among its normal neighbours
+        self.hh: dict[str, int] = {}  # ability -> present holders healthy now
+        self.hi: dict[str, int] = {}  # ... of which isolated
+        self.maj = Spans()  # per agent: its normal peers are degraded-majority
+        self.col = Spans()  # per ability: every healthy present holder isolated
+        self.any_maj = Spans()  # key None: some agent's peer set is degraded-majority
+        self.any_col = Spans()  # key None: some ability collapsed
+
+    def _cat(self, j: str) -> Optional[int]:
+        if j not in self.nbrs or self.state.get(j, NORMAL) != NORMAL:
+            return None
+        return 0 if self.deg.get(j, False) else 1
+
+    def _contribute(self, j: str, sign: int) -> None:
+        if j not in self.nbrs:
+            return
+        c = self._cat(j)
+        if c is not None:
+            for i in self.nbrs[j]:
+                if i in self.cnt:
+                    self.cnt[i][c] += sign
+        if not self.deg.get(j, False):
+            iso = self.state.get(j, NORMAL) == ISOLATED
+            for s in self.K.get(j, ()):
+                self.hh[s] = self.hh.get(s, 0) + sign
+                self.hi[s] = self.hi.get(s, 0) + sign * iso
+
+    def _apply(self, others: Sequence[tuple[str, str, Any]]) -> None:
+        for kind, a, v in others:
+            if kind == "degraded":
+                self.deg[a] = v
+            else:
+                self.state[a] = v
+
+    def step(self, k: int, evs: Sequence[tuple[str, str, Any]]) -> None:
+        """Apply the changes taking effect at task k and update every span."""
+        topo = [e for e in evs if e[0] == "topology"]
+        touched_agents: set[str] = set()
+        touched_abilities: set[str] = set()
+        others = [e for e in evs if e[0] != "topology"]
+        if topo:
+            self.nbrs = {a: tuple(v) for a, v in topo[-1][2].items()}
+            self._apply(others)
+            # a new neighbour graph: recount from scratch
+            self.cnt = {a: [0, 0] for a in self.nbrs}
+            self.hh, self.hi = {}, {}
+            for j in self.nbrs:
+                self._contribute(j, +1)
+            touched_agents = set(self.nbrs) | set(self.maj.open)
+            touched_abilities = set(self.hh) | set(self.col.open)
+        else:
+            moved = sorted({a for _kind, a, _v in others}, key=node_order)
+            for j in moved:
+                self._contribute(j, -1)
+            self._apply(others)
+            for j in moved:
+                self._contribute(j, +1)
+                touched_agents.update(self.nbrs.get(j, ()))
+                touched_abilities.update(self.K.get(j, ()))
+        for i in touched_agents:
+            c = self.cnt.get(i)
+            self.maj.set(i, c is not None and c[0] > c[1], k)
+        for s in touched_abilities:
+            self.col.set(s, self.hh.get(s, 0) > 0 and self.hi.get(s, 0) == self.hh.get(s, 0), k)
+        self.any_maj.set(None, bool(self.maj.open), k)
+        self.any_col.set(None, bool(self.col.open), k)
+
+    def summary(self, n: int) -> dict[str, Any]:
+        """Close every span at the end of the stream (task n + 1) and report."""
+        for spans in (self.maj, self.col, self.any_maj, self.any_col):
+            spans.close_all(n + 1)
+        col_spans = [{"ability": s, "start": k0, "end": k1 if k1 <= n else None,  # None: lasted to the end
+                      "tasks": k1 - k0}
+                     for s, k0, k1 in sorted(self.col.closed, key=lambda t: (t[1], t[0]))]
+        maj_tasks = self.maj.tasks
+        by_agent = [{"agent": a, "tasks": maj_tasks[a], "first_at": self.maj.first[a]}
+                    for a in sorted(maj_tasks, key=node_order) if maj_tasks[a] > 0]
+        return {
+            "occurred": bool(col_spans),
+            "tasks": self.any_col.total(),
+            "first_at": col_spans[0]["start"] if col_spans else None,
+            "abilities": len({d["ability"] for d in col_spans}),
+            "longest": max((d["tasks"] for d in col_spans), default=0),
+            "spans": col_spans,
+            "degraded_majority_tasks": self.any_maj.total(),
+            "degraded_majority_agent_tasks": self.maj.total(),
+            "degraded_majority_max_agent": max(maj_tasks.values(), default=0),
+            "degraded_majority_agents": len(by_agent),
+            "degraded_majority_by_agent": by_agent,
+        }
 
 
 def collapse_summary(n_tasks: int, states: Sequence[Mapping[str, Any]],
@@ -64,131 +198,12 @@ def collapse_summary(n_tasks: int, states: Sequence[Mapping[str, Any]],
                 at(r).append(("degraded", a, False))
     for s in states:
         at(s["task"]).append(("state", s["agent"], s["new"]))
-    K = {a: frozenset(v) for a, v in abilities.items()}
-
-    nbrs: dict[str, tuple[str, ...]] = {}
-    state: dict[str, str] = {}
-    deg: dict[str, bool] = {}
-    cnt: dict[str, list[int]] = {}  # agent -> [degraded, healthy] among its normal neighbours
-    hh: dict[str, int] = {}  # ability -> present holders healthy now
-    hi: dict[str, int] = {}  # ... of which isolated
-
-    def cat(j: str) -> Optional[int]:
-        if j not in nbrs or state.get(j, NORMAL) != NORMAL:
-            return None
-        return 0 if deg.get(j, False) else 1
-
-    def contribute(j: str, sign: int) -> None:
-        if j not in nbrs:
-            return
-        c = cat(j)
-        if c is not None:
-            for i in nbrs[j]:
-                if i in cnt:
-                    cnt[i][c] += sign
-        if not deg.get(j, False):
-            iso = state.get(j, NORMAL) == ISOLATED
-            for s in K.get(j, ()):
-                hh[s] = hh.get(s, 0) + sign
-                hi[s] = hi.get(s, 0) + sign * iso
-
-    maj_open: dict[str, int] = {}  # agent -> task its current degraded-majority span started
-    maj_tasks: dict[str, int] = {}
-    maj_first: dict[str, int] = {}
-    col_open: dict[str, int] = {}
-    col_spans: list[dict[str, Any]] = []
-    any_maj = [None, 0]  # [open since, tasks]
-    any_col = [None, 0]
-
-    def flag_maj(i: str, on: bool, k: int) -> None:
-        if on and i not in maj_open:
-            maj_open[i] = k
-            maj_first.setdefault(i, k)
-        elif not on and i in maj_open:
-            maj_tasks[i] = maj_tasks.get(i, 0) + k - maj_open.pop(i)
-
-    def flag_col(s: str, on: bool, k: int) -> None:
-        if on and s not in col_open:
-            col_open[s] = k
-        elif not on and s in col_open:
-            k0 = col_open.pop(s)
-            col_spans.append({"ability": s, "start": k0, "end": k, "tasks": k - k0})
-
-    def flag_any(acc: list, on: bool, k: int) -> None:
-        if on and acc[0] is None:
-            acc[0] = k
-        elif not on and acc[0] is not None:
-            acc[1] += k - acc[0]
-            acc[0] = None
-
+    view = _Collapse(abilities)
     for k in sorted(changes):
         if k > n:
             break
-        evs = changes[k]
-        topo = [e for e in evs if e[0] == "topology"]
-        touched_agents: set[str] = set()
-        touched_abilities: set[str] = set()
-        if topo:
-            nbrs = {a: tuple(v) for a, v in topo[-1][2].items()}
-        others = [e for e in evs if e[0] != "topology"]
-        moved = sorted({a for _kind, a, _v in others}, key=node_order)
-        if topo:
-            for kind, a, v in others:
-                if kind == "degraded":
-                    deg[a] = v
-                else:
-                    state[a] = v
-            # a new neighbour graph: recount from scratch
-            cnt = {a: [0, 0] for a in nbrs}
-            hh, hi = {}, {}
-            for j in nbrs:
-                contribute(j, +1)
-            touched_agents = set(nbrs) | set(maj_open)
-            touched_abilities = set(hh) | set(col_open)
-        else:
-            for j in moved:
-                contribute(j, -1)
-            for kind, a, v in others:
-                if kind == "degraded":
-                    deg[a] = v
-                else:
-                    state[a] = v
-            for j in moved:
-                contribute(j, +1)
-                touched_agents.update(nbrs.get(j, ()))
-                touched_abilities.update(K.get(j, ()))
-        for i in touched_agents:
-            c = cnt.get(i)
-            flag_maj(i, c is not None and c[0] > c[1], k)
-        for s in touched_abilities:
-            flag_col(s, hh.get(s, 0) > 0 and hi.get(s, 0) == hh.get(s, 0), k)
-        flag_any(any_maj, bool(maj_open), k)
-        flag_any(any_col, bool(col_open), k)
-    end = n + 1
-    for i in list(maj_open):
-        flag_maj(i, False, end)
-    for s in list(col_open):
-        flag_col(s, False, end)
-    flag_any(any_maj, False, end)
-    flag_any(any_col, False, end)
-    col_spans.sort(key=lambda d: (d["start"], d["ability"]))
-    for d in col_spans:
-        d["end"] = d["end"] if d["end"] <= n else None  # None: lasted to the end of the stream
-    by_agent = [{"agent": a, "tasks": maj_tasks[a], "first_at": maj_first[a]}
-                for a in sorted(maj_tasks, key=node_order) if maj_tasks[a] > 0]
-    return {
-        "occurred": bool(col_spans),
-        "tasks": any_col[1],
-        "first_at": col_spans[0]["start"] if col_spans else None,
-        "abilities": len({d["ability"] for d in col_spans}),
-        "longest": max((d["tasks"] for d in col_spans), default=0),
-        "spans": col_spans,
-        "degraded_majority_tasks": any_maj[1],
-        "degraded_majority_agent_tasks": sum(maj_tasks.values()),
-        "degraded_majority_max_agent": max(maj_tasks.values(), default=0),
-        "degraded_majority_agents": len(by_agent),
-        "degraded_majority_by_agent": by_agent,
-    }
+        view.step(k, changes[k])
+    return view.summary(n)
 
 
 def collapse_clause(summary: Mapping[str, Any]) -> Optional[str]:

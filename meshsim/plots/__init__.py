@@ -20,11 +20,12 @@ Layout (each module imports only those above it in this list):
 - :mod:`.phases`: :func:`phase_bars` (Tab. 2-3).
 - :mod:`.sac`: :func:`sac_figure`, :func:`sac_rounds`, :func:`bfti_bars` (SAC Tab. 1-2).
 - :mod:`.graph`: :func:`topology`, the initial graph by final state or role.
-- :mod:`.sweeps`: a sweep folder's figures (trade-off with the Pareto front,
+- :mod:`.sweeps` (a package): a sweep folder's figures (trade-off with the Pareto front,
   heat map, sensitivity) and its report, from its tidy results (imported on
   demand: it loads :mod:`meshsim.sweep`).
 - :mod:`.kinds`: one figure per CLI ``--kind`` (:func:`figure`, :func:`render`).
 - :mod:`.report`: tables (text, CSV) and the self-contained ``report.html``.
+- :mod:`.page`: the reports' HTML from ``templates/`` (:class:`string.Template`, every value escaped).
 """
 from .canvas import DPI, FIGURE_FORMATS, WIDTH, check_figure_path, require_matplotlib, save_figure
 from .folder import RunFolder, RunSet, open_run

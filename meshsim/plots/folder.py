@@ -462,7 +462,7 @@ def _without_aggregate(p: Path, seeds: dict[int, Path]) -> RunSet:
     (``meshsim run --seed S``), or it is a sweep point (``runs/<point>/``), or
     its last seed is still running. Its finished seeds are what there is: their
     aggregate is computed here and :attr:`RunSet.note` says which seeds it covers."""
-    from ..observe.metrics import aggregate
+    from ..observe.aggregate import aggregate
 
     done = {s: d for s, d in seeds.items()
             if (d / "summary.json").is_file() and (d / "scenario.resolved.yaml").is_file()}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from .canvas import _new_figure, _png_bytes
 from .folder import open_run, RunSet
 from .graph import topology
 from .healing import detector_figure, heatmap_height, state_heatmap, timeline
+from .page import escape, join, Markup, table, TEMPLATES
 from .phases import phase_bars
 from .sac import SAC_FIELDS, sac_figure, sac_runs
 from .stats import choose_agents, healing_stats, phase_stats, Stat
@@ -37,17 +37,16 @@ MAX_LIST = 12
 LIST_PREVIEW = 8
 
 
-def fold_list(names: Sequence[str], empty: str = "none") -> str:
+def fold_list(names: Sequence[str], empty: str = "none") -> Markup:
     """HTML of a list of names: whole when short, else the first few, "… and K more" and the
     whole list folded in a ``<details>`` (the 288-agent report's cell of ~150 names)."""
     names = [str(n) for n in names]
     if not names:
-        return html.escape(empty)
+        return escape(empty)
     if len(names) <= MAX_LIST:
-        return html.escape(", ".join(names))
-    head = html.escape(", ".join(names[:LIST_PREVIEW]))
-    return (f"<details><summary>{head}, … and {len(names) - LIST_PREVIEW} more ({len(names)} in all)</summary>"
-            f"{html.escape(', '.join(names))}</details>")
+        return escape(", ".join(names))
+    return TEMPLATES.render("fold-list.html", head=", ".join(names[:LIST_PREVIEW]), more=len(names) - LIST_PREVIEW,
+                            total=len(names), names=", ".join(names))
 
 
 @dataclass
@@ -81,23 +80,18 @@ class Table:
             w.writerow(["" if v is None else (f"{v:.6g}" if isinstance(v, float) else v) for v in r])
         return buf.getvalue()
 
-    def to_html(self, max_rows: int = MAX_ROWS) -> str:
+    def to_html(self, max_rows: int = MAX_ROWS) -> Markup:
         """The table; past ``max_rows`` rows the rest is folded into a ``<details>`` (a 288-agent
         run's tables hold a row per degraded agent and per isolation: the page stays short)."""
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-
-        def rows(rs: list[list[str]]) -> str:
-            return "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rs)
-
-        note = f'<p class="note">{html.escape(self.note)}</p>' if self.note else ""
         shown, rest = (self.rows, []) if len(self.rows) <= max_rows else \
             (self.rows[:FOLDED_PREVIEW], self.rows[FOLDED_PREVIEW:])
-        out = (f"<h3>{html.escape(self.title)}</h3><table><thead><tr>{head}</tr></thead>"
-               f"<tbody>{rows(shown)}</tbody></table>")
+        parts = [TEMPLATES.render("table-section.html", title=self.title, table=table(self.columns, shown))]
         if rest:
-            out += (f"<details><summary>{len(rest)} more rows (of {len(self.rows)}; all in {self.name}.csv)"
-                    f"</summary><table><thead><tr>{head}</tr></thead><tbody>{rows(rest)}</tbody></table></details>")
-        return out + note
+            parts.append(TEMPLATES.render("folded-rows.html", more=len(rest), total=len(self.rows), name=self.name,
+                                          table=table(self.columns, rest)))
+        if self.note:
+            parts.append(TEMPLATES.render("note.html", note=self.note))
+        return join(parts)
 
     def to_rich(self):
         from rich.table import Table as RichTable
@@ -372,23 +366,27 @@ def print_tables(tabs: Sequence[Table], file=None) -> None:
 # ---------------------------------------------------------------------------
 # HTML report
 
-_CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1060px;margin:24px auto;
-padding:0 16px;color:#212529;line-height:1.45}
-h1{font-size:1.5em;margin-bottom:0}h2{border-bottom:1px solid #dee2e6;padding-bottom:4px;margin-top:2em}
-h3{font-size:1.05em;margin-bottom:6px}
-table{border-collapse:collapse;font-size:0.9em;margin:6px 0}
-th,td{border:1px solid #dee2e6;padding:3px 9px;text-align:right}th{background:#f1f3f5}
-td:first-child,th:first-child{text-align:left}
-.note,.meta{color:#6c757d;font-size:0.85em}img{max-width:100%;border:1px solid #f1f3f5}
-pre{background:#f8f9fa;padding:10px;overflow-x:auto;font-size:0.8em}
-figure{margin:14px 0}figcaption{color:#495057;font-size:0.88em;margin-top:4px}
-"""
+#: the reports' stylesheet (templates/report.css; the run, sweep and uncertainty reports share it)
+_CSS = Markup("\n" + TEMPLATES.text("report.css"))
 
 
-def _img(fig) -> str:
+def _img(fig) -> Markup:
     data = base64.b64encode(_png_bytes(fig)).decode("ascii")
-    return f'<img alt="figure" src="data:image/png;base64,{data}">'
+    return Markup(f'<img alt="figure" src="data:image/png;base64,{data}">')
+
+
+def figure_html(title: str, caption: str, build: Callable[[], Any], img: Optional[Callable[[Any], str]] = None
+                ) -> Markup:
+    """A figure of a report with its title and caption, or why it was not drawn (a figure that does
+    not apply after all: the report goes on). ``img``: the figure's ``<img>`` tag (default :func:`_img`)."""
+    from ..core.errors import MeshsimError
+
+    try:
+        fig = build()
+    except MeshsimError as exc:
+        return TEMPLATES.render("not-drawn.html", title=title, reason=str(exc))
+    image = Markup((img or _img)(fig))  # an <img> tag built here, base64 inside
+    return TEMPLATES.render("figure.html", title=title, image=image, caption=caption)
 
 
 def _figures(rs: RunSet, seed: Optional[int]) -> list[tuple[str, str, Callable[[], Any]]]:
@@ -449,48 +447,28 @@ def _check_records(rs: RunSet) -> None:
 
 
 def build_report(run: Any, seed: Optional[int] = None) -> str:
-    """The report's HTML text."""
-    from ..core.errors import MeshsimError
+    """The report's HTML text (templates/run-report.html)."""
+    import yaml
 
     rs = open_run(run)
     rf = rs.run(seed)
     _check_records(rs)
     sc = rf.scenario
-    name = sc.get("name", rf.path.name)
-    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(name)} — meshsim report"
-             f"</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(name)}</h1>"]
-    if sc.get("description"):
-        parts.append(f"<p>{html.escape(str(sc['description']))}</p>")
     seeds = f"{len(rs.runs)} seeds ({', '.join(map(str, rs.seeds))}); per-seed figures: seed {rf.seed}" \
         if rs.multi and len(rs.runs) > 1 else f"seed {rf.seed}"
     if rs.note:
         seeds += f" ({rs.note})"
-    parts.append(f'<p class="meta">run folder <code>{html.escape(str(rs.path))}</code> · protocol '
-                 f'<b>{html.escape(rf.protocol)}</b> · {seeds}</p>')
-    parts.append("<h2>Summary</h2>" + _headline_html(rs))
+    description = join([TEMPLATES.render("paragraph.html", text=str(sc["description"])), "\n"]) \
+        if sc.get("description") else ""
     # figures first (what a reader looks at), then the tables, long ones folded
-    figs = _figures(rs, seed)
-    parts.append("<h2>Figures</h2>")
-    for title, caption, build in figs:
-        try:
-            fig = build()
-        except MeshsimError as exc:  # a figure that does not apply after all: say why, keep going
-            parts.append(f"<h3>{html.escape(title)}</h3><p class=\"note\">not drawn: {html.escape(str(exc))}</p>")
-            continue
-        parts.append(f"<figure><h3>{html.escape(title)}</h3>{_img(fig)}"
-                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    figures = join((figure_html(*f) for f in _figures(rs, seed)), "\n")
     tabs = tables(rs)
-    if tabs:
-        parts.append("<h2>Tables</h2>" + "".join(t.to_html() for t in tabs))
-    import yaml
-
-    parts.append("<h2>Scenario</h2><details><summary>scenario.resolved.yaml"
-                 f"{' (seed ' + str(rf.seed) + ')' if rs.multi else ''}</summary><pre>"
-                 + html.escape(yaml.safe_dump(sc, sort_keys=False, allow_unicode=True)) + "</pre></details>")
-    parts.append(f'<p class="meta">written by meshsim {_version()} from the run folder\'s records.</p>')
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    tables_html = join([Markup("<h2>Tables</h2>"), *(t.to_html() for t in tabs), "\n"]) if tabs else ""
+    page = TEMPLATES.render("run-report.html", name=sc.get("name", rf.path.name), css=_CSS, description=description,
+                            folder=str(rs.path), protocol=rf.protocol, seeds=seeds, summary=_headline_html(rs),
+                            figures=figures, tables=tables_html, seed=f" (seed {rf.seed})" if rs.multi else "",
+                            scenario=yaml.safe_dump(sc, sort_keys=False, allow_unicode=True), version=_version())
+    return page + "\n"
 
 
 def _version() -> str:
@@ -499,10 +477,9 @@ def _version() -> str:
     return __version__
 
 
-def _headline_html(rs: RunSet) -> str:
+def _headline_html(rs: RunSet) -> Markup:
     rf = rs.first
-    items = []
-    folded: set[str] = set()  # items whose value is HTML already
+    items: list[tuple[str, str]] = []  # (label, text or Markup)
     for path, label, digits, scale in (("accuracy.overall", "accuracy", 3, 1.0),
                                        ("tokens_per_task", "tokens per task (k)", 1, 1e-3),
                                        ("calls_per_task", "model calls per task", 1, 1.0),
@@ -522,7 +499,6 @@ def _headline_html(rs: RunSet) -> str:
         iso = rf.summary.get("isolated_at_end")
         if isinstance(iso, list):
             items.append(("isolated at end", fold_list(iso)))
-            folded.add("isolated at end")
         from ..observe.collapse import collapse_clause
 
         clause = collapse_clause(rf.summary)
@@ -533,9 +509,8 @@ def _headline_html(rs: RunSet) -> str:
         if isinstance(col, dict) and col.get("true"):
             items.append(("collapse (every healthy holder of an ability isolated)",
                           f"in {col['true']} of {col['n']} seeds"))
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v if k in folded else html.escape(v)}</td></tr>"
-                   for k, v in items)
-    return f"<table><tbody>{rows}</tbody></table><p class=\"note\">{html.escape(_seeds_note(rs))}</p>"
+    rows = join(TEMPLATES.render("headline-row.html", label=k, value=v) for k, v in items)
+    return TEMPLATES.render("headline.html", rows=rows, note=_seeds_note(rs))
 
 
 def write_report(run: Any, seed: Optional[int] = None, out: Optional[Path | str] = None,

@@ -98,7 +98,7 @@ def healing_marks(run: Any, agent: str) -> list[dict[str, Any]]:
     if info is not None:
         per = info.get("intervals") or [info]
         return [dict(p) for p in per if isinstance(p.get("degraded_at"), int)]
-    from ..observe.metrics import self_healing
+    from ..observe.detection import self_healing
 
     n = rf.n_tasks
     states = rf.states()

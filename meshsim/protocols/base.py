@@ -55,7 +55,7 @@ class ProtocolContext:
     seed: int
     trace: Callable[..., None]
     tasks: Any = None
-    phases: list = field(default_factory=list)
+    phases: list[Any] = field(default_factory=list)
     backend: Any = None
     #: Called by task-driven protocols before task ``index`` (1-based) starts,
     #: so ``at_task`` events fire at the right point of the stream.
@@ -67,7 +67,7 @@ class ProtocolContext:
     #: Where finished record rows go, in file order (:class:`TableRows`, or a
     #: run folder's streaming writer); rows handed over are never touched again.
     tables: Any = field(default_factory=TableRows)
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,9 @@ class Protocol:
         return []
 
     def summary(self) -> dict[str, Any]:
+        """The protocol's own summary fields: what only it knows (its defences, learned
+        weights, ...). The observer's metrics of it come first
+        (:func:`meshsim.observe.summary.protocol_summary`); these are added after them."""
         return {}
 
     def close_records(self) -> None:
@@ -121,7 +124,8 @@ class Protocol:
     def output_tables(self) -> dict[str, list[dict[str, Any]]]:
         """Extra JSONL files for the run folder: ``{"tasks.jsonl": rows, ...}``,
         every table the protocol writes, each with the rows it has not already
-        streamed to ``ctx.tables`` (those come first in the file)."""
+        streamed to ``ctx.tables`` (those come first in the file). Tables the
+        observer derives are added by :func:`meshsim.observe.summary.protocol_tables`."""
         return {}
 
     def routing_tables(self) -> dict[str, "DistanceVector"]:

@@ -38,7 +38,7 @@ Rounds (``rounds_mode``):
 
 Nothing is filtered and no received answer is evaluated by the receiver:
 that is the vulnerability SAC removes (receiver-side scores). The global
-decision of the authors' engine (:func:`meshsim.observe.metrics.engine_decision`, the 0.5 threshold)
+decision of the authors' engine (:func:`meshsim.observe.consensus.engine_decision`, the 0.5 threshold)
 is what their RA reports for CP-WBFT; the metrics compute it as
 ``ra_authors`` beside the paper's RA (docs/sac.md).
 """

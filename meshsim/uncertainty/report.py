@@ -1,11 +1,11 @@
 """The tornado figure and the report of an uncertainty folder (``tornado.png``,
 ``report.html``; ``meshsim report DIR`` rewrites them). Everything is read
 from the folder's tables (uncertainty.json, ranking.csv, bands.csv,
-samples.csv), so a report can be rebuilt without rerunning anything.
+samples.csv), so a report can be rebuilt without rerunning anything. The
+report's HTML comes from templates/ (meshsim.plots.page: every value escaped).
 """
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -156,72 +156,55 @@ def tornado_figure(d: dict[str, Any]):
     return fig
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
-    b = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>"
-
-
 def band_text(b: dict[str, Any]) -> str:
     return f"{_fmt(b['band_p5'])} – {_fmt(b['band_p95'])}"
 
 
+def _templates():
+    from ..plots.page import Templates
+
+    return Templates(__package__ or "meshsim.uncertainty")
+
+
 def section(d: dict[str, Any], image: Optional[str] = None) -> str:
-    """The report section (HTML): design, bands with their classes, the tornado, the ranking."""
+    """The report section (HTML): design, bands with their classes, the tornado, the ranking.
+    ``image``: the tornado's ``<img>`` tag, built by :func:`write_report`."""
+    from ..plots.page import join, Markup, table
+
+    T = _templates()
     st = d["state"]
     bud = st["budget"]
-    parts = ["<h2>Uncertainty over the assumption ranges</h2>",
-             f'<p class="meta">profile <code>{html.escape(st["profile"])}</code> · {len(st["factors"])} factors · '
-             f'seeds {html.escape(", ".join(map(str, st["seeds"])))} (the same at every sample) · budget '
-             f'{bud["runs"]} runs, {bud["used"]} used: 1 base + {bud["morris_trajectories"]} Morris trajectories '
-             f'({bud["morris_samples"]} samples) + {bud["ends"]} ends + {bud["lhs"]} Latin-hypercube samples over '
-             f'the top {bud["top"]} ({html.escape(", ".join(st["top"] or []))}) · design seed {st["design_seed"]}</p>']
     rows = []
     for b in d["bands"]:
         rows.append([b["metric"], _fmt(b["base_mean"]), _fmt(b["seed_sd"]), _fmt(b["band_p50"]), band_text(b),
                      f"{_fmt(b['band_min'])} – {_fmt(b['band_max'])}", str(b["n_samples"]), _fmt(b["paper"]),
                      b["class"] or ""])
-    parts.append("<h3>Prediction bands</h3>" + _table(
-        ["metric", "base mean", "seed sd", "band median", "band 5–95 %", "band min – max", "samples", "paper",
-         "class"], rows)
-        + '<p class="note">base: the profile as it is, over the seeds (seed sd: the spread of one run). Band: '
-          "the seed mean of each Latin-hypercube sample over the top factors (the others at the base): how far the "
-          "prediction moves over the assumptions. Robust agreement: the paper inside a band no wider than 2 seed "
-          "sd; robust disagreement: the paper outside the 5–95 % band; assumption-bound: inside a wider band.</p>")
-    if image:
-        parts.append(f"<figure><h3>Tornado</h3>{image}<figcaption>Each top factor moved alone to the low (blue) and "
-                     "high (orange) end of its range, the others at the base; rows ordered by how far that moves the metric "
-                     "(\u201cmoves\u201d: the span of the bars). The screening μ* beside it chose the band's factors "
-                     "(over every metric); it is measured on Morris steps of ⅔ elsewhere in the space, so it can be "
-                     "small where the bars are long.</figcaption>"
-                     "</figure>")
+    bands = table(["metric", "base mean", "seed sd", "band median", "band 5–95 %", "band min – max", "samples",
+                   "paper", "class"], rows)
+    tornado_html = join([T.render("tornado.html", image=Markup(image)), "\n"]) if image else ""
+    rankings = []
     for m in st["metrics"]:
         rk = sorted((r for r in d["ranking"] if r["metric"] == m), key=lambda r: r["rank"])
-        parts.append(f"<h3>Morris ranking: {html.escape(m)}</h3>" + _table(
+        rankings += [T.render("ranking.html", metric=m, table=table(
             ["rank", "factor", "μ*", "± (95 %)", "σ", "μ", "range", "in band"],
             [[str(r["rank"]), r["factor"], _fmt(r["mu_star"]), _fmt(r["mu_star_conf"]), _fmt(r["sigma"]),
               _fmt(r["mu"]), f"{_fmt(r['low'])} – {_fmt(r['high'])}" + (" ×" if r["scale"] else ""),
-              "●" if r["in_band"] else ""] for r in rk]))
-    parts.append('<p class="note">μ*: mean absolute elementary effect of moving the factor across its range, in '
-                 "the metric's units (about the change from its low to its high end); σ: how much that effect "
-                 "depends on the other factors (interactions, non-linearity); ±: 95 % bootstrap half-width of "
-                 "μ*. μ*'s trajectories: ranking.csv.</p>")
-    return "\n".join(parts)
+              "●" if r["in_band"] else ""] for r in rk])), "\n"]
+    return T.render("section.html", profile=st["profile"], factors=len(st["factors"]),
+                    seeds=", ".join(map(str, st["seeds"])), runs=bud["runs"], used=bud["used"],
+                    trajectories=bud["morris_trajectories"], morris=bud["morris_samples"], ends=bud["ends"],
+                    lhs=bud["lhs"], top=bud["top"], top_names=", ".join(st["top"] or []),
+                    design_seed=st["design_seed"], bands=bands, tornado=tornado_html, rankings=join(rankings))
 
 
 def build_report(folder: Path | str, image: Optional[str] = None) -> str:
+    """report.html's text (templates/report.html); ``image`` as in :func:`section`."""
     from ..plots.report import _CSS
 
     d = load(folder)
     st = d["state"]
-    name = st["scenario"]["name"]
-    return "\n".join([f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(name)} uncertainty — "
-                      f"meshsim</title><style>{_CSS}</style></head><body>",
-                      f"<h1>{html.escape(name)}: uncertainty</h1>",
-                      f'<p class="meta">folder <code>{html.escape(str(folder))}</code> · scenario '
-                      f'<code>{html.escape(str(st["scenario"]["source"]))}</code></p>',
-                      section(d, image),
-                      '<p class="meta">written by meshsim uncertainty from the folder\'s tables.</p></body></html>\n'])
+    return _templates().render("report.html", name=st["scenario"]["name"], css=_CSS, folder=str(folder),
+                               source=str(st["scenario"]["source"]), section=section(d, image)) + "\n"
 
 
 def write_report(folder: Path | str) -> list[Path]:

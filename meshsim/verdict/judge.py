@@ -55,7 +55,7 @@ def read_runs(folder: Path, key: str, seeds: list[int], paths: list[str]
 
 
 def _band(values: list[Optional[float]]) -> Optional[dict[str, Any]]:
-    from ..observe.metrics import quantile
+    from ..observe.aggregate import quantile
 
     xs = [x for x in values if x is not None]
     if not xs:

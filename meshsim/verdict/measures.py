@@ -31,7 +31,7 @@ __all__ = ["Measure", "MEASURES", "EVENTS", "clopper_pearson", "runs_to_show", "
 
 CONF = 0.95
 
-#: the rule behind ``collapse.occurred`` (meshsim.observe.metrics; docs/outputs.md)
+#: the rule behind ``collapse.occurred`` (meshsim.observe.collapse; docs/outputs.md)
 COLLAPSE_RULE = ("an ability collapses at task k when its holders that are present and healthy at k are not none and "
                  "every one of them is isolated at k (summary.json collapse.occurred: some ability collapsed at some "
                  "task)")

@@ -12,7 +12,8 @@ import meshsim
 from meshsim.cli import main
 from meshsim.core.errors import ScenarioError
 from meshsim.scenario.fields import parse_seeds
-from meshsim.observe.metrics import detection_summary, quantile, self_healing
+from meshsim.observe.aggregate import quantile
+from meshsim.observe.detection import detection_summary, self_healing
 
 STAGGERED = "scenarios/meshheal/staggered-math.yaml"
 

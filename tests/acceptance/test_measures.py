@@ -22,7 +22,7 @@ import meshsim
 from meshsim.cli import main
 from meshsim.observe.collapse import collapse_clause, collapse_summary
 from meshsim.core.errors import InputError
-from meshsim.observe.metrics import detection_summary, self_healing
+from meshsim.observe.detection import detection_summary, self_healing
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")

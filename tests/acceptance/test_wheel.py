@@ -63,6 +63,10 @@ def test_the_wheel_holds_every_shipped_file_byte_for_byte(wheel):
                 seen.add(name.split("/")[2])
         assert {"scenarios", "backends", "datasets"} <= seen
         assert any(n.startswith("meshsim/workload/prompts/templates/") for n in names)
+        # the reports' templates (issue 31), every one of them
+        for pkg in ("plots", "uncertainty"):
+            for f in (ROOT / "meshsim" / pkg / "templates").iterdir():
+                assert z.read(f"meshsim/{pkg}/templates/{f.name}") == f.read_bytes(), f
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 

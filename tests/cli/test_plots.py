@@ -137,7 +137,7 @@ def sac_dirs(tmp_path_factory) -> list[Path]:
                 write_jsonl(sd / "queries.jsonl", [{"query": 1, "round": 0, "agent": "A1", "correct": True}])
                 summaries.append(summary)
             if len(seeds) > 1:
-                from meshsim.observe.metrics import aggregate
+                from meshsim.observe.aggregate import aggregate
 
                 (d / "aggregate.json").write_text(json.dumps({"scenario": d.name, "seeds": seeds,
                                                               "metrics": aggregate(summaries)}))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import meshsim
 from meshsim.core.errors import MeshsimError
-from meshsim.observe.ledger import ExactSum, ReviewLedger, TaskLedger
+from meshsim.protocols.ledger import ExactSum, ReviewLedger, TaskLedger
 from meshsim.io.records import TableWriter, read_records, write_records
 from meshsim.io.runfolder import comparable_files
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import meshsim
-from meshsim.observe.metrics import route_losses
+from meshsim.observe.routing import route_losses
 
 ADV = Path(__file__).resolve().parents[2] / "scenarios" / "adversarial"
 

@@ -291,7 +291,7 @@ def test_cpwbft_mean_confidence_choice():
 
 
 def test_cpwbft_engine_decision():
-    from meshsim.observe.metrics import engine_decision as decide
+    from meshsim.observe.consensus import engine_decision as decide
 
     # below-threshold confidences are dropped within a group: "7" keeps only its 0.9
     assert decide([("5", 0.8), ("7", 0.9), ("7", 0.1)]) == "7"

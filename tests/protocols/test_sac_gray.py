@@ -18,7 +18,7 @@ import pytest
 import meshsim
 from meshsim.backends.fake_consensus import ConsensusFakeBackend
 from meshsim.core.errors import InputError, ScenarioError
-from meshsim.observe.metrics import consensus_accuracy, gray_phase
+from meshsim.observe.consensus import consensus_accuracy, gray_phase
 from meshsim.io.records import read_records
 from meshsim.scenario.model import build_graph, check_semantics
 

@@ -243,16 +243,16 @@ def test_an_uncertainty_study_writes_no_secret_anywhere(tmp_path, monkeypatch):
         return plan
 
     monkeypatch.setattr(ucore, "_sweep_plan", planted)
-    from meshsim.sweep import core as score
+    from meshsim.sweep import folder as sfolder
 
-    def inputs(plan, real=score.plan_inputs):  # the planted `notes` is no scenario key: the input check skips it
+    def inputs(plan, real=sfolder.plan_inputs):  # the planted `notes` is no scenario key: the input check skips it
         import copy as _copy
 
         bare = _copy.copy(plan)
         bare.base = {k: v for k, v in plan.base.items() if k != "notes"}
         return real(bare)
 
-    monkeypatch.setattr(score, "plan_inputs", inputs)
+    monkeypatch.setattr(sfolder, "plan_inputs", inputs)
     out = tmp_path / "study"
     res = CliRunner().invoke(main, ["uncertainty", str(tmp_path / "small.yaml"), "--metric",
                                     "detection.false_isolations", "--budget", "50", "--seeds", "1-2", "--top", "2",

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from meshsim.cli import main
 from meshsim.core.errors import ScenarioError
 from meshsim.protocols.base import Timer
-from meshsim.simulate.runner import _check_timers
+from meshsim.simulate.world import check_timers as _check_timers
 from meshsim.scenario.model import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

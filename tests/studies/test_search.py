@@ -118,14 +118,15 @@ def test_the_recommended_setting_reproduces_with_meshsim_run(study, tmp_path):
 def test_the_sampler_is_seeded_per_search_seed_and_trial():
     import optuna
 
-    from meshsim.sweep.search import SearchPlan, _sampler
+    from meshsim.sweep.search import SearchPlan
+    from meshsim.sweep.search.study import seeded_sampler
 
     def first_asks(seed):
         sp = SearchPlan(None, SearchSpec([parse_range("a=0:1")], [Objective("m", "minimize")], batch=3, seed=seed))
         study = optuna.create_study(directions=["minimize"])
         out = []
         for n in range(3):
-            study.sampler = _sampler(sp, n)
+            study.sampler = seeded_sampler(sp, n)
             out.append(study.ask({"a": sp.spec.ranges[0].distribution()}).params["a"])
         return out
 
@@ -281,7 +282,8 @@ def test_range_and_constraint_parsing():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from meshsim.sweep.search import _dominates, _nondominated, _order, _recommend, interval_dominates  # noqa: E402
+from meshsim.sweep.search.front import (_dominates, _nondominated, _order, _recommend,  # noqa: E402
+                                        interval_dominates)
 from meshsim.sweep.stats import distinguishable, interval  # noqa: E402
 
 
@@ -378,7 +380,7 @@ def test_intervals_of_rates_and_counts_stay_in_their_range():
     iv = clip(raw, metric_bounds("detection.false_isolation_rate"))
     assert raw.lo < 0 and iv.lo == 0.0 and (iv.mean, iv.hi, iv.n) == (raw.mean, raw.hi, 3)
     assert clip(interval([0.9, 1.0, 1.0]), (0.0, 1.0)).hi == 1.0
-    from meshsim.plots.sweeps import Cell, _in_range  # the sweep report's table clips the same way
+    from meshsim.plots.sweeps.data import Cell, _in_range  # the sweep report's table clips the same way
 
     c = _in_range(Cell(raw.mean, raw.se, raw.lo, raw.hi, 3, {}, [], 1), "detection.false_isolation_rate")
     assert (c.lo, c.hi) == (0.0, raw.hi)
@@ -410,19 +412,20 @@ def test_objectives_keep_their_command_line_order():
 
 
 def test_a_journal_line_cut_by_kill_9_and_a_stale_lock_do_not_block_the_rerun(tmp_path):
-    from meshsim.sweep.search import SearchPlan, _open_study
+    from meshsim.sweep.search import SearchPlan
+    from meshsim.sweep.search.study import open_study
 
     sp = SearchPlan(None, SearchSpec([parse_range("a=0:1")], [Objective("m", "minimize")], batch=2))
-    study = _open_study(sp, tmp_path)
+    study = open_study(sp, tmp_path).study
     t = study.ask({"a": sp.spec.ranges[0].distribution()})
     study.tell(t.number, [0.5])
     with open(tmp_path / "study.journal", "ab") as fh:
         fh.write(b'{"op_code": 4, "worker_id": "x", "trial_id"')  # a write cut short
     (tmp_path / "study.journal.lock").write_text("")  # the journal's lock, left by the killed process
-    again = _open_study(sp, tmp_path)
+    again = open_study(sp, tmp_path).study
     assert [x.values for x in again.get_trials()] == [[0.5]]
     again.tell(again.ask({"a": sp.spec.ranges[0].distribution()}).number, [0.25])
-    assert [x.values for x in _open_study(sp, tmp_path).get_trials()] == [[0.5], [0.25]]
+    assert [x.values for x in open_study(sp, tmp_path).study.get_trials()] == [[0.5], [0.25]]
 
 
 def test_no_feasible_setting_gives_no_recommendation(tmp_path):
@@ -442,29 +445,33 @@ def test_no_feasible_setting_gives_no_recommendation(tmp_path):
 def test_a_trial_cut_mid_ask_gets_the_parameters_the_uninterrupted_ask_drew(number, held):
     import optuna
 
-    from meshsim.sweep.search import SearchPlan, _params, _sampler
+    from meshsim.sweep.optuna_seam import Trials
+    from meshsim.sweep.search import SearchPlan
+    from meshsim.sweep.search.study import seeded_sampler, trial_params
 
     sp = SearchPlan(None, SearchSpec([parse_range("a=0:1"), parse_range("b=1:100:log"), parse_range("c=2:9:int")],
                                      [Objective("m", "minimize"), Objective("n", "minimize")], batch=3, seed=5))
     dists = {r.path: r.distribution() for r in sp.spec.ranges}
 
-    def study_with(n):  # trials 0..n-1 asked and told as the search does
-        study = optuna.create_study(directions=["minimize", "minimize"])
+    def study_with(n, storage=None):  # trials 0..n-1 asked and told as the search does
+        study = optuna.create_study(storage=storage, directions=["minimize", "minimize"])
         for k in range(n):
-            study.sampler = _sampler(sp, k)
+            study.sampler = seeded_sampler(sp, k)
             t = study.ask(fixed_distributions=dists)
             study.tell(t.number, [t.params["a"] + t.params["c"], t.params["b"] - t.params["a"]])
         return study
 
     whole = study_with(number)
-    whole.sampler = _sampler(sp, number)
+    whole.sampler = seeded_sampler(sp, number)
     want = whole.ask(fixed_distributions=dists).params
-    cut = study_with(number)
-    tid = cut._storage.create_new_trial(cut._study_id)
+    storage = optuna.storages.InMemoryStorage()
+    cut = study_with(number, storage)
+    cut_trials = Trials(cut, storage)
+    tid = storage.create_new_trial(cut_trials.study_id)
     for r in sp.spec.ranges[:held]:  # what reached the journal before the kill
-        cut._storage.set_trial_param(tid, r.path, dists[r.path].to_internal_repr(want[r.path]), dists[r.path])
-    cut.sampler = _sampler(sp, 0)  # a resumed process: whatever sampler the study was opened with
-    got = _params(sp, cut, cut.get_trials(deepcopy=False)[number])
+        storage.set_trial_param(tid, r.path, dists[r.path].to_internal_repr(want[r.path]), dists[r.path])
+    cut.sampler = seeded_sampler(sp, 0)  # a resumed process: whatever sampler the study was opened with
+    got = trial_params(sp, cut_trials, cut.get_trials(deepcopy=False)[number])
     assert got == want
 
 
@@ -473,7 +480,8 @@ def test_refinement_spends_seeds_where_the_recommendation_is_decided_and_drops_a
     ends of the front; a point that broke ``missed==0`` on a refinement seed is never recommended."""
     from types import SimpleNamespace
 
-    from meshsim.sweep.search import SearchPlan, _refine
+    from meshsim.sweep.search import SearchPlan
+    from meshsim.sweep.search.front import refine
 
     import numpy as np
 
@@ -508,7 +516,7 @@ def test_refinement_spends_seeds_where_the_recommendation_is_decided_and_drops_a
 
     runner = Runner()
     complete = [SimpleNamespace(number=i, user_attrs={"point": k}) for i, k in enumerate(table)]
-    rows, rec = _refine(sp, runner, complete, lambda m: None)
+    rows, rec = refine(sp, runner, complete, lambda m: None)
     grown = {k for k, _s in runner.ran}
     assert ("trap", 4) in runner.ran  # it led after the trials' seeds, so it was refined ...
     assert rec["point"] != "trap" and "trap" not in {r["point"] for r in rows}  # ... and seed 4 ruled it out
@@ -579,7 +587,8 @@ def test_a_search_folders_trade_off_draws_its_objectives_its_violators_and_its_r
 
 
 def test_a_search_folders_report_section_states_the_recommendation(study):
-    from meshsim.plots.sweeps import _search_section, open_sweep, search_info
+    from meshsim.plots.sweeps import open_sweep, search_info
+    from meshsim.plots.sweeps.report import _search_section
 
     out, _ = study
     rec = json.loads((out / "recommended.json").read_text())

@@ -350,7 +350,7 @@ def test_a_folder_in_use_is_refused(small_sweep):
                                         "--seeds", "1-2", "--out", str(out)])
     assert res.exit_code == 2 and not res.stdout, res.output
     (line,) = res.stderr.strip().splitlines()
-    assert "another meshsim sweep is writing this folder" in line
+    assert "in use by another meshsim sweep (" in line
 
 
 # ----------------------------------------------------------------------------------- figures

@@ -142,7 +142,7 @@ def test_an_exception_in_the_sweep_process_stops_the_pool(tmp_path, monkeypatch)
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(executors.PoolExecutor, "run", spy)
-    monkeypatch.setattr(core, "_write_run", broken)
+    monkeypatch.setattr(core, "write_run", broken)
     plan = plan_sweep(STAGGERED, ["protocol.params.beta=2,2.5,3,3.5"], seeds="1-2", smoke=True)
     with pytest.raises(OSError, match="No space left"):
         run_sweep(plan, tmp_path / "s", workers=2, quiet=True)

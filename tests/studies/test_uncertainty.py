@@ -367,7 +367,7 @@ def test_reproduce_rows_get_the_band_of_the_stored_study(study, small, tmp_path,
     results = run_experiments([exp], tmp_path / "rep")
     info = rb.add_bands("t", [exp], results, tmp_path / "rep", 1, out, 3)
     assert info["experiments"] == ["x"] and info["samples"] == 3 and info["available"] == 10
-    from meshsim.observe.metrics import quantile
+    from meshsim.observe.aggregate import quantile
 
     lhs = [s for s in _rows(out / "samples.csv") if s["stage"] == "lhs"][:3]
     acc, fi = results[0]["cells"]

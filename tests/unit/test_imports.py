@@ -75,8 +75,8 @@ def test_graph_reader_sees_imports():
     G = import_graph()
     assert G.has_edge("meshsim.simulate.runner", "meshsim.scenario.model")
     assert G.has_edge("meshsim.graphs.plain", "meshsim.graphs.registry")
-    assert G.has_edge("meshsim.scenario.model", "meshsim.scenario.events")  # a top-level import
-    assert G.has_edge("meshsim.cli", "meshsim.plots.report")
+    assert G.has_edge("meshsim.scenario.loading", "meshsim.scenario.events")  # a top-level import
+    assert G.has_edge("meshsim.cli.figures", "meshsim.plots.report")
     # a package's __init__ runs before its module: importing meshsim.scenario.model depends on meshsim.scenario.model
     assert G.has_edge("meshsim.simulate.runner", "meshsim.scenario.model")
     assert not G.has_edge("meshsim.simulate.runner", "meshsim.simulate")  # its own package runs first anyway
@@ -100,6 +100,15 @@ def test_top_of_the_package_holds_the_api_and_the_cli_only():
     most five modules besides __init__, cli and __main__."""
     top = sorted(f.stem for f in PKG.glob("*.py") if f.stem not in {"__init__", "cli", "__main__"})
     assert len(top) <= 5, top
+
+
+def test_protocols_never_import_the_observer():
+    """Issue 31: the protocols record, the observer reads; no protocol module imports meshsim.observe
+    (not even from inside a function), so metrics sit above the rules they measure."""
+    G = import_graph()
+    assert G.has_edge("meshsim.observe.summary", "meshsim.protocols.execution")  # the reader sees the edge down
+    up = sorted(f"{u} -> {v}" for u, v in G.edges if u.startswith("meshsim.protocols") and v.startswith("meshsim.observe"))
+    assert not up, up
 
 
 def test_no_import_circles():

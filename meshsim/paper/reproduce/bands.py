@@ -367,7 +367,7 @@ def _band_group(which: str, exps: list[Experiment], by_key: dict[str, dict[str, 
                 why: dict[str, str]) -> dict[str, Any]:
     """Band ``exps`` over one group of studies (their joined positions); the group's part of the note."""
     from ...backends.provenance import factor_overrides
-    from ...observe.metrics import quantile
+    from ...observe.aggregate import quantile
 
     folders = group["folders"]
     states, positions, available = joint_positions(folders, n)

@@ -6,6 +6,9 @@ Every mean here equals ``statistics.fmean`` over the full list it replaces, to
 the last bit: sums are kept exactly (:class:`ExactSum`, Shewchuk's partials)
 and rounded once, as ``math.fsum`` rounds, so summary.json stays byte-identical
 (tests/test_ledger.py checks it against the list form).
+
+The ledgers sit with the protocols that feed them, so that no protocol imports
+the observer (meshsim.observe reads them at the run's end).
 """
 from __future__ import annotations
 
@@ -129,7 +132,7 @@ class _Group:
 
 class ReviewLedger:
     """reviews.jsonl, row by row in file order: MeshHeal App. C.5 / Tab. C8's
-    counts (:func:`meshsim.observe.metrics.review_audit`) and each agent's reviewed
+    counts (:func:`meshsim.observe.detection.review_audit`) and each agent's reviewed
     outputs (task indices; the detector's evidence)."""
 
     def __init__(self, tau: float):

@@ -1,0 +1,5 @@
+"""``python -m meshsim.cli``: the command line."""
+from . import main
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
