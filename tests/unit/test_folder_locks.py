@@ -14,7 +14,7 @@ from meshsim.sweep.folder import SWEEP_LOCK, lock_folder
 from meshsim.uncertainty.core import LOCK as UNCERTAINTY_LOCK
 from meshsim.verdict.core import LOCK as VERDICT_LOCK
 
-PACKAGE = Path(__file__).resolve().parents[1] / "meshsim"
+PACKAGE = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file()) / "meshsim"
 
 
 @pytest.mark.parametrize("name, what", [(LOCK_NAME, "run"), (SWEEP_LOCK, "sweep"),
