@@ -20,7 +20,8 @@ from ..net.network import Network
 from ..observe.routing import RoutingConvergence
 from ..observe.summary import protocol_summary, protocol_tables
 from ..protocols import PROTOCOLS, ProtocolContext
-from ..protocols.base import TableRows
+from ..protocols.base import Protocol, TableRows
+from ..protocols.llm import Bridge
 from ..scenario.model import Scenario, agent_abilities, build_graph, check_semantics
 
 __all__ = ["RunResult", "RunContext", "World", "Progress", "build", "simulate", "check_timers", "finite"]
@@ -66,10 +67,21 @@ class RunContext:
         self.env = env
         self.net = net
         self.trace = trace
-        self.protocol: Any = None
+        self._protocol: Optional[Protocol] = None
         self.partitioned: set[tuple[str, str]] = set()
         self.abilities: dict[str, list[str]] = {}
         self.targets: list[str] = []
+
+    @property
+    def protocol(self) -> Protocol:
+        """The run's protocol (set once it is built, before any event can fire)."""
+        if self._protocol is None:
+            raise SimulationError("an event fired before the protocol was built")
+        return self._protocol
+
+    @protocol.setter
+    def protocol(self, protocol: Protocol) -> None:
+        self._protocol = protocol
 
     # -- links -------------------------------------------------------------
     def link_pairs(self) -> list[tuple[str, str]]:
@@ -120,11 +132,7 @@ class RunContext:
 
     def degrade_share(self, share: float) -> list[str]:
         """``degrade`` with ``share``: the protocol draws the agents (SAC, CP-WBFT)."""
-        pick = getattr(self.protocol, "degrade_share", None)
-        if pick is None:
-            raise InputError("'share' needs a protocol that picks degradable agents (SAC, CP-WBFT)",
-                             field="share", value=share)
-        return pick(share)
+        return self.protocol.degrade_share(share)
 
     def set_role(self, agent: str, role: str) -> None:
         self.protocol.set_role(agent, role)
@@ -246,14 +254,16 @@ def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
 def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tracer: "_Trace", net: Network,
                ctx: RunContext, backend: Any) -> World:
     level = scenario.output.trace
-    pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
-                           trace=lambda type_, **data: tracer.emit(env, type_, **data),
-                           tasks=scenario.tasks, phases=scenario.phases, backend=backend)
-    pctx.extra["roles"] = dict(scenario.agents.roles)  # consensus protocols (SAC, CP-WBFT)
+    tasks_file = None
     if scenario.tasks is not None and scenario.tasks.file:
         tf = Path(scenario.tasks.file)
         base = scenario.base_dir
-        pctx.extra["tasks_file"] = tf if tf.is_absolute() or base is None else base / tf
+        tasks_file = tf if tf.is_absolute() or base is None else base / tf
+    bridge = Bridge(env, backend)  # async calls of one instant, all agents together (fakes never use it)
+    pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
+                           trace=lambda type_, **data: tracer.emit(env, type_, **data),
+                           tasks=scenario.tasks, phases=scenario.phases, backend=backend,
+                           roles=dict(scenario.agents.roles), tasks_file=tasks_file, bridge=bridge)
     proto_cls = PROTOCOLS[scenario.protocol.name]
     protocol = proto_cls(scenario.protocol.params, pctx)
     ctx.protocol = protocol
@@ -365,8 +375,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
     # How calls were served (cassette hits, wall time, retries, calls on the wire
     # together) is not a result: a replay serves the same replies from a file.
     transport = dict(backend.transport())
-    bridge = getattr(env, "_llm_bridge", None)
-    if bridge is not None:
+    if bridge.used:
         transport["max_in_flight"] = bridge.max_in_flight
         transport["batches"] = bridge.batches
     if transport and not backend.replayable:

@@ -115,7 +115,10 @@ def test_property_4_3_on_the_filter(data):
         reliable = [scores[j] for j in scores if j not in B]
         assert reliable  # F-local and degree >= F+1 leave a reliable neighbour
         bound = min(reliable + [self_score])
-        assert min(scores[k] for k in kept) >= bound
+        # F-local bounds only the honest agents' Byzantine neighbours: a faulty agent may have more than F,
+        # and then trimming F cannot remove them all, so the bound is the paper's only where at most F are.
+        if sum(1 for j in scores if j in B) <= F:
+            assert min(scores[k] for k in kept) >= bound
         if i not in B:  # the paper's statement for reliable agents, S_i including i itself
             assert all(scores[k] >= min(reliable + [self_score]) for k in kept)
 
