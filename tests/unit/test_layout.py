@@ -26,3 +26,16 @@ def test_every_folder_with_tests_is_a_layer_package_named_in_the_readme():
         assert rel in layers, f"tests/{rel}/ holds tests but is not a layer of tests/README.md"
         assert (d / "__init__.py").is_file(), f"tests/{rel}/ has no __init__.py"
     assert (TESTS / "__init__.py").is_file()
+
+
+def test_every_test_file_named_in_the_checkout_exists():
+    """A test moved to another layer leaves no stale path behind in the docs, the code or CI."""
+    root = TESTS.parent
+    where = [root / "README.md", root / "pyproject.toml", root / ".ci" / "run", *sorted((root / "docs").glob("*.md")),
+             *sorted((root / "docs").glob("*.py")), *sorted((root / "meshsim").rglob("*.py")),
+             *sorted(TESTS.rglob("*.py")), *sorted((TESTS / "data").rglob("*.yaml"))]
+    named = {(p.relative_to(root).as_posix(), m) for p in where
+             for m in re.findall(r"\btests/[\w/]+\.py\b", p.read_text(errors="replace"))}
+    assert len(named) > 10  # the search reads what it should
+    stale = sorted((p, m) for p, m in named if not (root / m).is_file())
+    assert not stale, f"paths of test files that do not exist (file, path): {stale}"
