@@ -5,7 +5,7 @@ its controllers. These :class:`typing.Protocol` classes name every attribute and
 method it reads, so a protocol satisfies one by having them (structurally: no base
 class to inherit) and a checker (mypy) sees a missing or renamed record. Each is
 read-only (properties): the observer never writes to a protocol. The views a
-protocol family must satisfy are runtime-checkable (tests/test_observer_views.py).
+protocol family must satisfy are runtime-checkable (tests/protocols/test_observer_views.py).
 
 * :class:`RoutingView`: routing tables (``RoutingConvergence``), every protocol;
 * :class:`ExecutionView`: the shared execution layer

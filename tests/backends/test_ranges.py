@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,7 @@ from meshsim.backends.profiles import override_profile
 from meshsim.backends.provenance import assumption_factors, explain_rows, factor_overrides, range_for
 from meshsim.cli import main
 from meshsim.core.errors import InputError
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
 #: profiles excluded from the range checks (none: every shipped fake profile has its ranges)
@@ -35,13 +35,6 @@ def _fake_profiles() -> list[Path]:
 
 FAKES = _fake_profiles()
 MESHHEAL = [p for p in FAKES if yaml.safe_load(p.read_text()).get("kind") == "fake"]
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
 
 
 def test_the_shipped_fakes_are_all_covered():

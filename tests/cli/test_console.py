@@ -9,23 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import meshsim.simulate.console as console
 from meshsim.cli import main
 from meshsim.simulate.console import ProgressLines, collapse_line, next_steps, seed_lines
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = str(ROOT / "scenarios/meshheal/staggered-math.yaml")
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def _run(*args: str):
