@@ -48,6 +48,7 @@ import yaml
 
 from ..core.errors import InputError
 from ..core.calls import CallKind
+from ..core.files import load_yaml
 from .replay import read_cassette, text_digest
 
 __all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile", "tally", "Tally", "Fit", "FITTERS"]
@@ -180,7 +181,7 @@ def _base(base: Optional[str]) -> dict[str, Any]:
     from .profiles import find_profile
 
     path = find_profile(base or "fake-default", None)
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path, "profile")
     if data.get("kind") != "fake":
         raise InputError("the base profile must be a fake profile", file=str(path))
     return data

@@ -53,7 +53,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
     path = Path(path)
     data = load_yaml(path, "profile")
     if overrides:
-        data = apply_overrides(data, overrides, path.stem)
+        data = override_profile(data, overrides, path.stem)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -72,7 +72,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
         raise InputError(msg, file=str(path), field=loc or None) from None
 
 
-def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
+def override_profile(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
     """A copy of profile ``data`` with ``overrides`` (dotted path -> value) applied
     (``source`` names the profile in error messages).
 
@@ -81,25 +81,15 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] 
     """
     if not isinstance(overrides, dict):
         raise InputError("must be a mapping of dotted profile path -> value", field="overrides", value=overrides)
+    from ..core.dotted import PathError, set_path
+
     data = copy.deepcopy(data)
     for path, value in overrides.items():
-        parts = str(path).split(".")
-        cur = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(cur, dict) and part in cur:
-                if last:
-                    cur[part] = value
-                else:
-                    cur = cur[part]
-            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-                if last:
-                    cur[int(part)] = value
-                else:
-                    cur = cur[int(part)]
-            else:
-                where = f" {source}" if source else ""
-                raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value)
+        try:
+            set_path(data, str(path).split("."), value, create=False)
+        except PathError:
+            where = f" {source}" if source else ""
+            raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value) from None
     return data
 
 

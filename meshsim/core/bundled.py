@@ -3,7 +3,7 @@
 They live under ``meshsim/data/`` and are found through :mod:`importlib.resources`, so an installed
 wheel finds them from any folder. In a checkout ``meshsim/data/scenarios`` and ``meshsim/data/backends``
 are symbolic links to the top-level ``scenarios/`` and ``backends/`` that README and docs use: one
-source of truth, which setuptools follows when it builds the wheel (tests/test_wheel.py builds one).
+source of truth, which setuptools follows when it builds the wheel (tests/acceptance/test_wheel.py builds one).
 (Not :func:`meshsim.core.files.shipped`: those are a sweep's input files sent to a Dask worker.)
 
 ``meshsim scenarios`` lists the examples (:func:`examples`), ``meshsim scenarios copy`` copies one out

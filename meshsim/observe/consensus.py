@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .aggregate import agent_order, mean_of
+from ..core.names import node_order
+from .aggregate import mean_of
 from .views import ConsensusView
 
 __all__ = ["engine_decision", "consensus_query_row", "GRAY_PHASES", "gray_phase", "consensus_accuracy",
@@ -97,7 +98,7 @@ def consensus_query_row(row: Mapping[str, Any], T: int) -> dict[str, Any]:
         start=row["start"], end=row.get("end"))
     if row.get("degraded"):
         # gray failures: agent -> the first round of this query it ran degraded
-        out["degraded"] = dict(sorted(row["degraded"].items(), key=lambda kv: agent_order(kv[0])))
+        out["degraded"] = dict(sorted(row["degraded"].items(), key=lambda kv: node_order(kv[0])))
     return out
 
 
@@ -152,7 +153,7 @@ def gray_summary(rows: list[dict], T: int, log: Sequence[Mapping[str, Any]]) -> 
     after the gray failures), which agents were degraded and when."""
     phases = gray_phase(rows)
     out: dict[str, Any] = {"changes": list(log), "agents": sorted({a for q in rows for a in (q.get("degraded") or {})},
-                                                                   key=agent_order),
+                                                                   key=node_order),
                            "first_query": next((q["query"] for q, p in zip(rows, phases) if p == "degraded"), None),
                            "by_phase": {}}
     for ph in GRAY_PHASES:

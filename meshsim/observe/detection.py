@@ -7,7 +7,8 @@ import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..protocols.ledger import ReviewLedger
-from .aggregate import agent_order, frac, mean_of, quantile
+from ..core.names import node_order
+from .aggregate import frac, mean_of, quantile
 
 __all__ = ["degradation_intervals", "self_healing", "review_audit", "detection_summary", "first_isolation"]
 
@@ -208,7 +209,7 @@ def detection_summary(episodes: list[dict[str, Any]], states: Sequence[Mapping[s
                false_isolations=len(false_agents),
                false_isolation_rate=frac(len(false_agents), len(ever_healthy)),
                false_isolation_events=false_events,
-               falsely_isolated=sorted(false_agents, key=agent_order),
+               falsely_isolated=sorted(false_agents, key=node_order),
                never_degraded_isolated=len(iso_healthy),
                never_degraded_isolated_rate=frac(len(iso_healthy), len(healthy)),
                degraded_isolated_while_healthy=len(false_agents & degraded),

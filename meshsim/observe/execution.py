@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..core.names import node_order
 from .adversarial import adversarial_summary
 from .collapse import collapse_summary
 from .detection import degradation_intervals, detection_summary, self_healing
@@ -35,7 +36,7 @@ def execution_summary(proto: ExecutionView) -> dict[str, Any]:
     own_states: dict[str, list[Mapping[str, Any]]] = {}
     for s in states:
         own_states.setdefault(s["agent"], []).append(s)
-    for a in sorted(intervals, key=lambda x: (len(x), x)):
+    for a in sorted(intervals, key=node_order):
         per = [self_healing(own_states.get(a, []), b, r, n, a, outputs.get(a, [])) for b, r in intervals[a]]
         episodes += per
         missed += sum(1 for p in per if p["isolated_at"] is None)
@@ -59,7 +60,7 @@ def execution_summary(proto: ExecutionView) -> dict[str, Any]:
         "detection": detection_summary(episodes, states, proto.K, intervals, n),
         "collapse": collapse_summary(n, states, intervals, proto.topology_rows, proto.K),
         "isolated_at_end": sorted((a for a, s in isolated_end.items() if s == "isolated"),
-                                  key=lambda x: (len(x), x)),
+                                  key=node_order),
         "state_changes": len(states),
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
     }

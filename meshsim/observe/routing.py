@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .aggregate import agent_order, frac
+from ..core.names import node_order
+from .aggregate import frac
 from .views import RoutingView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,5 +125,5 @@ def route_losses(lost_rows: Iterable[tuple], start: int, liars: Iterable[str]) -
         at = sum(c for a, c in by.items() if a in liars)
         out[kind] = {"tasks": n, "at_liars": at, "at_liars_share": frac(at, n),
                      # the ten agents holding most of them last, most first: [agent, tasks] pairs
-                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], agent_order(e[0])))[:10]]}
+                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], node_order(e[0])))[:10]]}
     return out

@@ -5,7 +5,7 @@ its controllers. These :class:`typing.Protocol` classes name every attribute and
 method it reads, so a protocol satisfies one by having them (structurally: no base
 class to inherit) and a checker (mypy) sees a missing or renamed record. Each is
 read-only (properties): the observer never writes to a protocol. The views a
-protocol family must satisfy are runtime-checkable (tests/test_observer_views.py).
+protocol family must satisfy are runtime-checkable (tests/protocols/test_observer_views.py).
 
 * :class:`RoutingView`: routing tables (``RoutingConvergence``), every protocol;
 * :class:`ExecutionView`: the shared execution layer
@@ -47,6 +47,7 @@ class RoutingView(Protocol):
 class ExecutionView(Protocol):
     """A method on the shared execution layer (MeshHeal App. B.4)."""
 
+    # deliberate repetition: one typed read-only property per record the observer reads (issue 31)
     @property
     def ctx(self) -> ContextView: ...
 
@@ -85,6 +86,7 @@ class ExecutionView(Protocol):
 class MeshHealView(ExecutionView, Protocol):
     """MeshHeal on the execution layer: its reviews and its Byzantine agents."""
 
+    # deliberate repetition: one typed read-only property per record the observer reads (issue 31)
     @property
     def unreviewed(self) -> int: ...
 

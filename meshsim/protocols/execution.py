@@ -35,6 +35,7 @@ from simpy.events import Event
 
 from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
 from ..core.errors import InputError
+from ..core.names import node_order
 from ..core.sim import Deadlines
 from .base import Protocol
 from .ledger import TaskLedger
@@ -264,7 +265,7 @@ class ExecutionLayer(Protocol):
 
     def _entry_names(self) -> list[str]:
         if self._names is None:
-            self._names = sorted(self.agents, key=lambda a: (len(a), a))
+            self._names = sorted(self.agents, key=node_order)
         return self._names
 
     def routing_tables(self):

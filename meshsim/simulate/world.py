@@ -13,6 +13,7 @@ import networkx as nx
 
 from ..backends import BackendPlan, plan_backend
 from ..core.errors import InputError, ScenarioError, SimulationError
+from ..core.names import node_order
 from ..core.sim import Environment, long_run_gc
 from ..core.types import LatencySpec
 from ..io.records import TableWriter
@@ -139,13 +140,13 @@ class RunContext:
 
     # -- Byzantine MeshHeal agents (issue 20) --------------------------------
     def agent_names(self) -> list[str]:
-        return sorted(self.net.nodes, key=lambda a: (len(a), a))
+        return sorted(self.net.nodes, key=node_order)
 
     def neighbours(self, agent: str) -> list[str]:
         node = self.net.nodes.get(agent)
         if node is None:
             raise InputError("unknown agent", field="near", value=agent)
-        return sorted(node.links, key=lambda a: (len(a), a))
+        return sorted(node.links, key=node_order)
 
     def ability_names(self) -> set[str]:
         return {s for ks in self.abilities.values() for s in ks}

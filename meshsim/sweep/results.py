@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..core.dotted import leaves
 from ..core.errors import InputError, RunFolderError
 from ..observe.aggregate import quantile
 from ..io.records import write_atomic
@@ -53,16 +54,10 @@ def flatten(summary: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     many = isinstance(summary.get("agents"), dict) and len(summary["agents"]) > MAX_AGENT_COLUMNS
 
-    def walk(obj: Any, prefix: str) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                walk(v, f"{prefix}.{k}" if prefix else str(k))
-        elif obj is None or isinstance(obj, (bool, int, float)):
-            if prefix in _SKIP or (many and prefix.startswith("agents.")):
-                return
-            out[prefix] = obj
-
-    walk(summary, "")
+    for path, v in leaves(summary):
+        if (v is None or isinstance(v, (bool, int, float))) and not (
+                path in _SKIP or (many and path.startswith("agents."))):
+            out[path] = v
     return out
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 import meshsim
 from meshsim.backends.fake import load_fake_profile
 from meshsim.cli import main
 from meshsim.paper import fitcheck
 from meshsim.io.records import read_records
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPES = {  # (strong, weak) accuracy per BBH type: far from the default profile's 0.97 / 0.06
@@ -43,13 +43,6 @@ def recorded(tmp_path_factory) -> Path:
     sc = meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml", sets)
     meshsim.run(sc, out=d / "run")
     return d / "run"
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
 
 
 # Full size (20 re-simulations per check, 0.05 limit) runs with the slow checks;

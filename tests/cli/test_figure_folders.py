@@ -13,26 +13,14 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from meshsim.cli import main  # noqa: E402
+from tests.helpers import invoke  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = ROOT / "scenarios" / "meshheal" / "staggered-math.yaml"
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def invoke(*args):
-    return _runner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_line(res) -> str:
