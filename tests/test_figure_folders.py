@@ -219,7 +219,8 @@ def test_proportion_interval_near_0_and_1_stays_inside_where_t_does_not():
     xs = [0.52, 0.55, 0.5, 0.53, 0.51]
     t, w = interval(xs), proportion_interval(xs)
     assert w.lo == pytest.approx(t.lo, abs=2e-3) and w.hi == pytest.approx(t.hi, abs=2e-3)
-    # one seed: none; identical seeds: zero width, as the t-interval
+    # one seed: none; identical seeds and no counts: zero width, as the t-interval (printed as
+    # "(n=2, all equal)", never as an interval: test_seeds_that_agree_...)
     assert math.isnan(proportion_interval([0.4]).lo)
     assert (proportion_interval([0.0, 0.0]).lo, proportion_interval([0.0, 0.0]).hi) == (0.0, 0.0)
 
@@ -248,6 +249,47 @@ def test_summary_csv_gives_proportions_wilson_and_other_means_t(tmp_path):
     assert float(acc["lo"]) == pytest.approx(proportion_interval(list(accs.values())).lo)
     d = rows["detection.delay_mean"]
     assert float(d["lo"]) == pytest.approx(interval([10.0, 20.0]).lo) and float(d["lo"]) < 0
+
+
+def test_a_rate_with_counts_gets_the_pooled_wilson_interval_never_of_zero_width(tmp_path):
+    """Two seeds that agree (1 of 6 agents each) gave 0.167 [0.167, 0.167]: certainty from n = 2.
+    With the counts in the rows, the interval also spans the Wilson interval of 2 of 12."""
+    import csv
+
+    from test_sweep_views import A, make_sweep
+
+    from meshsim.plots.sweeps import open_sweep
+    from meshsim.plots.sweeps.data import _ci, cells
+    from meshsim.sweep.results import write_results
+    from meshsim.sweep.stats import pooled_proportion_interval, rate_counts
+
+    def summary(v, s):
+        return {"detection": {"false_isolation_rate": 1 / 6, "false_isolations": 1, "ever_healthy_agents": 6,
+                              "delay_mean": 12.0, "missed_rate": 0.0, "episodes": 2},
+                "accuracy": {"overall": 0.7}}
+
+    folder = make_sweep(tmp_path / "s", {A: [1.0]}, [1, 2], summary)
+    write_results(folder, json.loads((folder / "manifest.json").read_text()))
+    rows = {r["metric"]: r for r in csv.DictReader(open(folder / "summary.csv"))}
+    fi = rows["detection.false_isolation_rate"]
+    wilson = pooled_proportion_interval([(1, 6), (1, 6)])
+    assert float(fi["lo"]) == pytest.approx(wilson.lo) and float(fi["hi"]) == pytest.approx(wilson.hi)
+    assert 0.0 < float(fi["lo"]) < 1 / 6 < float(fi["hi"]) < 1.0
+    # 0 of 2 episodes missed on both seeds: still an interval, [0, 0.49]
+    missed = rows["detection.missed_rate"]
+    assert float(missed["lo"]) == 0.0 and float(missed["hi"]) == pytest.approx(pooled_proportion_interval([(0, 4)]).hi)
+    assert float(missed["hi"]) > 0.3
+    # the report's table and the figures read the same cells
+    c = cells(open_sweep(folder), "detection.false_isolation_rate", [A])[(1.0,)]
+    assert (c.lo, c.hi) == pytest.approx((wilson.lo, wilson.hi))
+    # a mean of per-seed values with no spread and no counts: said so, not an interval
+    d = cells(open_sweep(folder), "detection.delay_mean", [A])[(1.0,)]
+    assert _ci(d) == "12 (n=2, all equal)"
+    # counts that do not give the rate (no whole numerator), or are missing: no pooled interval
+    assert rate_counts("detection.false_isolation_rate", [{"detection.false_isolation_rate": 0.3,
+                                                          "detection.ever_healthy_agents": 6}]) is None
+    assert rate_counts("detection.false_isolation_rate", [{"detection.false_isolation_rate": 0.5}]) is None
+    assert rate_counts("detection.delay_mean", [{"detection.delay_mean": 3.0}]) is None
 
 
 def test_tradeoff_error_bars_are_capped_and_end_inside_the_axes(tmp_path):
