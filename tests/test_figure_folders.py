@@ -292,6 +292,59 @@ def test_a_rate_with_counts_gets_the_pooled_wilson_interval_never_of_zero_width(
     assert rate_counts("detection.delay_mean", [{"detection.delay_mean": 3.0}]) is None
 
 
+def test_tradeoff_box_quotes_the_points_tables_interval_and_bars_are_cut_at_the_axes(tmp_path):
+    """The figure's "95 % interval" is the Points table's (summary.csv's), not one clipped to the range
+    observed across the sweep; a bar that runs past the axes ends in an open arrowhead and the
+    title says so."""
+    from test_sweep_views import A, _summary, make_sweep
+
+    from meshsim.plots.sweeps import open_sweep, tradeoff
+    from meshsim.plots.sweeps.data import _ci, _in_range, cells
+    from meshsim.plots.sweeps.report import write_sweep_report
+
+    fis = {1: 0.1, 2: 0.9}  # two seeds far apart: an interval spanning most of [0, 1]
+    folder = make_sweep(tmp_path / "s", {A: [1.0, 2.0]}, [1, 2],
+                        lambda v, s: _summary(fis[s] if v[A] == 1.0 else 0.5 + 0.01 * s, 10.0 * s + 40 * v[A]))
+    c = _in_range(cells(open_sweep(folder), "detection.false_isolation_rate", [A])[(1.0,)],
+                  "detection.false_isolation_rate")
+    fig = tradeoff(folder)
+    ax = fig.axes[0]
+    box = next(t.get_text() for t in ax.texts if t.get_text().startswith("Pareto front"))
+    table = _ci(c)
+    assert table in box, (table, box)
+    x0, x1 = ax.get_xlim()
+    assert c.lo < x0 or c.hi > x1  # the interval runs past the view ...
+    cuts = [ln for ln in ax.lines if ln.get_gid() == "interval-cut"]
+    assert cuts and all(ln.get_marker() in "<>^v" for ln in cuts)  # ... and its cut ends say so
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ax.get_title()
+    assert "as in the Points table" in title and "clipped to the axes" in title
+    assert "observed values" not in title
+    page = write_sweep_report(folder).read_text()
+    assert table in page  # the same words in the Points table
+
+
+def test_sensitivity_band_is_the_points_interval_and_says_what_it_is(tmp_path):
+    from test_sweep_views import A, _summary, make_sweep
+
+    from meshsim.plots.sweeps import open_sweep, sensitivity
+    from meshsim.plots.sweeps.data import _in_range, cells
+
+    fis = {1.0: (0.1, 0.9), 2.0: (0.748, 0.757)}
+    folder = make_sweep(tmp_path / "s", {A: [1.0, 2.0]}, [1, 2],
+                        lambda v, s: _summary(fis[v[A]][s - 1], 10.0 * s))
+    ax = sensitivity(folder, metric="detection.false_isolation_rate").axes[0]
+    band = next(col for col in ax.collections if col.get_label().startswith("band: "))
+    assert "over the point's seeds (as in the Points table)" in band.get_label()
+    ys = band.get_paths()[0].vertices[:, 1]
+    cs = cells(open_sweep(folder), "detection.false_isolation_rate", [A])
+    for k in ((1.0,), (2.0,)):
+        c = _in_range(cs[k], "detection.false_isolation_rate")
+        # each edge is the point's own interval, not bounded by other points' seeds (0.1 ... 0.9)
+        assert any(abs(y - c.lo) < 1e-9 for y in ys) and any(abs(y - c.hi) < 1e-9 for y in ys)
+    c2 = _in_range(cs[(2.0,)], "detection.false_isolation_rate")
+    assert c2.hi - c2.lo < 0.2  # not widened to other points' seeds either
+
+
 def test_tradeoff_error_bars_are_capped_and_end_inside_the_axes(tmp_path):
     from test_sweep_views import A, _summary, make_sweep
 
