@@ -185,8 +185,8 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
 
 
 def _limits(pts: list[dict], box_lines: int, bounds: Optional[dict] = None) -> Optional[tuple]:
-    """The means and their interval bars (clipped to the observed values, ``bounds``) set the
-    view, with room above for the front's box: every bar ends inside the frame, with its cap."""
+    """The means and their interval bars as far as the observed values reach (``bounds``) set the
+    view, with room above for the front's box (a bar that runs further is cut at the frame)."""
     full = [p for p in pts if p["delay"] is not None and p["fi"] is not None]
     if not full:
         return None
