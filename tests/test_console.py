@@ -1,6 +1,6 @@
 """What `meshsim run` prints (issue 32): results in words, never a raw None, an isolation before a
 degradation labelled so, a collapse that names what collapsed, the folder and the next commands,
-progress lines off a terminal."""
+progress lines off a terminal, a live bar with an ETA on one."""
 from __future__ import annotations
 
 import gzip
@@ -169,6 +169,47 @@ def test_progress_lines_off_a_terminal_one_per_interval(tmp_path, monkeypatch):
     assert "done" not in res.stdout
     quiet = _run(STAGGERED, "--smoke", "--seeds", "1,2", "--out", str(tmp_path / "q"), "-q")
     assert quiet.stderr == ""
+
+
+def _on_a_terminal(args: list[str], cwd: Path) -> str:
+    """``meshsim ARGS`` in a child whose stdout and stderr are a pseudo-terminal (as in a shell), and
+    everything it drew there."""
+    import os
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", LINES="40")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "meshsim", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=slave, cwd=cwd, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, b"".join(chunks).decode(errors="replace")[-2000:]
+    return b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.slow  # a child process; a few seconds
+def test_an_eta_on_a_terminal_that_updates(tmp_path):
+    """On a terminal `meshsim run` draws a live bar with the time left (issue 32 item 3), redrawn as the
+    run goes: more than one frame, the percentage growing, an ETA with a time in it."""
+    out = _on_a_terminal(["run", STAGGERED, "--smoke", "--seeds", "1-3", "--out", str(tmp_path / "r")], tmp_path)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)  # the bar's cursor moves and colours
+    frames = re.findall(r"(\d+\.\d)% +(\d+:\d\d:\d\d|-:--:--) ETA (\d+:\d\d:\d\d|-:--:--)", text)
+    assert len(frames) >= 2, text[-2000:]
+    percents = [float(p) for p, _, _ in frames]
+    assert len(set(percents)) >= 2 and max(percents) > min(percents), frames
+    assert any(re.fullmatch(r"\d+:\d\d:\d\d", eta) for _, _, eta in frames), frames  # a time, not only -:--:--
+    assert "seed 1:" in text and "% done" not in text  # the results follow; no plain progress lines
 
 
 def test_progress_lines_come_every_interval_of_wall_time_with_the_time_left():
