@@ -223,3 +223,53 @@ def test_progress_lines_come_every_interval_of_wall_time_with_the_time_left():
     assert got[1] == "x: 11% done, 10 s elapsed, about 81 s left"
     assert ProgressLines("x", got.append, seeds=5).line(0.5, 600) == "x: 50% done (seed 3 of 5), 10 min elapsed, " \
                                                                      "about 10 min left"
+
+
+# ------------------------------------------------------------------ typos at first contact
+
+
+@pytest.mark.parametrize("arg, close", [
+    ("meshheal/staggered-mth", ["meshheal/staggered-math"]),
+    ("staggered-mth", ["compare/staggered-math", "meshheal/staggered-math"]),
+    ("scenarios/meshheal/staggered-mth.yaml", ["meshheal/staggered-math"]),
+])
+@pytest.mark.parametrize("command", [["run"], ["validate"], ["sweep", "--grid", "protocol.params.alpha=1"]])
+def test_a_mistyped_example_name_gets_the_close_names_and_a_pointer(tmp_path, monkeypatch, arg, close, command):
+    monkeypatch.chdir(tmp_path)
+    res = _runner().invoke(main, [command[0], arg, *command[1:]])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: {arg}: scenario file not found, nor a shipped example of that name")
+    assert "(did you mean " + " or ".join(f"'{c}'" for c in close) + "?)" in err
+    assert "'meshsim scenarios' lists the examples" in err
+
+
+def test_a_name_close_to_nothing_still_points_at_the_list(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = _runner().invoke(main, ["run", "nosuch.yaml"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == ("error: nosuch.yaml: scenario file not found, nor a shipped example of that "
+                                  "name; 'meshsim scenarios' lists the examples")
+    res = _runner().invoke(main, ["scenarios", "copy", "meshheal/staggerd-math"])
+    assert res.exit_code == 2 and "(did you mean 'meshheal/staggered-math'?)" in res.stderr
+
+
+def test_a_mistyped_backend_profile_lists_the_profiles_on_one_line(tmp_path, monkeypatch):
+    from meshsim.core.bundled import bundled
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(Path(STAGGERED).read_text().replace("fake-default", "fake-defualt"))
+    assert "fake-defualt" in (tmp_path / "s.yaml").read_text()
+    res = _runner().invoke(main, ["validate", "s.yaml"])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: s.yaml: backend.profile: backend profile not found")
+    shipped = sorted(p.stem for p in bundled("backends").glob("*.yaml"))
+    assert "fake-default" in shipped
+    assert f"did you mean 'fake-default'?; profiles: {', '.join(shipped)} (got 'fake-defualt')" in err
+    # a profile of the user's own, in ./backends, is listed too
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "backends" / "mine.yaml").write_text("kind: fake\n")
+    err = _runner().invoke(main, ["validate", "s.yaml"]).stderr
+    assert "profiles: " in err and "mine" in err.split("profiles: ")[1]
