@@ -92,7 +92,8 @@ def test_an_agent_isolated_before_it_degraded_is_labelled_so(tmp_path):
     assert "detected" not in line and "no closure" in line  # it was let back in while degraded
     # the false-isolation line counts it and says what the paper reports
     (fi,) = [x for x in res.stdout.splitlines() if "isolated while healthy" in x]
-    assert "A3" in fi and "before its own degradation" in fi and "paper: none; see docs/validation.md" in fi
+    assert "A3" in fi and "before its own degradation" in fi
+    assert "paper: none; see docs/validation.md in meshsim's source" in fi  # a wheel holds no docs/
 
 
 def test_without_the_states_table_the_label_still_says_before():
@@ -122,7 +123,7 @@ def test_a_collapse_line_names_the_abilities_that_collapsed():
     line = collapse_line(s)
     assert line.startswith("COLLAPSE: every healthy holder of abilities 'algebra', 'geometry' isolated at once, "
                            "from task 140 for 25 tasks")
-    assert "docs/meshheal.md#collapse" in line
+    assert "docs/meshheal.md#collapse in meshsim's source" in line
     assert collapse_line({"collapse": {"occurred": False}}) is None
     assert "None" not in collapse_line({"collapse": {"occurred": True, "spans": [{"ability": None}]}})
 
@@ -135,7 +136,7 @@ def test_the_end_of_a_run_names_the_folder_and_the_next_commands(tmp_path):
     out = tmp_path / "my run"
     res = _run(STAGGERED, "--smoke", "--seed", "3", "--out", str(out))
     tail = res.stdout.splitlines()[-4:]
-    assert tail[0] == f"results in {out}/ (docs/outputs.md says what each file holds)"
+    assert tail[0] == f"results in {out}/ (docs/outputs.md in meshsim's source says what each file holds)"
     assert tail[1].startswith(f"next: meshsim report '{out}'")  # quoted: pasted into a shell as is
     assert tail[2].strip().startswith(f"meshsim plot '{out}'")
     assert tail[3].strip().startswith(f"meshsim explain '{out}'")  # this seed isolated healthy agents
