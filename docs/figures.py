@@ -120,7 +120,7 @@ def backends_section(runs: Runs, img: Path) -> dict[str, str]:
     return {"backends-calibration": "\n\n" + "\n".join(rows) + "\n\n"}
 
 
-_FIT_TYPES = {  # as tests/test_fit.py: (strong, weak) accuracy per BBH type
+_FIT_TYPES = {  # as tests/backends/test_fit.py: (strong, weak) accuracy per BBH type
     "object_counting": (0.95, 0.3), "multistep_arithmetic_two": (0.6, 0.05), "navigate": (0.85, 0.5),
     "geometric_shapes": (0.4, 0.2), "logical_deduction_three_objects": (0.75, 0.1),
     "date_understanding": (0.9, 0.6), "tracking_shuffled_objects_three_objects": (0.5, 0.25)}

@@ -22,3 +22,15 @@ def _forget_registered_keys():
 
     with redact.scope():
         yield
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/data/golden/ from the runs the determinism test pins "
+                          "(tests/golden_diff.py), instead of comparing with them")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    """True under ``pytest --update-golden``: golden files are rewritten, not compared."""
+    return bool(request.config.getoption("--update-golden"))

@@ -15,7 +15,7 @@ optuna = pytest.importorskip("optuna")
 from meshsim.sweep import optuna_seam  # noqa: E402
 from meshsim.sweep.optuna_seam import CREATE_STUDY, CREATE_TRIAL, Trials, lock_path  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # (any tests/ depth)
 PACKAGE = ROOT / "meshsim"
 SEAM = PACKAGE / "sweep" / "optuna_seam.py"
 

@@ -17,12 +17,12 @@ import pytest
 import simpy
 from simpy import core as simpy_core
 from simpy import events as simpy_events
-from simpy.events import NORMAL, PENDING, URGENT
+from simpy.events import NORMAL, PENDING
 
 from meshsim.core import sim
 from meshsim.core.sim import Environment, event_value, start_detached
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # (any tests/ depth)
 PACKAGE = ROOT / "meshsim"
 SIM = PACKAGE / "core" / "sim.py"
 

@@ -236,9 +236,11 @@ def explain_records(reviews: Iterable[Mapping[str, Any]], states: Iterable[Mappi
     never recovered); ``params``: the run's ``protocol.params`` (MeshHeal's
     defaults where absent); ``n_tasks``: N, for ``Miss.recovered_at``.
     """
-    if _param(params, "detector", "relative") != "relative" or not _param(params, "review", True):
+    from ..protocols.meshheal.detector import RELATIVE
+
+    if _param(params, "detector", RELATIVE) != RELATIVE or not _param(params, "review", True):
         raise InputError("the evidence view reads the relative detector's window; this run's detector is "
-                         f"{_param(params, 'detector', 'relative')!r} with review {_param(params, 'review', True)}",
+                         f"{_param(params, 'detector', RELATIVE)!r} with review {_param(params, 'review', True)}",
                          field="protocol.params.detector")
     window = int(_param(params, "window", 8))
     beta = float(_param(params, "beta", 2.0))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..core.errors import InputError
-from ..protocols.meshheal.detector import DetectorParams
+from ..protocols.meshheal.detector import ABSOLUTE, RELATIVE, DetectorParams
 from .detector import OC, PARAMS
 from .scores import ScoreModel
 from .stream import Simulated, Stream
@@ -151,10 +151,10 @@ def _f(x: Optional[float], nd: int = 3) -> str:
 
 def _rule(oc: OC) -> str:
     p = oc.params
-    if oc.detector == "relative":
+    if oc.detector == RELATIVE:
         return (f"relative rule: alpha {p.alpha:g}, beta {p.beta:g}, window {p.window}, floor {p.spread_floor:g}, "
                 f"min_obs {p.min_obs}, {p.consecutive} consecutive, scope {oc.scope}")
-    if oc.detector == "absolute":
+    if oc.detector == ABSOLUTE:
         return (f"absolute rule: watch mean < {p.abs_watch:g}, isolate mean < {p.abs_isolate:g}, window {p.window}, "
                 f"min_obs {p.min_obs}, {p.consecutive} consecutive")
     return f"CUSUM: target {p.cusum_target:g}, k {p.cusum_k:g}, watch at h {p.cusum_h:g}, isolate at 2h"
@@ -169,7 +169,7 @@ def lines(src: Source, oc: OC, seconds: Optional[float] = None) -> list[str]:
            f"stream   {st.name}: {oc.outputs} outputs per healthy agent"
            + (f" over {oc.keys} (T, s) detectors" if oc.keys > 1 else "")
            + f"; a degrading agent has {oc.healthy_before * oc.keys} before and {oc.degraded_outputs * oc.keys} after"]
-    if oc.detector == "relative":
+    if oc.detector == RELATIVE:
         out.append(f"peers    healthy i.i.d. neighbours, large-pool limit: reference = healthy mean score of the type; "
                    f"m = {i['m']:.3f}, p25 = {i['p25']:.3f}, spread max(m - p25, floor) = {i['spread']:.3f}")
         out.append(f"         -> watched when x̄ >= {i['xbar_watch']:.3f}, isolated after {oc.params.consecutive} "
@@ -253,7 +253,7 @@ def range_summary(src: Source, oc: OC) -> dict[str, Any]:
     if fp is not None:
         out.update(per_run_finite_pool=_per_run(oc, st, fp["p"], fp["p_also"]), finite_pool_ratio=fp["ratio"],
                    outside_large_pool_range=fp["ratio"] > 2.0)
-    if oc.detector == "relative":
+    if oc.detector == RELATIVE:
         out["left_out"] = LEFT_OUT
     return out
 
@@ -280,7 +280,7 @@ def _range_lines(src: Source, oc: OC) -> list[str]:
         if fp is not None:
             line += f", {fmt_p(_per_run(oc, st, fp['p'], fp['p_also']))} (finite pool)"
         out.append(line)
-    if oc.detector == "relative":
+    if oc.detector == RELATIVE:
         out.append(f"{pad}left out: {LEFT_OUT}; the controlled simulation: --simulate REPS --pool K")
     return out
 

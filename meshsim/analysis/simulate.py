@@ -17,9 +17,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..protocols.meshheal.detector import DetectorParams, make_detector
+from ..protocols.meshheal.detector import RELATIVE, DetectorParams, make_detector
 from ..core.types import RoutingState
-from .detector import healthy_pool
+from .detector import evidence, healthy_pool
 from .scores import ScoreModel
 
 __all__ = ["SimResult", "simulate"]
@@ -90,14 +90,14 @@ def _feed(det, dist_n, dist_w, rng, n: int, kind: str, pool: list[float], peers:
         if peers is not None:
             off, pool = peers.step()
             x = x + off
-        q = _REF - x if kind == "relative" else x
+        q = _REF - x if kind == RELATIVE else x
         u = det.update_lists("T", "s", float(q), [_REF], pool)
         if u.state is RoutingState.ISOLATED:
             return t + 1
     return None
 
 
-def simulate(model: ScoreModel, params: DetectorParams, detector: str = "relative", outputs: int = 168,
+def simulate(model: ScoreModel, params: DetectorParams, detector: str = RELATIVE, outputs: int = 168,
              healthy_before: int = 24, degraded_max: int = 200, reps: int = 1000, seed: int = 0,
              delay_reps: Optional[int] = None, pool_size: Optional[int] = None, ref_size: int = 2,
              ref_rate: float = 1 / 7) -> SimResult:
@@ -105,12 +105,12 @@ def simulate(model: ScoreModel, params: DetectorParams, detector: str = "relativ
     healthy updates (replicates isolated there are rejected), then degraded ones until isolation.
     ``pool_size``: a finite neighbourhood instead of the large-pool limit (:class:`Peers`, relative rule)."""
     rng = np.random.default_rng(seed)
-    dists = model.shortfalls if detector == "relative" else model.scores
+    dists = evidence(model, detector)
     m, p25 = healthy_pool(model.shortfalls["healthy"], params.window)
     pool = [p25 - 1.0, p25, m, m + 1.0, m + 2.0]  # median m, 25th percentile p25 (linear interpolation)
     res = SimResult(reps=reps, false_isolated=0)
     def peers() -> Optional[Peers]:
-        if pool_size is None or detector != "relative":
+        if pool_size is None or detector != RELATIVE:
             return None
         return Peers(model.shortfalls["healthy"], params.window, pool_size, ref_size, ref_rate, rng)
 

@@ -104,290 +104,27 @@ import hashlib
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Annotated, Any, Literal, Optional
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any, Optional
 
 from ..core.errors import InputError
-from ..core.types import refuse_bool_numbers
 from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
-from .profiles import hash_unit, load_validated, model_role
+# the profile's schema lives in .fake_profile; its names stay importable from here (__all__)
+from .fake_profile import (CLASSES, INCOHERENT, VERDICTS, CommitteeSpec, FakeProfile, MeshModel,
+                           ModelSpec, ReviewerScores, ReviewSpec, TakeoverSpec, TokenSpec, _raw_table, _table_of,
+                           compile_table, load_fake, load_fake_profile, score_distribution)
+from .fake_review import ReviewDraws
+from .profiles import _M64, SplitMix64, find_profile, hash_unit, model_role
+from .registry import check_fields, register_backend
 from .texts import UNREADABLE, Latent, TextStore
 
-__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "ModelSpec", "TokenSpec", "SplitMix64",
-           "CLASSES", "VERDICTS", "score_distribution"]
+__all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "load_fake", "check_fake_spec", "make_fake",
+           "ModelSpec", "MeshModel", "TokenSpec", "ReviewSpec", "ReviewerScores", "CommitteeSpec", "TakeoverSpec",
+           "compile_table", "SplitMix64", "CLASSES", "VERDICTS", "score_distribution"]
 
 _N = NormalDist()
-P = Annotated[float, Field(ge=0.0, le=1.0)]
-#: a non-negative scale (seconds, score spreads): at most 1e6, so no draw or sum overflows (issue 19)
-NonNeg = Annotated[float, Field(ge=0.0, le=1e6)]
-INCOHERENT = frozenset({"incoherent"})
-#: App. D.1 score anchors: "1.00 half is sound / 0.50 cannot verify or weak /
-#: 0.25 concrete error / 0.00 unusable garbage"
-VERDICTS = ("sound", "unverified", "error", "garbage")
-
-
-class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, v: Any) -> Any:
-        return refuse_bool_numbers(cls, v)
-
-
-class ModelSpec(_S):
-    """A model's identity and simulated latency (shared with the consensus fake)."""
-
-    id: str
-    ttft: NonNeg = 0.5
-    rate: Annotated[float, Field(ge=1e-3, le=1e9)] = 60.0  # tokens/s: a slower one never finishes a reply
-
-
-class MeshModel(ModelSpec):
-    """One model's behaviour in every MeshHeal call."""
-
-    #: P(a call derives its half soundly), per dataset name ("default" as fallback)
-    skill: dict[str, P]
-    #: absolute skill per dataset and task type (``backends fit`` writes these); wins where given
-    skill_by_type: dict[str, dict[str, P]] = {}
-    garbage: P = 0.0  # P(a failed derivation reads as unusable garbage: feature 'incoherent')
-    infer: P = 0.9  # P(InferAbilities picks the documented true pair)
-    #: P(a selection call picks an agent holding a needed ability named in its prompt)
-    select: P = 0.9
-    #: P(a summary of a committed final answer keeps that answer)
-    summary_keep: P = 1.0
-    #: baselines, issue 21 (assumptions; the shipped profiles state 1 with range 0 .. 1 in sources/ranges):
-    #: P(a failed synthesis whose prompt shows each candidate's score - SAC teams' refine, Eq. 4 -
-    #: takes a candidate in proportion to its score rather than uniformly)
-    follow_scores: P = 1.0
-    #: P(a selection whose prompt shows each candidate's success rate - AgentNet's router - picks
-    #: in proportion to it rather than uniformly)
-    follow_rates: P = 1.0
-    #: P(a call committing a final answer, reading an unsound draft, re-derives that draft's half
-    #: itself instead of building on it) - issue 21; the re-derivation then succeeds through the
-    #: same copula as every derivation (a half its writer failed is a hard one). 0: a broken draft
-    #: always breaks the final (the rule before issue 21; profiles that state nothing keep it)
-    repair: P = 0.0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved_review(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "review" in data:
-            raise ValueError(
-                "review: a reviewer's behaviour moved to review.scores.<model>.<class>, P(verdict | class): "
-                "uncritical u, flag_error f, sees_garbage g become unverifiable: {sound: u, error: (1-u) f, "
-                "unverified: rest}, garbage: {garbage: g, otherwise: unverifiable} (docs/backends.md)")
-        return data
-
-
-#: what a reviewer can tell about the output it reviews (App. D.1's rubric re-derives the half)
-CLASSES = ("sound", "wrong", "unverifiable", "garbage")
-#: one score distribution: verdict (score bin) -> probability, or "rest"; key "otherwise" -> a class
-ScoreTable = dict[str, Any]
-
-
-class ReviewerScores(_S):
-    """P(rubric verdict | class of the output under review), for one reviewer model.
-    Defaults are the rubric applied without error (an explicit profile states every class)."""
-
-    sound: ScoreTable = {"sound": 1.0}
-    wrong: ScoreTable = {"error": 1.0}
-    unverifiable: ScoreTable = {"unverified": 1.0}
-    garbage: ScoreTable = {"garbage": 1.0}
-    #: classes whose distribution differs for Finalize outputs (App. D.1's Finalize card)
-    finalize: dict[Literal["sound", "wrong", "unverifiable", "garbage"], ScoreTable] = {}
-
-
-def compile_table(table: Any, where: str) -> tuple[tuple[tuple[str, float], ...], Optional[str]]:
-    """((verdict, probability) in listed order, class taking the remaining mass or None).
-
-    Raises ValueError naming ``where`` when the table is not a distribution."""
-    if not isinstance(table, dict) or not table:
-        raise ValueError(f"{where}: a score distribution is a mapping verdict -> probability")
-    common = table.get("common", 0.0)
-    if not isinstance(common, (int, float)) or isinstance(common, bool) or not 0.0 <= common <= 1.0:
-        raise ValueError(f"{where}.common: a share in [0, 1] (got {common!r})")
-    other = table.get("otherwise")
-    if other is not None and other not in CLASSES:
-        raise ValueError(f"{where}.otherwise: must name a class, one of {list(CLASSES)} (got {other!r})")
-    rest = [k for k, v in table.items() if v == "rest"]
-    entries: list[tuple[str, Any]] = []
-    for k, v in table.items():
-        if k in ("otherwise", "common"):
-            continue
-        if k not in VERDICTS:
-            raise ValueError(f"{where}.{k}: not a rubric verdict, one of {list(VERDICTS)}")
-        if v != "rest" and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v <= 1.0):
-            raise ValueError(f"{where}.{k}: a probability in [0, 1] or 'rest' (got {v!r})")
-        entries.append((k, v))
-    if len(rest) > 1 or (rest and other is not None):
-        raise ValueError(f"{where}: at most one 'rest', and not together with 'otherwise'")
-    total = sum(float(v) for _, v in entries if v != "rest")
-    if total > 1.0 + 1e-9:
-        raise ValueError(f"{where}: probabilities sum to {total:g} > 1")
-    if not rest and other is None and abs(total - 1.0) > 1e-6:
-        raise ValueError(f"{where}: probabilities sum to {total:g}, not 1 (give one verdict 'rest', "
-                         "or 'otherwise: <class>')")
-    if other is not None and not entries and total == 0:
-        raise ValueError(f"{where}: 'otherwise' alone: name the class's own verdicts")
-    out = tuple((k, max(0.0, 1.0 - total) if v == "rest" else float(v)) for k, v in entries)
-    return out, other
-
-
-class ReviewSpec(_S):
-    #: score level of each verdict bin: App. D.1's anchors; ``unverified`` is where a
-    #: reviewer that cannot verify puts its non-committal score
-    anchors: dict[Literal["sound", "unverified", "error", "garbage"], P] = {
-        "sound": 1.0, "unverified": 0.5, "error": 0.25, "garbage": 0.0}
-    noise: NonNeg = 0.05  # sd of one call's score around its anchor
-    granularity: Annotated[float, Field(ge=0, le=0.5)] = 0.05
-    persist: P = 0.0  # share of a review call's non-difficulty variance that is the reviewer's lasting view
-    #: P(verdict | reviewer model, class of the output), per model role (strong, weak)
-    scores: dict[str, ReviewerScores] = {}
-
-    @model_validator(mode="after")
-    def _tables(self) -> "ReviewSpec":
-        for role, rs in self.scores.items():
-            for cls in CLASSES:
-                compile_table(getattr(rs, cls), f"review.scores.{role}.{cls}")
-            for cls, t in rs.finalize.items():
-                compile_table(t, f"review.scores.{role}.finalize.{cls}")
-            for action in ("contribute", "finalize"):
-                for cls in CLASSES:  # 'otherwise' chains must end
-                    seen = [cls]
-                    nxt = _table_of(rs, action, cls)[1]
-                    while nxt is not None:
-                        if nxt in seen:
-                            raise ValueError(f"review.scores.{role}: 'otherwise' loops: {' -> '.join(seen + [nxt])}")
-                        seen.append(nxt)
-                        nxt = _table_of(rs, action, nxt)[1]
-        return self
-
-
-def _raw_table(rs: ReviewerScores, action: str, cls: str) -> dict[str, Any]:
-    t = rs.finalize.get(cls) if action == "finalize" else None  # type: ignore[call-overload]
-    return t if t is not None else getattr(rs, cls)
-
-
-def _table_of(rs: ReviewerScores, action: str, cls: str):
-    return compile_table(_raw_table(rs, action, cls), cls)
-
-
-class CommitteeSpec(_S):
-    agree: NonNeg = 0.3  # round-1 scores closer than this: each member keeps its verdict
-    hint: P = 0.5  # a right explanation's help: skill -> 1 - (1 - skill)(1 - hint)
-    mislead: P = 0.0  # P(a wrong explanation is adopted)
-
-
-class TakeoverSpec(_S):
-    """Synthesis, by the replaced output's action: a committed final answer
-    anchors a synthesis more than an intermediate half does."""
-
-    #: help from each sound candidate to the synthesizer's own re-derivation
-    hint: dict[Literal["contribute", "finalize"], P] = {"contribute": 0.5, "finalize": 0.5}
-    #: the synthesizer anchors on the original output and restates it (else it re-derives)
-    keep: dict[Literal["contribute", "finalize"], P] = {"contribute": 0.5, "finalize": 0.5}
-    #: P(a sound original is recognised as sound and kept), before any anchoring
-    recognize: P = 0.0
-
-
-class TokenSpec(_S):
-    prompt: Annotated[int, Field(ge=0)]
-    completion: Annotated[int, Field(ge=0)]
-    per_context: Annotated[int, Field(ge=0)] = 0  # prompt tokens per context item (earlier outputs, ...)
-    spread: NonNeg = 0.25  # lognormal sigma of completion length
-
-
-class FakeProfile(_S):
-    kind: Literal["fake"] = "fake"
-    name: str
-    description: str = ""
-    models: dict[str, MeshModel]
-    #: P(a committed final answer is right although its chain is broken), per dataset
-    guess: dict[str, P] = {"default": 0.0}
-    difficulty_rho: P = 0.5
-    #: sd, on the probit scale, of how much harder or easier a task type is than its
-    #: dataset's average (the same for every model: a property of the benchmark)
-    type_spread: NonNeg = 0.0
-    #: False: a Finalize's outcome is composed from its own half, the drafts and the
-    #: route. True (profiles fitted from real runs, where an observer graded final
-    #: texts): skill is the probability that the committed final answer is right.
-    graded: bool = False
-    review: ReviewSpec = ReviewSpec()
-    committee: CommitteeSpec = CommitteeSpec()
-    takeover: TakeoverSpec = TakeoverSpec()
-    tokens: dict[str, TokenSpec]
-    #: where each number comes from (meshsim.backends.provenance; `meshsim backends explain`)
-    sources: dict[str, str] = {}
-    #: plausible [low, high] of each assumption and why (meshsim.backends.provenance; `meshsim uncertainty`)
-    ranges: dict[str, Any] = {}
-
-
-def load_fake_profile(path: str | Path) -> FakeProfile:
-    path = Path(path)
-    prof = load_validated(path, FakeProfile)
-    for role in ("strong", "weak"):
-        if role not in prof.models:
-            raise InputError(f"profile needs a '{role}' model", file=str(path), field="models")
-        if "default" not in prof.models[role].skill:
-            raise InputError("needs a 'default' skill", file=str(path), field=f"models.{role}.skill")
-        if role not in prof.review.scores:
-            raise InputError(f"profile needs the '{role}' reviewer's score distributions", file=str(path),
-                             field=f"review.scores.{role}")
-    return prof
-
-
-def score_distribution(review: ReviewSpec, role: str, action: str, cls: str) -> dict[str, float]:
-    """P(verdict) of one reviewer model reviewing one class of output (``otherwise`` resolved)."""
-    rs = review.scores.get(role) or ReviewerScores()
-    out: dict[str, float] = {}
-    mass, seen = 1.0, set()
-    while cls is not None and cls not in seen:
-        seen.add(cls)
-        entries, nxt = _table_of(rs, action, cls)
-        for k, p in entries:
-            out[k] = out.get(k, 0.0) + mass * p
-        mass *= max(0.0, 1.0 - sum(p for _, p in entries))
-        cls = nxt
-    return out
-
-
-
-_M64 = (1 << 64) - 1
 _MISSING = object()
 _new = object.__new__
 
-
-class SplitMix64:
-    """A tiny deterministic PRNG for one call (seeding ``random.Random`` costs
-    ~5 µs, more than the whole fake call; SplitMix64 seeds for free)."""
-
-    __slots__ = ("s",)
-
-    def __init__(self, seed: int):
-        self.s = seed & _M64
-
-    def random(self) -> float:
-        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
-
-    def gauss(self, mu: float, sigma: float) -> float:
-        # two draws of random(), inlined (the same arithmetic: this is on every fake call's path)
-        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        u1 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0) or 5e-324
-        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        u2 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
-        return mu + sigma * math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
-
-    def randrange(self, n: int) -> int:
-        return min(n - 1, int(self.random() * n))
 
 
 _role = model_role
@@ -397,11 +134,13 @@ def _boost(p: float, hint: float) -> float:
     return 1.0 - (1.0 - p) * (1.0 - hint)
 
 
-class FakeBackend(Backend):
+class FakeBackend(ReviewDraws, Backend):
     synchronous = True
 
-    def __init__(self, profile: FakeProfile, seed: int = 0, draw: int = 0):
+    def __init__(self, profile: FakeProfile, seed: int = 0, draw: int = 0,
+                 overrides: Optional[dict[str, Any]] = None):
         self.profile = profile
+        self.overrides = dict(overrides or {})  # named in describe(), as fake_consensus does
         # draw k > 0: an independent realisation of the model's outcomes on the
         # same run (same stream, same agents' choices); 0 keeps the run seed's own
         self.seed = seed if not draw else int(hashlib.blake2b(f"{seed}/{draw}".encode(), digest_size=8)
@@ -439,7 +178,10 @@ class FakeBackend(Backend):
         return self._lat.get(_role(model), self._lat["strong"])
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
+        out: dict[str, Any] = {"name": self.name, "models": {k: v.id for k, v in self.profile.models.items()}}
+        if self.overrides:  # the summary's ``backend`` names the overridden profile fields
+            out["overrides"] = {str(k): self.overrides[k] for k in sorted(self.overrides, key=str)}
+        return out
 
     def complete_sync(self, req: Request) -> Response:
         rnd = _new(SplitMix64)  # SplitMix64(seed), without the constructor's frame
@@ -644,95 +386,6 @@ class FakeBackend(Backend):
             fields["graded"] = True  # the drawn outcome is the task's (how `backends fit` tells)
         return fields, final
 
-    def _verdict(self, req: Request, rnd: SplitMix64, out: Latent, hint: float = 0.0) -> str:
-        """A review call's rubric verdict: the output's class as this reviewer sees it,
-        then a draw from ``review.scores.<reviewer>.<class>``."""
-        if "incoherent" in out.features:
-            cls = "garbage"
-        elif self._derive(req, rnd, hint=hint, persist=self.profile.review.persist):
-            cls = "sound" if out.correct else "wrong"
-        else:
-            cls = "unverifiable"
-        action = "finalize" if req.context.get("action") == "finalize" else "contribute"
-        return self._draw_verdict(rnd, _role(req.model), action, cls, req)
-
-    def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
-        tables = self._tables
-        for _ in range(len(CLASSES)):
-            entries, nxt, common = tables[(role, action, cls)]
-            last = len(entries) - 1
-            for i, (verdict, p) in enumerate(entries):
-                # the last listed verdict takes what is left without a draw (unless 'otherwise' follows)
-                if (i == last and nxt is None) or (
-                        rnd.random() if not common or req is None else self._uniform(rnd, common, req, cls, i)) < p:
-                    return verdict
-            if nxt is None:
-                break
-            cls = nxt
-        return "unverified"
-
-    def _uniform(self, rnd: SplitMix64, common: float, req: Optional[Request], cls: str, step: int) -> float:
-        """One verdict draw; a table's ``common`` share of it is the same for every call
-        reviewing the same output (what its text shows every reader)."""
-        if not common or req is None:
-            return rnd.random()
-        tid = req.task.id if req.task else ""
-        text = str(req.context.get("output_text"))
-        memo = self._task_memo(tid)
-        skey = ("verdict", text, cls, step)
-        shared = memo.get(skey)
-        if shared is None:  # what the text shows every reader: the same draw for every call on it
-            shared = memo[skey] = hash_unit(self.seed, "verdict", tid, text, cls, step)
-        if common >= 1.0:
-            return shared
-        z = math.sqrt(common) * _N.inv_cdf(shared) + math.sqrt(1.0 - common) * rnd.gauss(0.0, 1.0)
-        return _N.cdf(z)
-
-    def _score(self, rnd: SplitMix64, verdict: str) -> float:
-        r = self.profile.review
-        x = r.anchors[verdict] + (rnd.gauss(0.0, r.noise) if r.noise else 0.0)
-        x = min(1.0, max(0.0, x))
-        g = r.granularity
-        if not g:
-            return round(x, 4)
-        k = round(x / g)  # the bin: an int; its rounded level is memoized (on every review call's path)
-        level = self._levels.get(k)
-        if level is None:
-            level = self._levels[k] = round(k * g, 4)
-        return level
-
-    def _review(self, req, rnd):
-        verdict = self._verdict(req, rnd, self._read(req, req.context.get("output_text")))
-        return {"score": self._score(rnd, verdict)}, None
-
-    def _committee_round(self, req, rnd):
-        ctx = req.context
-        out = self._read(req, ctx.get("output_text"))
-        if int(ctx.get("round", 1)) == 1:
-            verdict = self._verdict(req, rnd, out)
-            # the explanation is text too: right when the verdict is (a reader can check the argument)
-            right = (verdict == "sound") == out.correct if verdict != "unverified" else False
-            expl = Latent(correct=right, answer=verdict,
-                          features=frozenset({"unverified"}) if verdict == "unverified" else frozenset())
-            return {"score": self._score(rnd, verdict), "_latent": expl}, None
-        own, other = float(ctx.get("own", 0.5)), float(ctx.get("other", 0.5))
-        c = self.profile.committee
-        if abs(own - other) < c.agree:
-            near = self._nearest.get(own)
-            if near is None:
-                near = self._nearest[own] = _nearest(self.profile.review.anchors, own)
-            return {"score": self._score(rnd, near)}, None
-        theirs = self._read(req, ctx.get("other_explanation"))
-        if "unverified" in theirs.features or theirs.answer not in VERDICTS:
-            verdict = self._verdict(req, rnd, out)
-        elif theirs.correct:
-            verdict = self._verdict(req, rnd, out, hint=c.hint)
-        elif rnd.random() < c.mislead:
-            verdict = str(theirs.answer)
-        else:
-            verdict = self._verdict(req, rnd, out)
-        return {"score": self._score(rnd, verdict)}, None
-
     def _takeover_candidate(self, req, rnd):
         ok = self._derive(req, rnd)
         final = answer = None
@@ -863,5 +516,24 @@ def _type_difficulty(dataset: str, task_type: str) -> float:
     return table.get(task_type, 0.0)
 
 
-def _nearest(anchors: dict[str, float], score: float) -> str:
-    return min(anchors, key=lambda k: (abs(anchors[k] - score), k))
+
+
+
+def check_fake_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> FakeProfile:
+    """``backend: {kind: fake, profile, draw, overrides}``; returns the profile it loaded."""
+    check_fields(spec, {"kind", "profile", "draw", "overrides"})
+    draw = spec.get("draw", 0)
+    if not isinstance(draw, int) or isinstance(draw, bool) or draw < 0:
+        raise InputError("must be an integer >= 0", field="draw", value=spec.get("draw"))
+    if not spec.get("profile"):
+        raise InputError("a fake backend needs 'profile'", field="profile")
+    # overrides: {dotted.profile.path: value}, as for fake_consensus (sweeps of review quality)
+    return load_fake(find_profile(spec["profile"], base_dir), spec.get("overrides"))
+
+
+def make_fake(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool,
+              profile: FakeProfile) -> FakeBackend:
+    return FakeBackend(profile, seed=seed, draw=int(spec.get("draw", 0)), overrides=spec.get("overrides"))
+
+
+register_backend("fake", check_fake_spec, make_fake)

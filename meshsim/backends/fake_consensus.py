@@ -83,11 +83,12 @@ from ..core.errors import InputError
 from ..core.types import refuse_bool_numbers
 from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
 from .fake import ModelSpec, TokenSpec
-from .profiles import hash_unit, load_validated, model_role
+from .profiles import find_profile, hash_unit, load_validated, model_role
+from .registry import check_fields, register_backend
 from .texts import Latent, TextStore
 
-__all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile", "CPWBFT_ANSWER",
-           "CPWBFT_AGGREGATE", "BEHAVIOUR", "models_used", "factors_in_use"]
+__all__ = ["ConsensusFakeBackend", "ConsensusProfile", "load_consensus_profile", "check_consensus_spec",
+           "make_consensus", "CPWBFT_ANSWER", "CPWBFT_AGGREGATE", "BEHAVIOUR", "models_used", "factors_in_use"]
 
 _N = NormalDist()
 STRATA = 50  # queries per difficulty stratum block
@@ -580,3 +581,20 @@ def _int_of(text: str) -> int:
         return int(float(text))
     except ValueError:
         return int(hash_unit("int", text) * 1000)
+
+
+def check_consensus_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> ConsensusProfile:
+    """``backend: {kind: fake_consensus, profile, overrides}``; returns the profile it loaded."""
+    check_fields(spec, {"kind", "profile", "overrides"})
+    if not spec.get("profile"):
+        raise InputError("a fake_consensus backend needs 'profile'", field="profile")
+    # overrides: {dotted.profile.path: value}, one profile field changed (sensitivity sweeps)
+    return load_consensus_profile(find_profile(spec["profile"], base_dir), spec.get("overrides"))
+
+
+def make_consensus(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool,
+                   profile: ConsensusProfile) -> ConsensusFakeBackend:
+    return ConsensusFakeBackend(profile, seed=seed, overrides=spec.get("overrides"))
+
+
+register_backend("fake_consensus", check_consensus_spec, make_consensus)

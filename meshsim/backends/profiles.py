@@ -1,8 +1,9 @@
-"""Helpers shared by the statistical fakes: loading a profile, stable hashing."""
+"""Helpers shared by the backends: finding and loading a profile, stable hashing, one call's PRNG."""
 from __future__ import annotations
 
 import copy
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
@@ -12,6 +13,54 @@ from ..core.errors import InputError
 from ..core.files import load_yaml
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def find_profile(name: str, base_dir: Optional[Path]) -> Path:
+    """A backend profile by path or name: relative to ``base_dir`` (the scenario's folder), as given,
+    ``backends/<name>.yaml`` beside the scenario, then in the working folder (a user's own profiles
+    win), then among the profiles shipped in the package (:mod:`meshsim.core.bundled`: found from any
+    folder, wheel or checkout)."""
+    cands = []
+    p = Path(name)
+    if base_dir is not None and not p.is_absolute():
+        cands.append(base_dir / p)
+    cands.append(p)
+    stem = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
+    if base_dir is not None:
+        cands.append(base_dir / "backends" / stem)
+    cands.append(Path("backends") / stem)
+    from ..core.bundled import bundled
+    from ..core.files import is_input_file
+
+    cands.append(bundled(Path("backends") / stem))
+
+    for c in cands:
+        if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
+            return c
+    raise InputError("backend profile not found (looked beside the scenario, in backends/ beside it, in "
+                     f"./backends and among the shipped profiles){_profiles_hint(name, base_dir)}",
+                     field="profile", value=name)
+
+
+def _profiles_hint(name: str, base_dir: Optional[Path]) -> str:
+    """``; did you mean 'fake-default'?; profiles: a, b, …``: the profiles that exist where
+    :func:`find_profile` looks by name (one line; issue 32)."""
+    import difflib
+
+    from ..core.bundled import bundled
+
+    names: set[str] = set()
+    for folder in ([base_dir / "backends"] if base_dir is not None else []) + [Path("backends"),
+                                                                                 bundled("backends")]:
+        try:
+            names.update(p.stem for p in folder.glob("*.yaml"))
+        except OSError:
+            continue
+    if not names:
+        return ""
+    stem = Path(name).name.removesuffix(".yaml").removesuffix(".yml")
+    close = difflib.get_close_matches(stem, sorted(names), n=1, cutoff=0.6)
+    return (f"; did you mean '{close[0]}'?" if close else "") + f"; profiles: {', '.join(sorted(names))}"
 
 
 def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[str, Any]] = None) -> M:
@@ -85,3 +134,36 @@ def hash_unit(*parts: Any) -> float:
 def model_role(model: str) -> str:
     """The fakes know two models: ``weak``, and ``strong`` for anything else."""
     return "weak" if model == "weak" else "strong"
+
+_M64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    """A tiny deterministic PRNG for one call (seeding ``random.Random`` costs
+    ~5 µs, more than the whole fake call; SplitMix64 seeds for free)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, seed: int):
+        self.s = seed & _M64
+
+    def random(self) -> float:
+        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
+
+    def gauss(self, mu: float, sigma: float) -> float:
+        # two draws of random(), inlined (the same arithmetic: this is on every fake call's path)
+        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        u1 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0) or 5e-324
+        self.s = z = (self.s + 0x9E3779B97F4A7C15) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        u2 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
+        return mu + sigma * math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+
+    def randrange(self, n: int) -> int:
+        return min(n - 1, int(self.random() * n))

@@ -43,6 +43,7 @@ from typing import Any, Optional
 from ..core.errors import InputError
 from ..core.redact import scrub
 from ..core.calls import Backend, CallKind, LatencyModel, Request, Response, TaskRef
+from .registry import build_backend, check_backend, register_backend
 
 __all__ = ["ReplayBackend", "MODES", "call_key", "read_cassette", "request_record", "response_from", "response_to"]
 
@@ -461,9 +462,9 @@ class ReplayBackend(Backend):
                 os.close(fd)
 
 
-def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
-    from . import check_backend
-
+def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> Any:
+    """``backend: {kind: replay, mode, cassette, backend, fsync}``; returns what the wrapped
+    backend's check loaded. The wrapped backend needs its key unless the mode only replays."""
     allowed = {"kind", "mode", "cassette", "backend", "fsync"}
     for k in spec:
         if k not in allowed:
@@ -489,7 +490,7 @@ def check_replay_spec(spec: dict[str, Any], base_dir: Optional[Path]) -> None:
                              field="cassette", value=str(spec["cassette"]))
         read_cassette(path)
     try:
-        check_backend(inner, base_dir, need_key=(mode != "replay"))
+        return check_backend(inner, base_dir, need_key=(mode != "replay"))
     except InputError as exc:
         if exc.file:
             raise
@@ -504,10 +505,13 @@ def cassette_path(cassette: str, base_dir: Optional[Path]) -> Path:
     return p
 
 
-def make_replay(spec: dict[str, Any], seed: int, base_dir: Optional[Path]) -> ReplayBackend:
-    from . import make_backend
-
+def make_replay(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool = True,
+                loaded: Any = None) -> ReplayBackend:
+    """The replay backend of a spec :func:`check_replay_spec` passed (``loaded``: what it returned)."""
     mode = spec.get("mode", "record-missing")
-    inner = make_backend(spec["backend"], seed, base_dir, need_key=(mode != "replay"))
+    inner = build_backend(spec["backend"], seed, base_dir, (mode != "replay"), loaded)
     return ReplayBackend(inner, mode, cassette_path(spec.get("cassette", ""), base_dir),
                          fsync=bool(spec.get("fsync", True)))
+
+
+register_backend("replay", check_replay_spec, make_replay)

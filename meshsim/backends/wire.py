@@ -16,12 +16,13 @@ layers, or another coding (``br``, ``zstd``: meshsim asks for
 from __future__ import annotations
 
 import contextlib
-
+import email.utils
+import time
 import zlib
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 __all__ = ["ACCEPT_ENCODING", "CHUNK", "MAX_ENCODINGS", "BodyTooLarge", "BadEncoding", "BoundedBody",
-           "content_codings", "read_body"]
+           "content_codings", "read_body", "retry_after"]
 
 #: what meshsim asks for (and all it can decode)
 ACCEPT_ENCODING = "gzip, deflate"
@@ -158,3 +159,24 @@ async def read_body(response: Any, cap: int) -> bytes:
             body.parts.clear()  # the exception's traceback holds this frame: not the bytes read so far
             raise
     return body.body()
+
+
+def retry_after(value: Optional[str], cap: float) -> Optional[float]:
+    """A ``Retry-After`` header (seconds, or an HTTP date) as seconds to wait, within [0, cap];
+    ``None`` when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        secs = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        secs = when.timestamp() - time.time()
+    if secs != secs:  # NaN
+        return None
+    return min(cap, max(0.0, secs))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -10,9 +11,26 @@ from ..core.errors import InputError
 from .app import _need_plotting, main
 
 
+class _OcKinds(click.Choice):
+    """The registered detectors with closed-form OC, read when first needed (not at CLI start)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from ..analysis.detector import oc_kinds
+
+        return tuple(oc_kinds())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass
+
+
 @main.command()
 @click.argument("source", metavar="PROFILE|RUN_DIR|SCENARIO")
-@click.option("--detector", "kind", type=click.Choice(["relative", "absolute", "cusum"]), default=None,
+@click.option("--detector", "kind", type=_OcKinds(), default=None,
               help="Rule (default: the scenario's, else relative).")
 @click.option("--alpha", type=float, default=None, help="Watch threshold on z (Tab. B11: 1.2).")
 @click.option("--beta", type=float, default=None, help="Isolation threshold on z (2.0).")
@@ -69,9 +87,9 @@ def detector(source: str, kind: str | None, alpha, beta, window, floor, min_obs,
     p = report.detector_params(src.params, alpha=alpha, beta=beta, window=window, floor=floor, min_obs=min_obs,
                                consecutive=consecutive, abs_watch=abs_watch, abs_isolate=abs_isolate,
                                cusum_k=cusum_k, cusum_h=cusum_h, cusum_target=cusum_target, scope=scope)
-    kind = kind or getattr(src.params, "detector", "relative")
-    if kind not in ("relative", "absolute", "cusum"):
-        kind = "relative"
+    kind = kind or getattr(src.params, "detector", oc_math.RELATIVE)
+    if kind not in oc_math.oc_kinds():
+        kind = oc_math.RELATIVE
     if plot_kind == "oc" and name_vals is None:
         if kind != "relative":
             raise InputError("--plot oc needs --vary for the absolute and CUSUM rules", field="--vary")

@@ -207,7 +207,7 @@ def file_digest(path: str | Path, upto: Optional[int] = None) -> tuple[int, str]
 # YAML
 
 
-class _Refused(yaml.YAMLError):
+class _Refused(yaml.YAMLError):  # type: ignore[misc]  # (PyYAML ships no types)
     """A document the loader will not build (too deep, too large, duplicate key)."""
 
     def __init__(self, message: str, mark: Any = None):
@@ -216,7 +216,7 @@ class _Refused(yaml.YAMLError):
         self.mark = mark
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # (PyYAML ships no types)
     """``yaml.SafeLoader`` that refuses duplicate keys, deep nesting, recursive
     aliases and documents whose aliases expand past :data:`MAX_NODES`.
 

@@ -13,7 +13,7 @@ def agent_name(i: int) -> str:
     return f"A{i + 1}"
 
 
-def node_order(name: str) -> tuple:
+def node_order(name: str) -> tuple[int, str, int]:
     """Sort key: A2 before A10 (natural order, so outputs read the way people expect)."""
     if isinstance(name, str) and name[:1].isalpha() and name[1:].isdigit():
         return (0, name[0], int(name[1:]))

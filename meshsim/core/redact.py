@@ -19,6 +19,10 @@ At the bottom of the package: imports nothing of meshsim.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
 
 __all__ = ["MIN_RUN", "MASK", "register", "scrub", "active", "scope", "public_url", "url_secrets", "structural",
            "SECRET_FIELDS"]
@@ -100,7 +104,7 @@ SECRET_FIELDS = frozenset({"api_key", "apikey", "key", "password", "passwd", "se
 URL_FIELDS = frozenset({"base_url", "url", "endpoint"})
 
 
-def _split(url: str):
+def _split(url: str) -> "SplitResult | None":
     from urllib.parse import urlsplit
 
     try:
@@ -141,12 +145,12 @@ def url_secrets(url: str) -> list[str]:
     return out
 
 
-def structural(data):
+def structural(data: Any) -> Any:
     """A copy of ``data`` (mappings, lists, scalars) with secrets removed by field:
     URL fields lose user-info and query values, header mappings keep their names
     with masked values, secret-named fields are masked."""
     if isinstance(data, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in data.items():
             name = str(k).lower()
             if name == "headers" and isinstance(v, dict):
@@ -163,19 +167,19 @@ def structural(data):
     return data
 
 
-def _nested(parts: list[str], value):
+def _nested(parts: list[str], value: Any) -> Any:
     for p in reversed(parts):
         value = {p: value}
     return value
 
 
-def _leaf(data, parts: list[str]):
+def _leaf(data: Any, parts: list[str]) -> Any:
     for p in parts:
         data = data[p]
     return data
 
 
-def redact_value(path: str, value):
+def redact_value(path: str, value: Any) -> Any:
     """``value`` as :func:`structural` leaves it when it sits at the dotted
     ``path`` of a scenario (``backend.backend.headers.X-Team-Token``: masked;
     ``...base_url``: without user-info and query values)."""

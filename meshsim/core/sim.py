@@ -27,7 +27,8 @@ from typing import Any, Callable, Generator, Iterator
 import numpy as np
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Initialize, Interrupt, Process, Timeout
+from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Initialize, Process, Timeout
+from simpy.exceptions import Interrupt
 
 __all__ = ["Environment", "Deadlines", "stream_key", "long_run_gc", "event_value", "start_detached",
            "SIMPY_INTERNALS"]
@@ -69,11 +70,13 @@ class Environment(simpy.Environment):
     def __init__(self, seed: int, initial_time: float = 0.0):
         super().__init__(initial_time)
         self.seed = int(seed)
-        self._rngs: dict[tuple, np.random.Generator] = {}
-        self._pyrngs: dict[tuple, random.Random] = {}
+        self._rngs: dict[tuple[str, ...], np.random.Generator] = {}
+        self._pyrngs: dict[tuple[str, ...], random.Random] = {}
+        #: the deadline lines of every :class:`Deadlines` on this clock, by delay
+        self.deadline_lines: dict[float, _Line] = {}
 
     #: the current simulation time (SimPy's ``now``, read by a C getter: it is read once per message)
-    now = property(attrgetter("_now"))  # type: ignore[assignment]
+    now = property(attrgetter("_now"))
 
     def seed_sequence(self, *names: Any) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=stream_key(*names))
@@ -116,7 +119,7 @@ class Environment(simpy.Environment):
         try:
             while queue:
                 self._now, _, _, event = heappop(queue)
-                callbacks, event.callbacks = event.callbacks, None
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
                 try:
                     for callback in callbacks:
                         callback(event)
@@ -139,7 +142,7 @@ class Environment(simpy.Environment):
     # ``timeout`` and ``process`` build the same objects as simpy's and schedule them the
     # same way (same time, priority and event id), with the constructors written out:
     # they run once per LLM call and per handler process (issue 22)
-    def timeout(self, delay: float = 0, value: Any = None) -> Timeout:  # type: ignore[override]
+    def timeout(self, delay: float = 0, value: Any = None) -> Timeout:
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
         ev = _new(Timeout)
@@ -151,7 +154,7 @@ class Environment(simpy.Environment):
         heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), ev))
         return ev
 
-    def process(self, generator: Any) -> Process:  # type: ignore[override]
+    def process(self, generator: Any) -> Process:
         if not hasattr(generator, "throw"):
             raise ValueError(f"{generator} is not a generator.")
         proc = _new(Process)
@@ -183,7 +186,7 @@ class Environment(simpy.Environment):
         return ev
 
 
-def start_detached(env: "Environment", gen: Generator, table: dict) -> Process:
+def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dict[Any, None]) -> Process:
     """Run ``gen`` as a process that nothing waits on, starting now (see ``Node.start``).
 
     It runs to its first ``yield`` inside this call (not at a later
@@ -219,7 +222,7 @@ class _Detached(Process):
     as a failed event, so the run stops with its error as SimPy's would.
     """
 
-    table: dict
+    table: dict[Any, None]
 
     def _resume(self, event: Event) -> None:
         env = self.env
@@ -256,7 +259,7 @@ class _Detached(Process):
         if self._value is PENDING:
             self._target = event
         else:  # ended: it leaves its owner (no end event: nothing waits on it)
-            self._target = None
+            self._target = None  # type: ignore[assignment]
             self.table.pop(self, None)
 
 
@@ -284,20 +287,16 @@ class Deadlines:
     def __init__(self, env: "Environment", callback: Callable[[Any], None]):
         self.env = env
         self.callback = callback
-        lines = getattr(env, "_deadline_lines", None)
-        if lines is None:
-            lines = {}
-            env._deadline_lines = lines  # type: ignore[attr-defined]
-        self._lines: dict[float, _Line] = lines
+        self._lines: dict[float, _Line] = env.deadline_lines
 
-    def add(self, delay: float, value: Any) -> list:
+    def add(self, delay: float, value: Any) -> list[Any]:
         line = self._lines.get(delay)
         if line is None:
             line = self._lines[delay] = _Line(self.env)
         return line.add(delay, value, self.callback)
 
     @staticmethod
-    def cancel(entry: list) -> None:
+    def cancel(entry: list[Any]) -> None:
         entry[3] = False
 
 
@@ -308,11 +307,11 @@ class _Line:
 
     def __init__(self, env: "Environment"):
         self.env = env
-        self._q: deque = deque()  # [time, eid, value, live, callback], in (time, eid) order
+        self._q: deque[list[Any]] = deque()  # [time, eid, value, live, callback], in (time, eid) order
         self._armed = False
         self._last = float("-inf")
 
-    def add(self, delay: float, value: Any, callback: Callable[[Any], None]) -> list:
+    def add(self, delay: float, value: Any, callback: Callable[[Any], None]) -> list[Any]:
         env = self.env
         at = env._now + delay
         if at < self._last:  # out of order: a timer of its own
@@ -387,7 +386,7 @@ def long_run_gc(threshold0: int = GC_THRESHOLD0) -> Iterator[None]:
         return
     old = gc.get_threshold()
 
-    def freeze_survivors(phase: str, info: dict) -> None:
+    def freeze_survivors(phase: str, info: dict[str, Any]) -> None:
         if phase == "stop" and info.get("generation") == 2:
             gc.freeze()
 

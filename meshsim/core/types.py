@@ -138,7 +138,7 @@ def _models_in(annotation: Any) -> tuple[list[Any], bool]:
     return found, keyed
 
 
-def closest_key(model: Any, loc: tuple) -> str:
+def closest_key(model: Any, loc: tuple[Any, ...]) -> str:
     """`` (did you mean 'window'?)`` for an unknown key at ``loc`` (a pydantic error
     location) under ``model``, else ``(choose from ...)`` for a short list, else ''.
     Issue 19: an unknown key is an error everywhere, with the closest valid key."""

@@ -5,9 +5,10 @@ Layout (each module imports only what is below it):
 - :mod:`.registry`: the table of topology kinds, the parameter checker and
   ``relabel`` (nodes ``A1``..``An``). The bottom: generators register into it.
 - :mod:`.plain`: complete, G(n,p), G(n,m), regular, ring, path, star.
-- :mod:`.ability`: ``ability_sparse`` (MeshHeal App. B.7, Tab. B12).
+- :mod:`.ability`: ``ability_sparse`` (MeshHeal App. B.7, Tab. B12); its checks in :mod:`.ability_checks`.
 - :mod:`.robust`: ``merg``, ``pa_robust``, ``er_robust``, ``k_circulant`` (SAC App. A).
-- :mod:`.robustness`: exact and MILP r-robustness (SAC Def. 3.3), the F-local model.
+- :mod:`.robustness`: exact and MILP r-robustness (SAC Def. 3.3), the F-local model;
+  its searches on neighbour bit masks are in :mod:`.reach`.
 - :mod:`.io`: GraphML and edge-list files.
 - :mod:`.build`: ``build(kind, params, seed)`` and ``describe(G)``.
 

@@ -15,7 +15,7 @@ from ..core.names import agent_name, node_order
 
 __all__ = ["GENERATORS", "Generator", "register_generator", "need", "relabel"]
 
-Generator = Callable[[dict, int], nx.Graph]
+Generator = Callable[[dict[str, Any], int], nx.Graph]
 
 #: topology kind -> generator (``file`` is handled by :func:`meshsim.graphs.build`)
 GENERATORS: dict[str, Generator] = {}
@@ -27,7 +27,7 @@ def register_generator(name: str, fn: Generator) -> Generator:
     return fn
 
 
-def need(params: dict, key: str, kind: str, typ=int, low=None, high=None) -> Any:
+def need(params: dict[str, Any], key: str, kind: str, typ: type = int, low: Any = None, high: Any = None) -> Any:
     """``params[key]`` checked as an int (or float) in [low, high]; one-line error otherwise."""
     if key not in params:
         raise TopologyError(f"topology '{kind}' needs '{key}'", field=f"network.topology.{key}")

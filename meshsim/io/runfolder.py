@@ -2,7 +2,9 @@
 
 * **Lock.** A run holds an exclusive ``fcntl.flock`` on ``OUT/.meshsim.lock``
   for as long as it writes ``OUT``; a second run into the same folder fails at
-  once (exit 2) naming the holder's pid, scenario and start time. The kernel
+  once (exit 2) naming the holder's pid, scenario and start time. The one lock
+  of every folder meshsim writes: a sweep's (``.sweep.lock``), an uncertainty
+  study's and a verdict's hold it under their own file names (issue 31). The kernel
   drops the lock when the process ends, however it ends (crash, kill -9), so
   a stale lock file never blocks anyone; the file stays (removing a lock file
   someone may be opening races with them).
@@ -86,11 +88,14 @@ def _now() -> str:
 
 
 class RunLock:
-    """An exclusive lock on a run folder (see the module doc)."""
+    """An exclusive lock on a folder meshsim writes (see the module doc): ``name``
+    is the lock file's, ``what`` names the command in the refusal (``in use by
+    another meshsim sweep (pid ..., since ...)``)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, name: str = LOCK_NAME, what: str = "run"):
         self.folder = Path(folder)
-        self.path = self.folder / LOCK_NAME
+        self.path = self.folder / name
+        self.what = what
         self.created: list[Path] = []  # folders this lock created (removed again if nothing was written)
         self._fd: Optional[int] = None
 
@@ -117,8 +122,8 @@ class RunLock:
         except OSError:
             holder = _holder(fd)
             os.close(fd)
-            raise RunFolderError(f"in use by another meshsim run ({holder}); wait for it to finish or choose "
-                                 "another --out", file=str(self.folder)) from None
+            raise RunFolderError(f"in use by another meshsim {self.what} ({holder}); wait for it to finish or "
+                                 "choose another --out", file=str(self.folder)) from None
         self._fd = fd
         try:
             text = json.dumps(dict(info, pid=os.getpid(), host=socket.gethostname(), since=_now()))
@@ -143,7 +148,7 @@ class RunLock:
         if fd is None or not self.created:
             return
         try:
-            if [p.name for p in self.folder.iterdir()] == [LOCK_NAME]:
+            if [p.name for p in self.folder.iterdir()] == [self.path.name]:
                 self.path.unlink()
                 self._undo()
         except OSError:
@@ -203,7 +208,7 @@ def remove_stale_tmp(folder: Path, names: Optional[frozenset[str]] = None) -> in
 def stale_tmp(folder: Path, names: Optional[frozenset[str]]) -> list[Path]:
     """meshsim's own temp files (``.NAME.XXXXXXXX.tmp``, NAME in ``names``; None:
     any NAME, in a folder that is meshsim's own) in ``folder`` itself."""
-    out = []
+    out: list[Path] = []
     try:
         entries = list(Path(folder).iterdir())
     except OSError:
@@ -288,7 +293,7 @@ class OwnFiles:
 
 def _legacy_run_folder(folder: Path) -> bool:
     prov = read_json(folder / PROVENANCE)
-    return bool(prov) and "meshsim" in prov and "inputs" in prov
+    return prov is not None and bool(prov) and "meshsim" in prov and "inputs" in prov
 
 
 def claim_report(folder: Path | str, name: str = "report.html") -> None:

@@ -56,7 +56,7 @@ class Link:
         # The link's random stream is made on first use: a 165k-link complete
         # graph with constant latency and no loss never needs one.
         self._rnd_obj = rnd if isinstance(rnd, random.Random) else None
-        self._rnd_factory = None if self._rnd_obj is not None else rnd
+        self._rnd_factory: Callable[[], random.Random] | None = None if isinstance(rnd, random.Random) else rnd
         self.up = True
         self.epoch = 0
         self._busy = {u: 0.0, v: 0.0}
@@ -95,6 +95,7 @@ class Link:
     def _rnd(self) -> random.Random:
         r = self._rnd_obj
         if r is None:
+            assert self._rnd_factory is not None  # (one of the two is set)
             r = self._rnd_obj = self._rnd_factory()
         return r
 

@@ -1,7 +1,7 @@
 """The network: nodes, links, traffic counters and the trace hook."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..core.errors import InputError
 from ..core.sim import Environment, event_value
@@ -11,9 +11,12 @@ from .links import Link
 from .messages import KindStats, Message
 from .node import Node
 
+if TYPE_CHECKING:
+    from simpy.events import Event
+
 __all__ = ["Network", "edge_key"]
 
-Tracer = Callable[[float, str, dict], None]
+Tracer = Callable[[float, str, dict[str, Any]], None]
 
 
 def edge_key(u: str, v: str) -> tuple[str, str]:
@@ -146,7 +149,7 @@ class Network:
         st.delivered += 1
         node.receive(msg)
 
-    def deliver_batch(self, ev) -> None:
+    def deliver_batch(self, ev: Event) -> None:
         """Deliver a multicast's messages that share one delay (see Node.multicast)."""
         nodes = self.nodes
         for link, dst, msg, epoch in event_value(ev):

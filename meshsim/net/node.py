@@ -8,7 +8,7 @@ so that slow work (an LLM call) never blocks routing traffic.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, Protocol
 
 from simpy import Interrupt
 from simpy.events import Event, Process
@@ -24,6 +24,12 @@ _tuple_new = tuple.__new__
 Handler = Callable[[Message], Any]
 
 
+class Deduplicator(Protocol):
+    """What a node asks its reliable layer (net.reliable.Reliable) of an arriving message: handle it or not."""
+
+    def accept(self, msg: Message) -> bool: ...
+
+
 class Node:
     def __init__(self, net: Fabric, name: str):
         self.net = net
@@ -33,7 +39,7 @@ class Node:
         self.handlers: dict[str, Handler] = {}
         self.link_listeners: list[Callable[[str, bool], None]] = []
         self.alive = True
-        self.reliable = None  # set by net.reliable.Reliable
+        self.reliable: Deduplicator | None = None  # set by net.reliable.Reliable
         # insertion-ordered (a dict, not a set of objects hashed by address): shutdown
         # interrupts them in the order they started, the same in every run
         self._procs: dict[Process, None] = {}
@@ -84,7 +90,7 @@ class Node:
         now = self.env.now
         name = self.name
         links = self.links
-        groups: dict[float, list] = {}
+        groups: dict[float, list[Any]] = {}
         shared = None if self.net.trace_messages else Message(kind, name, "*", payload, size, now, 0)
         n = 0
         for peer in (links if peers is None else peers):
@@ -123,14 +129,14 @@ class Node:
             self.start(result)
 
     # -- processes and timers -------------------------------------------
-    def spawn(self, gen: Generator) -> Process:
+    def spawn(self, gen: Generator[Any, Any, Any]) -> Process:
         """Run ``gen`` as a process owned by this node (interrupted on removal)."""
         proc = self.env.process(gen)
         self._procs[proc] = None
         proc.callbacks.append(self._procs_discard)
         return proc
 
-    def start(self, gen: Generator) -> None:
+    def start(self, gen: Generator[Any, Any, Any]) -> None:
         """Run ``gen`` as a detached process of this node, starting now.
 
         For a handler's work, which nothing waits on: it runs to its first

@@ -34,14 +34,14 @@ class Reliable:
         self.timeout = timeout
         self.retries = retries
         self._next_rid = 1
-        self._pending: dict[int, list] = {}
+        self._pending: dict[int, list[Any]] = {}
         # ack timeouts: nearly every one is cancelled by its ack, so they are
         # queued lazily (meshsim.core.sim.Deadlines; the same firing order as timers)
         self._deadlines = Deadlines(node.env, self._expire)
         # per sender, every request id handled, sorted: ids from one sender mostly arrive
         # in increasing order, so this is an append (8 bytes each, not a set's ~60: a
         # 483,840-task run handles ~6M requests; issue 22)
-        self._seen: dict[str, array] = {}
+        self._seen: dict[str, array[int]] = {}
         self.retransmissions = 0
         self.failures = 0
         node.reliable = self
@@ -62,7 +62,7 @@ class Reliable:
         self._transmit(rid, state)
         return done
 
-    def _transmit(self, rid: int, state: list) -> None:
+    def _transmit(self, rid: int, state: list[Any]) -> None:
         dst, kind, payload, size, _left, timeout, _done, _timer = state
         self.node.send(dst, kind, payload, size, rid=rid)
         state[7] = self._deadlines.add(timeout, rid)

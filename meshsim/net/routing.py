@@ -149,7 +149,7 @@ class DistanceVector:
         if dirty:
             self._advertise(sorted(dirty))
 
-    def _vector_for(self, peer: str, abilities: Iterable[str]) -> dict[str, int]:
+    def _vector_for(self, peer: str | None, abilities: Iterable[str]) -> dict[str, int]:
         inf = self.infinity
         out = {}
         for s in abilities:
@@ -167,7 +167,7 @@ class DistanceVector:
         node = self.node
         # Neighbours that are a next hop for something get a poisoned vector of
         # their own; everyone else gets the same one in a single multicast.
-        vias = {self.via.get(s) for s in abilities} - {None}
+        vias = {v for v in (self.via.get(s) for s in abilities) if v is not None}
         size = HEADER_BYTES + 12 * len(abilities)
         plain = [p for p, link in node.links.items() if link.up and p not in vias]
         if plain:

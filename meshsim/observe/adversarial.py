@@ -7,11 +7,12 @@ from typing import Any, Optional
 from .aggregate import agent_order, frac, mean_of
 from .detection import degradation_intervals, first_isolation
 from .routing import route_losses
+from .views import MeshHealView
 
 __all__ = ["adversarial_summary"]
 
 
-def adversarial_summary(proto: Any) -> dict[str, Any]:
+def adversarial_summary(proto: MeshHealView) -> dict[str, Any]:
     """Byzantine MeshHeal agents (issue 20; equations in docs/adversarial.md, "Metrics").
 
     * framing: each framed target that was healthy, isolated (own detector) at
@@ -106,10 +107,10 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                               after_reaction=span(reaction, n + 1) if reaction is not None else None,
                               outcomes={o: sum(1 for h in hits if h["outcome"] == o)
                                         for o in ("drop", "corrupt", "pass")})
-        out["routing"]["losses"] = route_losses(getattr(proto, "lost_rows", []), r0, routers)
+        out["routing"]["losses"] = route_losses(proto.lost_rows, r0, routers)
     targets_all = {t for r in log for t in r.get("targets", ())}
     collateral = {}
-    for a in sorted(getattr(proto, "K", {}), key=agent_order):
+    for a in sorted(proto.K, key=agent_order):
         if a in start or a in targets_all:
             continue
         c = first_isolation(states, a, first, degraded=False)

@@ -387,11 +387,13 @@ def state_heatmap(run: Any, agents: Optional[Sequence[str]] = None, ax=None, see
 
 def _detector_points(rf: RunFolder, agent: str) -> tuple[str, list[tuple[int, str, float, str, bool]], dict]:
     """(statistic label, [(task, ability, value, state, probe)], thresholds)."""
+    from ..protocols.meshheal.detector import ABSOLUTE, CUSUM, RELATIVE
+
     p = rf.params
-    kind = str(p.get("detector", "relative"))
+    kind = str(p.get("detector", RELATIVE))
     rows = sorted(rf.agent_reviews(agent), key=lambda r: r["task"])
     pts = []
-    if kind == "absolute":
+    if kind == ABSOLUTE:
         w = int(p.get("window", 8))
         hist: dict[tuple[str, str], list[float]] = {}
         for r in rows:
@@ -410,7 +412,7 @@ def _detector_points(rf: RunFolder, agent: str) -> tuple[str, list[tuple[int, st
         for d in r.get("detector") or []:
             if d.get("z") is not None:
                 pts.append((r["task"], d["ability"], float(d["z"]), d["state"], bool(r.get("probe"))))
-    if kind == "cusum":
+    if kind == CUSUM:
         h = float(p.get("cusum_h", 1.0))
         return "CUSUM of the score deficit", pts, {"watch": ("h (watch)", h), "isolate": ("2h (isolate)", 2 * h)}
     return ("z = (x̄ − m) / max(m − p25, floor)", pts,
@@ -433,7 +435,10 @@ def detector_view(run: Any, agent: str, ax=None, seed: Optional[int] = None, leg
     if agent not in rf.agents():
         raise InputError(f"unknown agent (this run has {_agent_list(rf)})",
                          field="--agents", value=agent)
-    if str(rf.params.get("detector", "relative")) == "none" or rf.params.get("review") is False:
+    from ..protocols.meshheal.detector import DETECTORS, RELATIVE
+
+    kind = DETECTORS.get(str(rf.params.get("detector", RELATIVE)))
+    if (kind is not None and kind.watches is None) or rf.params.get("review") is False:
         raise RunFolderError("this run has no detector (protocol.params.detector: none)", file=str(rf.path))
     label, pts, th = _detector_points(rf, agent)
     ax = _axes(ax, 3.4)

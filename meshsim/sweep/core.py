@@ -24,7 +24,8 @@ from typing import Any, Callable, Optional
 from ..core.errors import InputError, RunFolderError
 from ..io.records import write_atomic, write_records
 from .executors import make_executor
-from .manifest import FORMAT, check_compatible, merge, read_manifest, write_manifest
+from .folder import check_folder, open_folder, run_dir, summary_ok
+from .manifest import FORMAT, check_compatible, read_manifest
 from .progress import SweepProgress
 from .results import TIMING, write_results
 from .spec import MAX_RUNS, OUTPUT_LEVELS, SweepSpec, build_spec, parse_axis_arg, read_sweep_file, spec_from_section
@@ -109,7 +110,8 @@ def _fmt(v: Any) -> str:
     return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
 
 
-def _key(data: dict[str, Any]) -> str:
+def point_key(data: dict[str, Any]) -> str:
+    """A point's id: a hash of the redacted scenario it runs (its folder's name under ``runs/``)."""
     from ..core.redact import structural
 
     # the redacted form (secrets by field), as the run's scenario.resolved.yaml holds it: a rotated
@@ -234,7 +236,7 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
             plan.skipped.append({"values": pt, "reason": str(exc)})
             continue
         portable = portable_data(sc)
-        key = _key(portable)
+        key = point_key(portable)
         if key in seen:
             continue  # the same scenario twice (2 and 2.0)
         seen.add(key)
@@ -250,31 +252,11 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
 # ------------------------------------------------------------------------------------ running
 
 
-def _run_dir(out: Path, key: str, seed: int) -> Path:
-    return out / "runs" / key / f"seed-{seed}"
-
-
-class _Lock:
-    """An exclusive lock on the sweep folder (released by the OS if the process dies)."""
-
-    def __init__(self, out: Path):
-        import fcntl
-
-        self.fh = open(out / ".sweep.lock", "w")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.fh.close()
-            raise RunFolderError("another meshsim sweep is writing this folder", file=str(out)) from None
-
-    def release(self) -> None:
-        self.fh.close()
-
-
-def _write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
+def write_run(out: Path, res: dict[str, Any], fmt: str) -> None:
+    """Write one finished (or failed) run's files into its folder (:func:`.folder.run_dir`); summary.json last."""
     from ..io.runfolder import SEED_FILES, stale_tmp
 
-    d = _run_dir(out, res["point"], int(res["seed"]))
+    d = run_dir(out, res["point"], int(res["seed"]))
     d.mkdir(parents=True, exist_ok=True)
     for stale in ("summary.json", "error.txt", TIMING):
         if (d / stale).is_file() and not (d / stale).is_symlink():
@@ -354,13 +336,14 @@ def point_inputs(data: dict[str, Any], source: str, base_dir: Path, remote: bool
                 cache[key] = read_bytes(path, _INPUT_KINDS.get(role, "profile"))
             except InputError:
                 cache[key] = None
-        if cache[key] is not None:
-            files[key] = cache[key]
+        content = cache[key]
+        if content is not None:
+            files[key] = content
     return files
 
 
 def _finished(out: Path, key: str, seed: int, expected: dict[tuple[str, int], str]) -> bool:
-    d = _run_dir(out, key, seed)
+    d = run_dir(out, key, seed)
     r = d / "scenario.resolved.yaml"
     return summary_ok(d / "summary.json") and r.is_file() and _text(r) == expected[(key, seed)]
 
@@ -370,80 +353,6 @@ def _text(f: Path) -> Optional[str]:
         return f.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def summary_ok(f: Path) -> bool:
-    """``f`` is a whole summary.json (a JSON object): a damaged one (cut
-    short, edited) makes its run unfinished, so it is run again (issue 30)."""
-    if not f.is_file():
-        return False
-    try:
-        return isinstance(json.loads(f.read_text(encoding="utf-8")), dict)
-    except (OSError, ValueError, RecursionError):
-        return False
-
-
-def repair_runs(out: Path, manifest: dict[str, Any]) -> int:
-    """Remove the damaged summary.json (:func:`summary_ok`) of every run the
-    manifest lists, so that the run counts as not run and is run again; a
-    finished run is never touched. Call with the folder's lock held.
-    Returns how many were removed."""
-    n = 0
-    for key, seed in manifest.get("runs", []):
-        f = _run_dir(out, key, seed) / "summary.json"
-        if f.is_file() and not f.is_symlink() and not summary_ok(f):
-            f.unlink()
-            n += 1
-    return n
-
-
-def plan_inputs(plan: Plan) -> list[Path]:
-    """Every file the sweep reads: the sweep file, the scenario and what each
-    point's scenario names (runfolder.scenario_inputs)."""
-    from ..io.runfolder import scenario_inputs
-    from ..scenario.model import parse_scenario
-
-    paths = [plan.scenario_path] + ([Path(plan.command["path"])] if plan.command.get("path") else [])
-    seen: set[str] = set()
-    parsed: set[str] = set()
-    for data in [plan.base] + [p.data for p in plan.points]:
-        # only what names files decides them: each distinct combination is parsed once
-        key = json.dumps([data.get(k) for k in ("network", "agents", "tasks", "backend")], sort_keys=True,
-                         default=str)
-        if key in parsed:
-            continue
-        parsed.add(key)
-        sc = parse_scenario(copy.deepcopy(data), plan.source, plan.base_dir)
-        for f in scenario_inputs(sc):
-            if str(f) not in seen:
-                seen.add(str(f))
-                paths.append(f)
-    return paths
-
-
-def check_folder(plan: Plan, out: Path) -> Optional[dict[str, Any]]:
-    """The checks of a sweep folder before anything is written: not among the
-    inputs (runfolder.refuse_inputs_inside), a folder, empty or a sweep's.
-    Returns its manifest (None: a new folder)."""
-    from ..io.runfolder import refuse_inputs_inside
-
-    refuse_inputs_inside(out, plan_inputs(plan))
-    if out.exists() and not out.is_dir():
-        raise RunFolderError("output path exists and is not a folder", file=str(out))
-    old = read_manifest(out) if out.is_dir() else None
-    if old is None and out.is_dir() and any(p for p in out.iterdir() if p.name != ".sweep.lock"):
-        raise RunFolderError("folder exists, is not empty and holds no sweep (manifest.json); "
-                             "choose another --out", file=str(out))
-    return old
-
-
-def remove_stale_tmp(out: Path) -> None:
-    """Temp files a killed sweep left at the top of its folder (``.NAME.XXXXXXXX.tmp``, meshsim's own
-    pattern; the folder is a sweep's: its manifest says so)."""
-    from ..io.runfolder import stale_tmp
-
-    for tmp in stale_tmp(out, None):
-        tmp.unlink()
 
 
 def resume_args(out: str | Path, sets: tuple[str, ...] | list[str] = (), axes: bool = False) -> dict[str, Any]:
@@ -515,7 +424,7 @@ def sweep_status(plan: Plan, out: str | Path) -> SweepStatus:
             done.setdefault(key, []).append(seed)
             continue
         pending.setdefault(key, []).append(seed)
-        if refused is None and (_run_dir(out, key, seed) / "error.txt").is_file():
+        if refused is None and (run_dir(out, key, seed) / "error.txt").is_file():
             failed.setdefault(key, []).append(seed)
     mine = set(plan.runs)
     others = sum(1 for k, s in (old or {}).get("runs", []) if (k, s) not in mine) if refused is None else 0
@@ -543,34 +452,22 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
                quiet: bool, live: Optional[bool], echo: Callable[[str], None], every: float,
                announce: Optional[Callable[[], None]], reference: Any = None) -> SweepOutcome:
     out = Path(out)
-    new = plan.manifest()
-    old = check_folder(plan, out)
-    if old is not None:
-        check_compatible(old, new, out)
+    left: dict[str, Any] = {}
 
-    expected = _expected(plan)
-    todo = [r for r in plan.runs if not _finished(out, *r, expected)]
-    # Dask workers may sit on other machines: they get the input files' content, read here once
-    shipped = _shipped_inputs(plan, remote=scheduler not in (None, "", "local")) \
-        if todo and executor == "dask" else None
-    ex = make_executor(executor, workers, scheduler) if todo else None  # connect before writing anything
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        lock = _Lock(out)
-    except BaseException:
-        if ex is not None:
-            ex.close()
-        raise
+    def connect() -> Any:  # once the folder passed its checks: what is left to run, then the executor
+        left["expected"] = expected = _expected(plan)
+        left["todo"] = todo = [r for r in plan.runs if not _finished(out, *r, expected)]
+        # Dask workers may sit on other machines: they get the input files' content, read here once
+        left["shipped"] = _shipped_inputs(plan, remote=scheduler not in (None, "", "local")) \
+            if todo and executor == "dask" else None
+        return make_executor(executor, workers, scheduler) if todo else None  # connect before writing anything
+
+    folder = open_folder(plan, out, plan.manifest(), connect)
+    expected, todo, shipped, ex = left["expected"], left["todo"], left["shipped"], folder.executor
+    manifest = folder.manifest
     failures: list[dict[str, Any]] = []
     ok = 0
     try:
-        old = read_manifest(out)  # under the lock now
-        if old is not None:
-            check_compatible(old, new, out)
-        manifest = merge(old, new)
-        remove_stale_tmp(out)
-        repair_runs(out, manifest)
-        write_manifest(out, manifest)
         if announce is not None:
             announce()
         total = len(plan.runs)
@@ -593,7 +490,7 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
             aborted = True
             try:
                 for res in ex.run(tasks):
-                    _write_run(out, res, fmts[res["point"]])
+                    write_run(out, res, fmts[res["point"]])
                     if res["status"] == "ok":
                         ok += 1
                     else:
@@ -602,9 +499,9 @@ def _run_sweep(plan: Plan, out: str | Path, executor: str, workers: Optional[int
                 aborted = False
             finally:
                 progress.close()
-                ex.close(abort=aborted) if ex is not None else None
+                folder.close_executor(aborted)
         written = write_results(out, manifest, reference)  # reference: summary.csv's paired differences
     finally:
-        lock.release()
+        folder.close()
     return SweepOutcome(out, len(plan.runs), len(plan.runs) - len(todo), ok, len(failures), len(plan.skipped),
                         failures, written)

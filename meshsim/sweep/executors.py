@@ -115,7 +115,7 @@ class DaskExecutor(Executor):
             raise InputError("--executor dask needs Dask distributed, which the 'dask' extra installs: "
                              "pip install 'meshsim[dask]'", field="--executor", value="dask")
         remote = scheduler not in (None, "", "local")
-        if remote:
+        if remote and scheduler is not None:
             _probe(scheduler)  # before importing Dask (a second or more): the 3 s are the scheduler's
         try:
             import logging

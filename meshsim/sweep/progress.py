@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
 __all__ = ["SweepProgress", "fmt_eta"]
 
@@ -34,7 +34,7 @@ class SweepProgress:
         self.every = every
         self.t0 = time.monotonic()
         self._last = 0.0
-        self._bar = None
+        self._bar: Any = None  # a rich Progress while live
 
     # -- numbers ---------------------------------------------------------------------------------
     @property

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Optional
 from ..core.errors import InputError, RunFolderError
 from ..observe.aggregate import quantile
 from ..io.records import write_atomic
+from .folder import run_dir
 
 __all__ = ["flatten", "run_rows", "point_rows", "write_results", "load_results", "read_table", "RESULTS",
            "SUMMARY", "MAX_AGENT_COLUMNS", "QUANTILES", "sort_key", "metric_columns", "resolve_reference", "CONF"]
@@ -85,10 +86,6 @@ def _manifest(folder: Path) -> dict[str, Any]:
     return m
 
 
-def _run_dir(folder: Path, point: str, seed: int) -> Path:
-    return folder / "runs" / point / f"seed-{seed}"
-
-
 def _axis_value(folder: Path, manifest: dict, point: str, seed: int, path: str) -> Any:
     vals = manifest["points"][point]
     if path in vals:
@@ -97,7 +94,7 @@ def _axis_value(folder: Path, manifest: dict, point: str, seed: int, path: str) 
     from ..scenario.model import get_path
     import yaml
 
-    f = _run_dir(folder, point, seed) / "scenario.resolved.yaml"
+    f = run_dir(folder, point, seed) / "scenario.resolved.yaml"
     if f.is_file():
         return get_path(yaml.safe_load(f.read_text()), path, None)
     return None
@@ -113,7 +110,7 @@ def run_rows(folder: Path | str, manifest: Optional[dict] = None) -> tuple[list[
         if (point, seed) in seen:  # one row per run, whatever the list holds (issue 30)
             continue
         seen.add((point, seed))
-        d = _run_dir(folder, point, seed)
+        d = run_dir(folder, point, seed)
         row: dict[str, Any] = {p: _axis_value(folder, manifest, point, seed, p) for p in axes}
         row.update(seed=seed, point=point)
         summ = d / "summary.json"
@@ -211,10 +208,11 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
             # a proportion: Wilson, in [0, 1]; a rate with its counts: also the pooled counts' Wilson
             ci = metric_interval(m, xs, CONF, rate_counts(m, [r for r in ok if _num(r.get(m)) is not None]))
             row.update(se=_finite(ci.se), lo=_finite(ci.lo), hi=_finite(ci.hi), ref=refs.get(point))
-            if refs.get(point) is not None:
-                d = paired(per_seed[point][m], per_seed[refs[point]][m], CONF)
-                row.update(diff=_finite(d.mean), diff_se=_finite(d.se), diff_lo=_finite(d.lo),
-                           diff_hi=_finite(d.hi), diff_n=d.n)
+            ref = refs.get(point)
+            if ref is not None:
+                diff = paired(per_seed[point][m], per_seed[ref][m], CONF)
+                row.update(diff=_finite(diff.mean), diff_se=_finite(diff.se), diff_lo=_finite(diff.lo),
+                           diff_hi=_finite(diff.hi), diff_n=diff.n)
             out.append(row)
     return axes + ["point", "metric"] + list(STAT_COLUMNS) + list(INTERVAL_COLUMNS) + list(DIFF_COLUMNS), out
 

@@ -64,7 +64,7 @@ def split_assignments(items: Iterable[str] | str | None) -> list[str]:
         return []
     if isinstance(items, str):
         items = [items]
-    out = []
+    out: list[str] = []
     for text in items:
         out.extend(p.strip() for p in _SPLIT.split(str(text)) if p.strip())
     return out

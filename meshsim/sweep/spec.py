@@ -145,7 +145,7 @@ def parse_values(raw: Any, where: dict[str, Any]) -> list[Any]:
     return vals
 
 
-def _check_path(path: Any, where: dict[str, Any]) -> str:
+def check_path(path: Any, where: dict[str, Any]) -> str:
     if not isinstance(path, str) or not path.strip() or any(not p for p in path.strip().split(".")):
         raise InputError("expected a dotted scenario path such as protocol.params.alpha", **where)
     path = path.strip()
@@ -162,7 +162,7 @@ def parse_axis_arg(item: str, option: str) -> tuple[str, list[Any]]:
     if "=" not in item:
         raise InputError("expected PATH=VALUES, e.g. protocol.params.alpha=0.8:2.0:0.2", **where)
     path, raw = item.split("=", 1)
-    return _check_path(path, where), parse_values(raw, where)
+    return check_path(path, where), parse_values(raw, where)
 
 
 def _zip_axis(group: dict[str, list[Any]], where: dict[str, Any]) -> Axis:
@@ -251,7 +251,7 @@ def spec_from_section(section: Any, source: str, smoke: bool = False, prefix: st
     grid = []
     for path, raw in grid_raw.items():
         where = {"file": source, "field": f"{prefix}.grid.{path}"}
-        grid.append((_check_path(path, where), parse_values(raw, where)))
+        grid.append((check_path(path, where), parse_values(raw, where)))
     zraw = section.get("zip") or []
     if isinstance(zraw, dict):
         zraw = [zraw]
@@ -265,7 +265,7 @@ def spec_from_section(section: Any, source: str, smoke: bool = False, prefix: st
         g = {}
         for path, raw in group.items():
             where = {"file": source, "field": f"{prefix}.zip[{i}].{path}"}
-            g[_check_path(path, where)] = parse_values(raw, where)
+            g[check_path(path, where)] = parse_values(raw, where)
         zips.append(g)
     seeds = section.get("seeds")
     if seeds is not None:

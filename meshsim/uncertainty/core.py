@@ -105,7 +105,7 @@ class Study:
 # ------------------------------------------------------------------------------------ planning
 
 
-def _profile_of(base: dict[str, Any], source: str, base_dir: Path) -> tuple[Path, dict[str, Any]]:
+def profile_of(base: dict[str, Any], source: str, base_dir: Path) -> tuple[Path, dict[str, Any]]:
     from ..backends import find_profile
 
     b = base.get("backend") if isinstance(base, dict) else None
@@ -149,7 +149,7 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
         except ValueError as exc:
             raise InputError(str(exc), field="--seeds", value=seeds) from None
         seed_list = [base_sc.seed + i for i in range(s)] if isinstance(s, int) else list(s)
-    prof_path, base_over = _profile_of(base, source, base_dir)
+    prof_path, base_over = profile_of(base, source, base_dir)
     data = load_profile_data(prof_path)
     if not data.get("ranges"):
         raise InputError("the profile declares no assumption ranges (a 'ranges:' block; docs/backends.md): "
@@ -191,7 +191,7 @@ def _point(study: Study, s: Sample) -> None:
     """Fill ``s.key``, ``s.values`` and ``s.data``: the sample as a validated sweep point."""
     from ..simulate.runner import portable_data
     from ..scenario.model import check_semantics, parse_scenario
-    from ..sweep.core import _key
+    from ..sweep.core import point_key
 
     positions = {f.name: u for f, u in zip(study.factors, s.positions) if u is not None}
     over = dict(study.base_overrides)
@@ -214,7 +214,7 @@ def _point(study: Study, s: Sample) -> None:
         raise InputError(f"the ranges make an invalid profile at sample {s.index} ({where}): {exc}",
                          file=str(study.profile_path), field="ranges") from None
     portable = portable_data(sc)
-    s.key, s.data = _key(portable), portable
+    s.key, s.data = point_key(portable), portable
     s.values = {f"backend.overrides.{leaf}": over.get(leaf, v) for leaf, v in study.leaf_base.items()}
 
 
@@ -264,13 +264,15 @@ def _band_samples(study: Study, top: list[int]) -> list[Sample]:
 # ------------------------------------------------------------------------------------ metrics
 
 
-_MISSING = object()
+#: what :func:`summary_value` gives for a path a summary does not hold
+ABSENT = object()
 
 
-def _walk(data: Any, path: str) -> Any:
+def summary_value(data: Any, path: str) -> Any:
+    """The value at the dotted ``path`` of a run's summary, or :data:`ABSENT`."""
     for part in path.split("."):
         if not isinstance(data, dict) or part not in data:
-            return _MISSING
+            return ABSENT
         data = data[part]
     return data
 
@@ -297,15 +299,15 @@ def check_metrics(study: Study) -> dict[str, Any]:
     sc = parse_scenario(small, study.source, study.base_dir)
     summary = json.loads(json.dumps(run_one(sc, study.seeds[0]).summary, default=str))
     if not study.metrics:
-        study.metrics = [m for m in DEFAULT_METRICS if _walk(summary, m) is not _MISSING]
+        study.metrics = [m for m in DEFAULT_METRICS if summary_value(summary, m) is not ABSENT]
         if not study.metrics:
             raise InputError("no default metric in this scenario's summary; name one", field="--metric")
     from ..sweep.results import flatten
 
     known = sorted(flatten(summary))
     for m in study.metrics:
-        v = _walk(summary, m)
-        if v is _MISSING:
+        v = summary_value(summary, m)
+        if v is ABSENT:
             import difflib
 
             close = difflib.get_close_matches(m, known, n=3)
@@ -350,21 +352,8 @@ def _sweep_plan(study: Study, samples: list[Sample]):
     return plan
 
 
-class _Lock:
-    """The whole study holds the folder (the sweep stages lock it too, one at a time)."""
-
-    def __init__(self, out: Path):
-        import fcntl
-
-        self.fh = open(out / ".uncertainty.lock", "w")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.fh.close()
-            raise RunFolderError("another meshsim uncertainty is writing this folder", file=str(out)) from None
-
-    def release(self) -> None:
-        self.fh.close()
+#: the whole study holds its folder (the sweep stages lock it too, one at a time, under their own name)
+LOCK = ".uncertainty.lock"
 
 
 def run_uncertainty(study: Study, out: str | Path, executor: str = "local", workers: Optional[int] = None,
@@ -372,16 +361,18 @@ def run_uncertainty(study: Study, out: str | Path, executor: str = "local", work
                     echo: Callable[[str], None] = lambda s: None, every: float = 10.0,
                     announce: Optional[Callable[[], None]] = None) -> UncertaintyOutcome:
     """Screen, pick the top factors, run the band, write the tables, figure and report."""
-    from ..sweep.core import check_folder, run_sweep
+    from ..io.runfolder import RunLock
+    from ..sweep.core import run_sweep
+    from ..sweep.folder import check_folder, lock_folder
 
     out = Path(out)
     check_folder(_sweep_plan(study, study.samples), out)  # refused before the first line is printed
-    lock: Optional[_Lock] = None
+    lock: Optional[RunLock] = None
     failures: list[dict[str, Any]] = []
 
     def started() -> None:
         nonlocal lock
-        lock = _Lock(out)
+        lock = lock_folder(out, LOCK, "uncertainty", {"scenario": study.name})
         write_atomic(out / STATE, json.dumps(study.state(), indent=1) + "\n")
         if announce is not None:
             announce()

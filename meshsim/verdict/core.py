@@ -272,9 +272,9 @@ def _safe(name: str) -> str:
 def _factors(size: Size) -> tuple[Path, dict[str, Any], list[Any]]:
     """(profile, the scenario's own backend.overrides, the profile's assumption factors)."""
     from ..backends.provenance import assumption_factors, load_profile_data
-    from ..uncertainty.core import _profile_of
+    from ..uncertainty.core import profile_of
 
-    prof, over = _profile_of(size.base, size.source, size.base_dir)
+    prof, over = profile_of(size.base, size.source, size.base_dir)
     data = load_profile_data(prof)
     if not data.get("ranges"):
         raise InputError("the profile declares no assumption ranges (a 'ranges:' block): no band to run; give "
@@ -333,7 +333,7 @@ def _points(plan: VerdictPlan, size: Size) -> None:
     from ..backends.provenance import factor_overrides
     from ..simulate.runner import portable_data
     from ..scenario.model import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
-    from ..sweep.core import Point, _key
+    from ..sweep.core import Point, point_key
 
     graphs: dict[str, Any] = {}
     memo: dict[str, Any] = {}
@@ -351,7 +351,7 @@ def _points(plan: VerdictPlan, size: Size) -> None:
             raise InputError(f"{what} is not a valid scenario: {exc}", file=size.source) from None
         portable = portable_data(sc)
         shown = {p: get_path(portable, p, v) for p, v in values.items()}
-        return Point(_key(portable), shown, portable)
+        return Point(point_key(portable), shown, portable)
 
     leaves: list[str] = []
     factors: list[Any] = []
@@ -390,7 +390,7 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
     from ..simulate.runner import run_one
     from ..scenario.model import parse_scenario, scenario_data
     from ..sweep.results import flatten
-    from ..uncertainty.core import _MISSING as ABSENT, _walk
+    from ..uncertainty.core import ABSENT, summary_value
 
     size = plan.sizes[0]
     small = scenario_data(copy.deepcopy(size.base), size.source, None, smoke=True)
@@ -398,7 +398,7 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
                                             plan.seeds[0]).summary, default=str))
     known = sorted(flatten(summary))
     for p in paths:
-        v = _walk(summary, p)
+        v = summary_value(summary, p)
         text = next(c.text for c in plan.constraints if c.path == p)
         if v is ABSENT:
             close = difflib.get_close_matches(p, known, n=2)
@@ -451,28 +451,17 @@ def folder_status(plan: VerdictPlan, out: Path) -> tuple[int, Optional[str]]:
     return done, None
 
 
+#: the verdict holds its folder (its sweeps lock their own subfolders)
+LOCK = ".verdict.lock"
+
+
 def _refusal(out: Path) -> Optional[str]:
     if out.exists() and not out.is_dir():
         return str(RunFolderError("output path exists and is not a folder", file=str(out)))
-    if out.is_dir() and not (out / PLAN).is_file() and any(p for p in out.iterdir() if p.name != ".verdict.lock"):
+    if out.is_dir() and not (out / PLAN).is_file() and any(p for p in out.iterdir() if p.name != LOCK):
         return str(RunFolderError("folder exists, is not empty and holds no verdict (verdict.plan.json); choose "
                                   "another --out", file=str(out)))
     return None
-
-
-class _Lock:
-    def __init__(self, out: Path):
-        import fcntl
-
-        self.fh = open(out / ".verdict.lock", "w")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.fh.close()
-            raise RunFolderError("another meshsim verdict is writing this folder", file=str(out)) from None
-
-    def release(self) -> None:
-        self.fh.close()
 
 
 @dataclass
@@ -493,6 +482,7 @@ def run_verdict(plan: VerdictPlan, out: str | Path, executor: str = "local", wor
     """Run what the folder does not hold yet, then judge and write verdict.json and verdict.md.
     ``announce(done)`` is called once the folder and the executor are accepted, before the first run."""
     from ..sweep.core import run_sweep
+    from ..sweep.folder import lock_folder
     from .judge import judge_plan
     from .report import markdown
 
@@ -503,8 +493,7 @@ def run_verdict(plan: VerdictPlan, out: str | Path, executor: str = "local", wor
     done, refused = folder_status(plan, out)
     if refused is not None:
         raise RunFolderError(refused)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = _Lock(out)
+    lock = lock_folder(out, LOCK, "verdict", {"scenario": ", ".join(s.name for s in plan.sizes)})
     failures: list[dict[str, Any]] = []
     try:
         write_atomic(out / PLAN, json.dumps(plan.identity(), indent=1) + "\n")

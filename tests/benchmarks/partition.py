@@ -70,7 +70,7 @@ NOOP = -2  # an event nobody waits for any more (a cancelled timer): no work
 
 
 # --------------------------------------------------------------------------
-# partitioning and its metrics (pure functions; tests/test_partition_metrics.py)
+# partitioning and its metrics (pure functions; tests/unit/test_partition_metrics.py)
 
 
 def cut_metrics(edges: Sequence[tuple[int, int]], parts: Sequence[int],

@@ -21,7 +21,7 @@ from ..ledger import ReviewLedger
 from .agent import MeshHealAgent
 from .defences import credibility
 from .byzantine import apply_behaviour
-from .detector import DetectorParams, make_detector
+from .detector import DETECTORS, NONE, RELATIVE, DetectorParams, detector_names, make_detector
 
 __all__ = ["MeshHeal", "MeshHealParams"]
 
@@ -29,6 +29,18 @@ __all__ = ["MeshHeal", "MeshHealParams"]
 #: meaningful timescale, a larger one overflows timer arithmetic or never fires (issue 19)
 _Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 _Prob = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def _registered_detector(v: Any) -> str:
+    """``detector``: a name of :data:`.detector.DETECTORS` (registered ones, not a fixed list)."""
+    if not isinstance(v, str) or v not in DETECTORS:
+        names = [repr(n) for n in detector_names()]
+        raise ValueError("Input should be " + (", ".join(names[:-1]) + " or " if len(names) > 1 else "") + names[-1])
+    return v
+
+
+_Detector = Annotated[str, BeforeValidator(_registered_detector),
+                      Field(json_schema_extra=lambda s: s.update(enum=detector_names()))]
 
 
 class MeshHealParams(BaseModel):
@@ -43,7 +55,7 @@ class MeshHealParams(BaseModel):
     committee: bool = True  # False: single-reviewer ablation
     takeover: bool = True  # False: no-Takeover ablation
     # slow timescale (Sec. 4.2.2)
-    detector: Literal["relative", "absolute", "cusum", "none"] = "relative"
+    detector: _Detector = RELATIVE  # a registered detector (.detector.register_detector)
     window: Annotated[int, Field(ge=1, le=100_000)] = 8
     min_obs: Annotated[int, Field(ge=1, le=100_000)] = 3
     # thresholds on a shortfall z-score: |z| beyond 1e6 never happens (bounded numbers, issue 19)
@@ -125,7 +137,7 @@ class MeshHealParams(BaseModel):
                              field="protocol.params.credibility_prior", value=list(self.credibility_prior))
         for name, on in (("trim_f", self.trim_f > 0), ("min_reviewers", self.min_reviewers > 1),
                          ("credibility", self.credibility == "weight")):
-            if on and (self.detector != "relative" or not self.review):
+            if on and (self.detector != RELATIVE or not self.review):
                 raise InputError(f"{name} acts on the relative detector's window: needs detector: relative and review: true",
                                  field=f"protocol.params.{name}", value=getattr(self, name))
         if self.rating and not self.e2e_ack:
@@ -160,7 +172,7 @@ class MeshHeal(ExecutionLayer):
     def __init__(self, params: MeshHealParams, ctx):
         super().__init__(params, ctx)
         self.det_params = params.detector_params()
-        self.detector_kind = params.detector if params.review else "none"
+        self.detector_kind = params.detector if params.review else NONE
         # reviews.jsonl: a row is complete when the next one comes (its evidence rows are
         # added at once, before the controller yields), then it goes to ctx.tables and the
         # audit's running counts (issue 22: rows are not kept)
@@ -285,6 +297,11 @@ class MeshHeal(ExecutionLayer):
         if self._review is not None:
             self._review_out(self._review)
             self._review = None
+
+    def evidence_outputs(self) -> dict[str, Any]:
+        """MeshHeal's evidence about an agent: its reviewed outputs (a final score q, so a
+        detector update; probes included; outputs accepted without a reviewer left out)."""
+        return self.reviews.outputs
 
     def output_tables(self) -> dict[str, list[dict]]:
         out = super().output_tables()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Callable, Literal, NamedTuple, Optional, Protocol
 
 from ...core.types import RoutingState
 from .defences import k_witnessed, weighted_mean
@@ -36,7 +36,8 @@ from .defences import k_witnessed, weighted_mean
 NORMAL, WATCHED, ISOLATED = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED
 
 __all__ = ["DetectorParams", "PeerSummary", "Update", "RelativeDetector", "AbsoluteDetector",
-           "CusumDetector", "NoDetector", "percentile", "median", "make_detector"]
+           "CusumDetector", "NoDetector", "percentile", "median", "make_detector", "Detector", "DetectorKind",
+           "DETECTORS", "register_detector", "detector_names", "RELATIVE", "ABSOLUTE", "CUSUM", "NONE"]
 
 
 @dataclass(frozen=True)
@@ -320,6 +321,58 @@ class NoDetector(_Base):
         return Update(False, None, None, None, None, None, self.state, False)
 
 
-def make_detector(kind: str, params: DetectorParams) -> _Base:
-    return {"relative": RelativeDetector, "absolute": AbsoluteDetector, "cusum": CusumDetector,
-            "none": NoDetector}[kind](params)
+class Detector(Protocol):
+    """What a MeshHeal agent (:mod:`.agent`) calls on its detector and reads from it."""
+
+    state: RoutingState
+    #: the agent's own recent final scores per (task type, ability): what it advertises (μ)
+    scores: dict[tuple[str, str], deque]
+
+    def summary(self, key: tuple[str, str]) -> PeerSummary: ...
+
+    def note_evidence(self, witnesses: frozenset = frozenset(), weight: float = 1.0) -> None: ...
+
+    def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
+                     pool: list[float], act: bool = True) -> Update: ...
+
+
+@dataclass(frozen=True)
+class DetectorKind:
+    """A registered detector: ``protocol.params.detector: NAME`` builds ``make(params)``.
+
+    ``watches``: the evidence its rule is a statistic of, which the analysis
+    (:mod:`meshsim.analysis`) draws for it: ``shortfall`` (peer-relative:
+    q̄ of the neighbours minus the agent's own score), ``score`` (the agent's
+    own scores), or ``None`` for a detector that never changes state."""
+
+    name: str
+    make: Callable[[DetectorParams], Detector]
+    watches: Optional[Literal["shortfall", "score"]]
+
+
+#: detector name -> its kind, in registration order (scenario checks and the CLI list them so)
+DETECTORS: dict[str, DetectorKind] = {}
+
+
+def register_detector(name: str, make: Callable[[DetectorParams], Detector],
+                      watches: Optional[Literal["shortfall", "score"]]) -> DetectorKind:
+    """Add a detector (see :class:`DetectorKind`): one registration, nothing else edited."""
+    kind = DetectorKind(name, make, watches)
+    DETECTORS[name] = kind
+    return kind
+
+
+def detector_names(acting: bool = False) -> list[str]:
+    """The registered detectors' names; ``acting``: only those that change state."""
+    return [k.name for k in DETECTORS.values() if not acting or k.watches is not None]
+
+
+def make_detector(kind: str, params: DetectorParams) -> Detector:
+    return DETECTORS[kind].make(params)
+
+
+RELATIVE, ABSOLUTE, CUSUM, NONE = "relative", "absolute", "cusum", "none"
+register_detector(RELATIVE, RelativeDetector, "shortfall")  # Sec. 4.2.2, the published rule
+register_detector(ABSOLUTE, AbsoluteDetector, "score")  # Sec. 6.4 comparison
+register_detector(CUSUM, CusumDetector, "score")  # Sec. 6.4 comparison
+register_detector(NONE, NoDetector, None)  # the no-healing control

@@ -1,0 +1,93 @@
+"""The registry of backend kinds, at the bottom of :mod:`meshsim.backends`.
+
+A scenario's ``backend: {kind: NAME, ...}`` looks ``NAME`` up here. A kind is
+two functions:
+
+- ``check(spec, base_dir, need_key) -> loaded``: refuse a bad spec with a
+  one-line :class:`~meshsim.core.errors.InputError` naming the field, and
+  return what it had to load to check it (the profile, or ``None``);
+- ``build(spec, seed, base_dir, need_key, loaded) -> Backend``: the backend,
+  from that checked ``loaded`` (so a profile is read and validated once per
+  backend built, not once to check and again to build).
+
+Each backend module registers its kind when it is imported (the package's
+``__init__`` imports them all), as the topology generators do
+(:mod:`meshsim.graphs.registry`), so adding a backend is one new module and
+one registration; nothing here imports upward.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..core.calls import Backend, NullBackend
+from ..core.errors import InputError
+
+__all__ = ["BACKENDS", "BackendKind", "register_backend", "check_backend", "make_backend", "build_backend",
+           "check_fields", "check_null", "build_null"]
+
+Check = Callable[[dict[str, Any], Optional[Path], bool], Any]
+Build = Callable[[dict[str, Any], int, Optional[Path], bool, Any], Backend]
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    name: str
+    check: Check
+    build: Build
+
+
+#: backend kind -> its check and build (in registration order: error messages list them so)
+BACKENDS: dict[str, BackendKind] = {}
+
+
+def register_backend(name: str, check: Check, build: Build) -> BackendKind:
+    """Add a backend kind (see the module docstring for ``check`` and ``build``)."""
+    kind = BackendKind(name, check, build)
+    BACKENDS[name] = kind
+    return kind
+
+
+def check_fields(spec: dict[str, Any], allowed: set[str]) -> None:
+    """Refuse a key of ``spec`` outside ``allowed`` (naming the closest allowed one)."""
+    for k in spec:
+        if k not in allowed:
+            from ..core.types import unknown_key
+
+            raise InputError(unknown_key(k, allowed), field=k)
+
+
+def _kind(spec: dict[str, Any]) -> BackendKind:
+    kind = spec.get("kind")
+    entry = BACKENDS.get(kind) if isinstance(kind, str) else None
+    if entry is None:
+        raise InputError(f"unknown backend kind; choose one of {list(BACKENDS)}", field="kind", value=kind)
+    return entry
+
+
+def check_backend(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool = True) -> Any:
+    """Check a scenario's ``backend:`` spec; returns what the check loaded (its profile, or ``None``)."""
+    return _kind(spec).check(spec, base_dir, need_key)
+
+
+def build_backend(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool, loaded: Any) -> Backend:
+    """The backend of a spec already checked by :func:`check_backend` (which returned ``loaded``)."""
+    return _kind(spec).build(spec, seed, base_dir, need_key, loaded)
+
+
+def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[Path],
+                 need_key: bool = True) -> Backend:
+    """The backend a scenario's ``backend:`` section names (none: :class:`NullBackend`)."""
+    if spec is None:
+        return NullBackend()
+    return build_backend(spec, seed, base_dir, need_key, check_backend(spec, base_dir, need_key=need_key))
+
+
+def check_null(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool) -> None:
+    """``kind: null``: every call answers nothing (routing-only scenarios)."""
+    check_fields(spec, {"kind"})
+
+
+def build_null(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool, loaded: Any) -> Backend:
+    return NullBackend()

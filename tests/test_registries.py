@@ -1,0 +1,138 @@
+"""Issue 31 item 2: backends and detectors are registries, like protocols, events and topologies.
+
+Adding one is one new module and one registration, nothing else edited: each test here
+registers a dummy (as a new module would when imported) and runs it through the code
+that looks kinds up by name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+import meshsim
+from meshsim.backends import BACKENDS, make_backend, register_backend
+from meshsim.backends.fake import FakeBackend, check_fake_spec
+from meshsim.core.errors import InputError
+from meshsim.protocols.meshheal.detector import DETECTORS, DetectorParams, NoDetector, register_detector
+
+ROOT = Path(__file__).resolve().parents[1]
+BLACKHOLE = ROOT / "scenarios" / "adversarial" / "blackhole-6.yaml"
+
+
+class _CountingBackend(FakeBackend):
+    """A new backend kind: MeshHeal's fake, counting the calls it answers."""
+
+    def __init__(self, *a: Any, **kw: Any):
+        super().__init__(*a, **kw)
+        self.name = "dummy"
+        self.answered = 0
+
+    def complete_sync(self, req):
+        self.answered += 1
+        return super().complete_sync(req)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "answered": self.answered}
+
+
+def _check(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool):
+    if spec.get("loud"):
+        raise InputError("a dummy backend is quiet", field="loud", value=spec["loud"])
+    return check_fake_spec({"kind": "fake", "profile": spec["profile"]}, base_dir, need_key)
+
+
+def _build(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool, loaded: Any):
+    return _CountingBackend(loaded, seed=seed)
+
+
+@pytest.fixture
+def dummy_backend():
+    register_backend("dummy", _check, _build)
+    yield
+    del BACKENDS["dummy"]
+
+
+def test_a_registered_backend_runs_a_scenario(dummy_backend, tmp_path):
+    sc = meshsim.load_scenario(BLACKHOLE, ["backend={kind: dummy, profile: fake-default}"], smoke=True)
+    res = meshsim.run(sc, seed=1, out=tmp_path)
+    assert res.summary["backend"]["name"] == "dummy"
+    assert res.summary["backend"]["answered"] > 0  # the run's calls went to the new kind
+    assert res.summary["tasks"] > 0
+
+
+def test_a_registered_backend_checks_its_own_spec(dummy_backend, tmp_path):
+    sc = meshsim.load_scenario(BLACKHOLE, ["backend={kind: dummy, profile: fake-default, loud: 1}"], smoke=True)
+    with pytest.raises(InputError) as exc:
+        meshsim.run(sc, seed=1, out=tmp_path)
+    assert exc.value.field == "backend.loud" and exc.value.file == str(BLACKHOLE)
+
+
+def test_unknown_backend_kind_lists_the_registered_ones(dummy_backend):
+    with pytest.raises(InputError) as exc:
+        make_backend({"kind": "nope"}, 0, None)
+    assert exc.value.field == "kind"
+    assert "'dummy'" in exc.value.message and "'fake'" in exc.value.message
+
+
+def test_fake_overrides_are_described_without_patching_the_backend():
+    over = {"models.strong.id": "x"}
+    b = make_backend({"kind": "fake", "profile": "fake-default", "overrides": over}, 0, ROOT)
+    assert type(b).describe is FakeBackend.describe and "describe" not in vars(b)
+    assert b.describe()["overrides"] == over
+    assert b.describe()["models"]["strong"] == "x"
+    assert "overrides" not in make_backend({"kind": "fake", "profile": "fake-default"}, 0, ROOT).describe()
+
+
+# -- detectors ---------------------------------------------------------------------------------
+
+class _CountingDetector(NoDetector):
+    """A new detector: never changes state (like ``none``), counting the updates it is fed."""
+
+    updates = 0
+
+    def update_lists(self, task_type, ability, q, mus, pool, act=True):
+        type(self).updates += 1
+        return super().update_lists(task_type, ability, q, mus, pool, act)
+
+
+@pytest.fixture
+def dummy_detector():
+    _CountingDetector.updates = 0
+    register_detector("dummy", _CountingDetector, None)
+    yield
+    del DETECTORS["dummy"]
+
+
+def test_a_registered_detector_runs_a_scenario(dummy_detector, tmp_path):
+    sc = meshsim.load_scenario(BLACKHOLE, ["protocol.params.detector=dummy"], smoke=True)
+    res = meshsim.run(sc, seed=1, out=tmp_path)
+    assert _CountingDetector.updates > 0  # MeshHeal's agents fed the registered detector
+    assert all(a["isolated_at"] is None for a in res.summary["agents"].values())  # it never isolates
+    # the detector view knows from the registration that this detector never acts
+    from meshsim.core.errors import RunFolderError
+    from meshsim.plots.healing import detector_view
+
+    with pytest.raises(RunFolderError, match="no detector"):
+        detector_view(tmp_path, "A1")
+
+
+def test_scenario_check_lists_the_registered_detectors(dummy_detector):
+    from meshsim.protocols.meshheal import MeshHealParams
+
+    with pytest.raises(ValueError) as exc:
+        MeshHealParams(detector="bogus")
+    assert "'relative', 'absolute', 'cusum', 'none' or 'dummy'" in str(exc.value)
+    assert MeshHealParams(detector="dummy").detector == "dummy"
+    assert "dummy" in MeshHealParams.model_json_schema()["properties"]["detector"]["enum"]
+
+
+def test_the_closed_forms_name_the_detectors_they_cover(dummy_detector):
+    from meshsim.analysis.detector import oc_kinds, operating_characteristics
+    from meshsim.analysis.scores import ScoreModel
+
+    assert oc_kinds() == ["relative", "absolute", "cusum"]  # no closed form for the dummy: not offered
+    with pytest.raises(InputError, match="choose relative, absolute or cusum") as exc:
+        operating_characteristics(ScoreModel.__new__(ScoreModel), DetectorParams(), "dummy")
+    assert exc.value.value == "dummy"
