@@ -343,6 +343,14 @@ def test_sensitivity_band_is_the_points_interval_and_says_what_it_is(tmp_path):
         assert any(abs(y - c.lo) < 1e-9 for y in ys) and any(abs(y - c.hi) < 1e-9 for y in ys)
     c2 = _in_range(cs[(2.0,)], "detection.false_isolation_rate")
     assert c2.hi - c2.lo < 0.2  # not widened to other points' seeds either
+    # averaged over another parameter, the band is that average's interval, and its legend says so
+    from tests.studies.test_sweep_views import B, W
+
+    three = make_sweep(tmp_path / "three", {A: [1.0, 2.0], B: [3.0, 4.0], W: [8, 9]}, [1, 2],
+                       lambda v, s: _summary(fis[v[A]][s - 1], 10.0 * s + v[B]))
+    ax = sensitivity(three, x=A, metric="detection.false_isolation_rate").axes[0]
+    labels = [col.get_label() for col in ax.collections if col.get_label().startswith("band: ")]
+    assert labels == ["band: 95 % interval over seeds of the average over the other parameters, not any one point's"]
 
 
 def test_tradeoff_error_bars_are_capped_and_end_inside_the_axes(tmp_path):

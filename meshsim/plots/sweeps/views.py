@@ -169,7 +169,7 @@ def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compa
             # the Points table's interval of each point (clipped to the metric's own range only), not
             # bounded by other points' seeds; averaged over other parameters: the average's interval
             band = [_in_range(c, metric) for _, c in pts]
-            what = ("95 % interval over seeds of the average over " + ", ".join(names[a] for a in hidden)
+            what = ("95 % interval over seeds of the average over the other parameters, not any one point's"
                     if hidden else "95 % interval over the point's seeds (as in the Points table)")
             ax.fill_between(xs, [c.lo for c in band], [c.hi for c in band], color=color, alpha=0.18, lw=0,
                             zorder=2, label=None if by or gi else "band: " + what)
