@@ -38,7 +38,29 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
         if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
             return c
     raise InputError("backend profile not found (looked beside the scenario, in backends/ beside it, in "
-                     "./backends and among the shipped profiles)", field="profile", value=name)
+                     f"./backends and among the shipped profiles){_profiles_hint(name, base_dir)}",
+                     field="profile", value=name)
+
+
+def _profiles_hint(name: str, base_dir: Optional[Path]) -> str:
+    """``; did you mean 'fake-default'?; profiles: a, b, …``: the profiles that exist where
+    :func:`find_profile` looks by name (one line; issue 32)."""
+    import difflib
+
+    from ..core.bundled import bundled
+
+    names: set[str] = set()
+    for folder in ([base_dir / "backends"] if base_dir is not None else []) + [Path("backends"),
+                                                                                 bundled("backends")]:
+        try:
+            names.update(p.stem for p in folder.glob("*.yaml"))
+        except OSError:
+            continue
+    if not names:
+        return ""
+    stem = Path(name).name.removesuffix(".yaml").removesuffix(".yml")
+    close = difflib.get_close_matches(stem, sorted(names), n=1, cutoff=0.6)
+    return (f"; did you mean '{close[0]}'?" if close else "") + f"; profiles: {', '.join(sorted(names))}"
 
 
 def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[str, Any]] = None) -> M:

@@ -174,7 +174,7 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
     reference (``reference``: ``{path: value}``, see
     :func:`meshsim.sweep.slices.reference_points`; None or empty: no reference)."""
     from .slices import point_values, reference_points
-    from .stats import metric_interval, paired
+    from .stats import metric_interval, paired, rate_counts
 
     metrics = metric_columns(columns, axes)
     by_point: dict[str, list[dict]] = {}
@@ -200,7 +200,8 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
                        min=min(xs) if xs else None, max=max(xs) if xs else None)
             for name, q in QUANTILES:
                 row[name] = quantile(xs, q)
-            ci = metric_interval(m, xs, CONF)  # a proportion: Wilson, in [0, 1]
+            # a proportion: Wilson, in [0, 1]; a rate with its counts: also the pooled counts' Wilson
+            ci = metric_interval(m, xs, CONF, rate_counts(m, [r for r in ok if _num(r.get(m)) is not None]))
             row.update(se=_finite(ci.se), lo=_finite(ci.lo), hi=_finite(ci.hi), ref=refs.get(point))
             ref = refs.get(point)
             if ref is not None:
