@@ -124,6 +124,7 @@ def route_losses(lost_rows: Iterable[tuple], start: int, liars: Iterable[str]) -
         n = sum(by.values())
         at = sum(c for a, c in by.items() if a in liars)
         out[kind] = {"tasks": n, "at_liars": at, "at_liars_share": frac(at, n),
-                     # the ten agents holding most of them last, most first: [agent, tasks] pairs
-                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], node_order(e[0])))[:10]]}
+                     # the ten agents holding most of them last, most first ("?", no holder known, leads its tie
+                     # as it always has): [agent, tasks] pairs
+                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], e[0] != "?", node_order(e[0])))[:10]]}
     return out
