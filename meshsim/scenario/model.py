@@ -9,7 +9,7 @@ checks that need a seed's graph) and :mod:`~meshsim.scenario.jsonschema`.
 """
 from __future__ import annotations
 
-from .checks import agent_abilities, build_graph, check_semantics, event_check, profile_of, topology_seed
+from .checks import CheckMemo, agent_abilities, build_graph, check_semantics, event_check, profile_of, topology_seed
 from .document import Scenario
 from .fields import Duration, Role
 from .jsonschema import scenario_schema
@@ -20,6 +20,6 @@ from .sections import (AgentsSpec, BackendSpec, LinkDefaults, LinkOverride, Limi
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "set_path", "get_path",
            "read_scenario_data", "scenario_data", "build_graph",
-           "check_semantics", "Duration", "scenario_schema", "smoke_overrides", "input_files", "agent_abilities",
+           "check_semantics", "CheckMemo", "Duration", "scenario_schema", "smoke_overrides", "input_files", "agent_abilities",
            "profile_of", "event_check", "topology_seed", "Role", "AgentsSpec", "BackendSpec", "LinkDefaults",
            "LinkOverride", "Limits", "NetworkSpec", "OutputSpec", "Phase", "ProtocolSpec", "TasksSpec", "Topology"]

@@ -35,7 +35,7 @@ from ..io.records import TableWriter, read_records, write_atomic, write_records
 from ..io.runfolder import PROVENANCE, read_json, refuse_inputs_inside, remove_stale_tmp, scenario_inputs
 from ..observe.aggregate import aggregate
 from ..observe.attribution import BYZANTINE_EVENTS, attribute, reach_warnings, review_reach, without_liars
-from ..scenario.model import Scenario, build_graph, check_semantics, topology_seed
+from ..scenario.model import CheckMemo, Scenario, build_graph, check_semantics, topology_seed
 from .session import FolderSession, dump_json, portable_data, resolved_yaml
 from .world import Progress, RunContext, RunResult, World, backend_plan, build, finite, simulate
 
@@ -72,7 +72,7 @@ def _topology_key(scenario: Scenario, seed: int) -> Any:
     return None if scenario.network.topology.kind in _FIXED_KINDS else topology_seed(scenario, seed)
 
 
-def prepare(scenario: Scenario, seeds: list[int], memo: Optional[dict] = None) -> dict[int, nx.Graph]:
+def prepare(scenario: Scenario, seeds: list[int], memo: Optional[CheckMemo] = None) -> dict[int, nx.Graph]:
     """Every check that needs a graph, for every seed, before anything is
     built or written: the graph of each distinct topology (its seed is derived
     from the run seed unless pinned), its connectivity and limits, and the dry
@@ -80,7 +80,7 @@ def prepare(scenario: Scenario, seeds: list[int], memo: Optional[dict] = None) -
 
     Returns the graph of the first seed (the others are rebuilt when they run,
     so a 5-seed run never holds five large graphs at once). ``memo``: the run's
-    ``check_semantics`` memo (the backend's profile checked once per run)."""
+    ``check_semantics`` memo (the backend's profile checked and planned once per run)."""
     keep: dict[int, nx.Graph] = {}
     seen: set = set()
     for k, s in enumerate(seeds):
@@ -126,9 +126,9 @@ def _validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = 
     backend's preflight. Raises what ``run`` would raise before its first
     tick; returns the first graph's size."""
     seeds = [seed] if seed is not None else scenario.seed_list()
-    memo: dict = {}
+    memo = CheckMemo()
     graphs = prepare(scenario, seeds, memo)
-    plan = backend_plan(scenario)
+    plan = backend_plan(scenario, memo)
     built: set = set()
     for s in seeds:
         key = _topology_key(scenario, s)
@@ -156,14 +156,16 @@ def _run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
              progress: Optional[Progress] = None, force: bool = False) -> RunResult:
     """Run one seed into the folder ``out`` (single-seed layout); see :func:`run`."""
     if out is None:
-        G = prepare(scenario, [seed]).get(seed)
-        return _run_seed(scenario, seed, None, progress, build(scenario, seed, G))
+        memo = CheckMemo()
+        G = prepare(scenario, [seed], memo).get(seed)
+        plan = backend_plan(scenario, memo)
+        return _run_seed(scenario, seed, None, progress, build(scenario, seed, G, plan, memo), None, None, plan)
     return _run(scenario, [seed], Path(out), progress, force, multi=False)  # type: ignore[return-value]
 
 
 def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: Optional[Progress],
               world: Optional[World], session: Optional[FolderSession] = None, G: Optional[nx.Graph] = None,
-              plan: Optional[BackendPlan] = None, memo: Optional[dict] = None) -> RunResult:
+              plan: Optional[BackendPlan] = None, memo: Optional[CheckMemo] = None) -> RunResult:
     started = time.time()
     # a run folder's record tables are written while the run goes, into temp files that
     # take their names only when it completed: a failed or interrupted run leaves none
@@ -236,11 +238,11 @@ def _resumed(folder: Path, seed: int) -> RunResult:
 
 def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
          multi: bool) -> RunResult | MultiRunResult:
-    memo: dict = {}  # the checks of the backend and abilities, once per run
+    memo = CheckMemo()  # the checks of the backend and abilities, once per run
     graphs = prepare(scenario, seeds, memo)  # every check before the folder is touched,
     refuse_inputs_inside(top, scenario_inputs(scenario))  # (a run never writes among its inputs)
     session = FolderSession(scenario, top, seeds, multi, force)
-    plan = backend_plan(scenario)  # the backend's profile, loaded once for every seed
+    plan = backend_plan(scenario, memo)  # the plan the check made: the profile, loaded once for every seed
     first: Optional[World] = None
     if force or not (session.folder(seeds[0]) / "summary.json").exists():  # (a seed to resume needs no world)
         first = build(scenario, seeds[0], graphs.pop(seeds[0], None), plan, memo)  # and the first world built
@@ -324,9 +326,9 @@ def _run_api(scenario: Scenario, seed: Optional[int] = None, out: Optional[str |
     else:
         seeds = all_seeds if multi else all_seeds[:1]
     if out is None:
-        memo: dict = {}
+        memo = CheckMemo()
         graphs = prepare(scenario, seeds, memo)
-        plan = backend_plan(scenario)
+        plan = backend_plan(scenario, memo)
         first = build(scenario, seeds[0], graphs.pop(seeds[0], None), plan, memo)
         try:
             _preflight(scenario, plan)

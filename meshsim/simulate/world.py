@@ -23,7 +23,7 @@ from ..observe.summary import protocol_summary, protocol_tables
 from ..protocols import PROTOCOLS, ProtocolContext
 from ..protocols.base import Protocol, TableRows
 from ..protocols.llm import Bridge
-from ..scenario.model import Scenario, agent_abilities, build_graph, check_semantics
+from ..scenario.model import CheckMemo, Scenario, agent_abilities, build_graph, check_semantics
 
 __all__ = ["RunResult", "RunContext", "World", "Progress", "build", "simulate", "check_timers", "finite"]
 
@@ -177,7 +177,7 @@ World = Generator[None, Optional[Progress], RunResult]
 
 
 def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None, backend: Optional[BackendPlan] = None,
-          memo: Optional[dict] = None) -> World:
+          memo: Optional[CheckMemo] = None) -> World:
     """The world of ``seed`` on graph ``G`` (checked by :func:`prepare`), built
     and set up up to the first tick of the clock: network, backend, protocol,
     task stream, scheduled events. Every build-time input error (a task file,
@@ -193,13 +193,21 @@ def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None, backend: 
     return world
 
 
-def backend_plan(scenario: Scenario) -> BackendPlan:
+def backend_plan(scenario: Scenario, memo: Optional[CheckMemo] = None) -> BackendPlan:
     """The scenario's backend checked and its profile loaded, once per run: every seed's
-    world (and the preflight) builds its backend from this plan."""
+    world (and the preflight) builds its backend from this plan. ``memo``: the run's
+    ``check_semantics`` memo, whose backend check made the plan (planned here without one)."""
     try:
-        return plan_backend(scenario.backend.model_dump() if scenario.backend else None, scenario.base_dir)
+        return _plan(scenario, memo)
     except InputError as exc:
         raise _in_scenario(scenario, exc) from None
+
+
+def _plan(scenario: Scenario, memo: Optional[CheckMemo]) -> BackendPlan:
+    plan = memo.backend_plan(scenario) if memo is not None else None
+    if plan is None:
+        plan = plan_backend(scenario.backend.model_dump() if scenario.backend else None, scenario.base_dir)
+    return plan
 
 
 def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
@@ -232,8 +240,10 @@ def simulate(world: World, progress: Optional[Progress] = None, tables: Optional
 
 
 def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph], plan: Optional[BackendPlan],
-           memo: Optional[dict]) -> World:
+           memo: Optional[CheckMemo]) -> World:
     """Build, yield once (built), then run when sent the progress callback."""
+    if memo is None:
+        memo = CheckMemo()  # (the check's backend plan is then this world's)
     if G is None:
         G = build_graph(scenario, seed)
         check_semantics(scenario, G, memo)
@@ -258,7 +268,7 @@ def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph], plan: Optional[
 
     ctx.abilities, ctx.targets = agent_abilities(scenario, G)
     if plan is None:
-        plan = plan_backend(scenario.backend.model_dump() if scenario.backend else None, scenario.base_dir)
+        plan = _plan(scenario, memo)
     backend = plan.build(int(env.seed_sequence("backend").generate_state(1)[0]))
     try:
         return (yield from _run_world(scenario, seed, G, env, tracer, net, ctx, backend))

@@ -24,7 +24,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..backends.provenance import Factor, assumption_factors, factor_overrides, load_profile_data
 from ..core.dotted import MISSING, get_path
@@ -33,6 +33,9 @@ from ..io.records import write_atomic
 from ..sweep.results import csv_text
 from .design import Allocation, allocate, end_design, lhs_design, morris_analyze, morris_design
 from .tables import BANDS, FORMAT, RANKING, SAMPLES, STATE, TORNADO, read_csv, read_state
+
+if TYPE_CHECKING:
+    from ..scenario.model import CheckMemo
 
 __all__ = ["Study", "Sample", "plan_uncertainty", "check_metrics", "run_uncertainty", "UncertaintyOutcome",
            "STATE", "RANKING", "BANDS", "SAMPLES", "TORNADO", "FORMAT", "read_state", "read_csv",
@@ -81,7 +84,8 @@ class Study:
     axes: list[str]  # backend.overrides.<leaf> of every number a factor covers
     leaf_base: dict[str, Any]  # each such number's value at the base
     samples: list[Sample] = field(default_factory=list)  # base + Morris (the band's come after screening)
-    memo: dict[str, Any] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)  # the base graph and the parsed profile
+    checks: Optional[CheckMemo] = None  # check_semantics' memo (made on the first sample)
 
     @property
     def k(self) -> int:
@@ -191,7 +195,7 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
 def _point(study: Study, s: Sample) -> None:
     """Fill ``s.key``, ``s.values`` and ``s.data``: the sample as a validated sweep point."""
     from ..simulate.runner import portable_data
-    from ..scenario.model import check_semantics, parse_scenario
+    from ..scenario.model import CheckMemo, check_semantics, parse_scenario
     from ..sweep.core import point_key
 
     positions = {f.name: u for f, u in zip(study.factors, s.positions) if u is not None}
@@ -202,14 +206,16 @@ def _point(study: Study, s: Sample) -> None:
         data["backend"]["overrides"] = over
     try:
         sc = parse_scenario(data, study.source, study.base_dir)
+        if study.checks is None:
+            study.checks = CheckMemo()
         if over and s.stage != "base":
-            _check_profile(study, sc, over)
+            _check_profile(study, sc, over, study.checks)
         graph = study.memo.get("graph")
         if graph is None:
             from ..scenario.model import build_graph
 
             graph = study.memo["graph"] = build_graph(sc, study.seeds[0])
-        check_semantics(sc, graph, study.memo)
+        check_semantics(sc, graph, study.checks)
     except InputError as exc:
         where = ", ".join(f"{n}={u:g}" for n, u in positions.items()) or "the profile's values"
         raise InputError(f"the ranges make an invalid profile at sample {s.index} ({where}): {exc}",
@@ -219,12 +225,10 @@ def _point(study: Study, s: Sample) -> None:
     s.values = {f"backend.overrides.{leaf}": over.get(leaf, v) for leaf, v in study.leaf_base.items()}
 
 
-def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
+def _check_profile(study: Study, sc: Any, over: dict[str, Any], checks: CheckMemo) -> None:
     """The profile with ``over`` applied validates, from the file parsed once (parsing it per sample
     is most of a plan's time); check_semantics then finds the backend checked. The base sample checks
     the file itself the ordinary way."""
-    import json
-
     from ..backends.profiles import override_profile
 
     if "profile" not in study.memo:
@@ -243,8 +247,7 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
         e = exc.errors(include_url=False)[0]
         raise InputError(e["msg"].removeprefix("Value error, "),
                          field=".".join(str(x) for x in e["loc"]) or None) from None
-    bkey = json.dumps(["backend", sc.backend.model_dump(mode="json"), str(sc.base_dir)], sort_keys=True, default=str)
-    study.memo[bkey] = True  # the key check_semantics uses
+    checks.backend_checked(sc)
 
 
 def _band_samples(study: Study, top: list[int]) -> list[Sample]:

@@ -332,11 +332,12 @@ def _points(plan: VerdictPlan, size: Size) -> None:
     """Every candidate at the profile's values and at each assumption sample, validated as sweep points."""
     from ..backends.provenance import factor_overrides
     from ..simulate.runner import portable_data
-    from ..scenario.model import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
+    from ..scenario.model import (CheckMemo, build_graph, check_semantics, get_path, parse_scenario, set_path,
+                                  topology_seed)
     from ..sweep.core import Point, point_key
 
     graphs: dict[str, Any] = {}
-    memo: dict[str, Any] = {}
+    memo = CheckMemo()
 
     def point(data: dict[str, Any], values: dict[str, Any], what: str) -> Point:
         try:

@@ -1,5 +1,5 @@
 """Issue 31 item 5: a run loads its backend's profile once, not once per seed and step
-(the scenario check, the preflight and each seed's world read it from one plan)."""
+(the scenario check makes the plan; the preflight and each seed's world build from it)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,9 +35,9 @@ def test_the_profile_is_loaded_as_often_for_three_seeds_as_for_one(loads, tmp_pa
         res = meshsim.run(sc, out=tmp_path / f"s{seeds}" if out else None)
         assert len(getattr(res, "runs", [res])) == seeds
         counts.append(len(loads))
-    # once to check the scenario, once for the run's plan (every seed's world and the
-    # paired runs that attribute the liars' effect build from it)
-    assert counts == [2, 2]
+    # once: the scenario's check plans the backend, and every seed's world, the preflight and
+    # the paired runs that attribute the liars' effect build from that plan
+    assert counts == [1, 1]
 
 
 def test_a_plan_builds_per_seed_backends_from_one_profile(loads):
@@ -47,3 +47,14 @@ def test_a_plan_builds_per_seed_backends_from_one_profile(loads):
     # the same backend as one built from scratch
     assert make_backend({"kind": "fake", "profile": "fake-default"}, 1, ROOT).describe() == a.describe()
     assert plan_backend(None, None).build(0).describe() == {"name": "null"}
+
+
+def test_run_one_and_validate_load_the_profile_once(loads):
+    from meshsim.simulate.runner import run_one, validate
+
+    sc = meshsim.load_scenario(BLACKHOLE, ["seeds=3"], smoke=True)
+    run_one(sc, sc.seed_list()[0])  # in memory, with the paired run of the liars' effect
+    assert len(loads) == 1
+    loads.clear()
+    validate(sc)  # every seed's world built and the preflight, from the check's plan
+    assert len(loads) == 1
