@@ -37,6 +37,7 @@ import networkx as nx
 from ..core.names import node_order
 from .aggregate import frac, mean_of
 from .detection import first_isolation
+from ..scenario.events import AddAgent, AddLink, Frame, Shield
 from ..scenario.model import Scenario, agent_abilities, profile_of
 
 __all__ = ["BYZANTINE_EVENTS", "without_liars", "review_reach", "reach_warnings", "attribute"]
@@ -45,7 +46,7 @@ __all__ = ["BYZANTINE_EVENTS", "without_liars", "review_reach", "reach_warnings"
 BYZANTINE_EVENTS = frozenset({"frame", "shield", "poison", "route_lie", "honest"})
 
 #: events whose liars act only through the reviews they give their targets
-_REVIEW_ATTACKS = ("frame", "shield")
+_REVIEW_ATTACKS = (Frame, Shield)
 
 
 def without_liars(sc: Scenario) -> Scenario:
@@ -61,9 +62,9 @@ def review_reach(sc: Scenario, G: nx.Graph) -> Callable[[str, str], bool]:
     ab = {a: frozenset(ks) for a, ks in abilities.items()}
     edges = {frozenset(e) for e in G.edges}
     for e in sc.events:
-        if e.type == "add_link":
+        if isinstance(e, AddLink):
             edges.add(frozenset(e.link))
-        elif e.type == "add_agent":
+        elif isinstance(e, AddAgent):
             ab[e.agent] = frozenset(e.abilities)
             edges.update(frozenset((e.agent, b)) for b in e.links)
 
@@ -93,7 +94,7 @@ def reach_warnings(sc: Scenario, G: nx.Graph) -> list[str]:
         _ab, prof_targets = agent_abilities(sc, G)
     out = []
     for i, e in enumerate(sc.events):
-        if e.type not in _REVIEW_ATTACKS:
+        if not isinstance(e, _REVIEW_ATTACKS):
             continue
         acted_on = e._targets(prof_targets)
         liars, named = _candidates(e, G, prof_targets, acted_on)

@@ -101,7 +101,7 @@ def rate_counts(metric: str, rows: Sequence[Mapping]) -> list[tuple[int, int]] |
     out = []
     for r in rows:
         try:
-            x, n = float(r.get(metric)), float(r.get(den))
+            x, n = float(r.get(metric)), float(r.get(den))  # type: ignore[arg-type]  # (None: TypeError)
         except (TypeError, ValueError):
             return None
         if not (math.isfinite(x) and math.isfinite(n)) or n < 1 or n != int(n):
