@@ -251,13 +251,13 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any], checks: CheckMem
 
 
 def _band_samples(study: Study, top: list[int]) -> list[Sample]:
-    out = []
+    out: list[Sample] = []
     n = len(study.samples)
     for row in end_design(top, study.k):
         out.append(Sample(n + len(out), "end", row))
-    for row in lhs_design(len(top), study.alloc.lhs, study.design_seed):
+    for lhs_row in lhs_design(len(top), study.alloc.lhs, study.design_seed):
         pos: list[Optional[float]] = [None] * study.k
-        for i, u in zip(top, row):
+        for i, u in zip(top, lhs_row):
             pos[i] = u
         out.append(Sample(n + len(out), "lhs", pos))
     for s in out:
@@ -448,8 +448,8 @@ def rank(study: Study, out: Path) -> tuple[list[dict[str, Any]], list[int]]:
     score = [max((n[i] for n in norm), default=0.0) for i in range(k)]
     top = sorted(sorted(range(k), key=lambda i: (-score[i], i))[:study.alloc.top])
     names = {study.factors[i].name for i in top}
-    for r in rows:
-        r["in_band"] = r["factor"] in names
+    for row in rows:
+        row["in_band"] = row["factor"] in names
     return rows, top
 
 
