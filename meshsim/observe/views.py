@@ -117,6 +117,7 @@ class ConsensusParamsView(Protocol):
 class ConsensusView(Protocol):
     """SAC and CP-WBFT (SAC paper Sec. 5.1): per-query and per-round records."""
 
+    # deliberate repetition: one typed read-only property per record the observer reads (issue 31)
     @property
     def name(self) -> str: ...
 
