@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from meshsim.cli import main
 from meshsim.plots.page import Markup, TEMPLATES, join, table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
 EVIL = "</script><script>alert(1)</script>"
 SAFE = html.escape(EVIL)
