@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional
 
 import networkx as nx
 
-from .aggregate import agent_order, frac, mean_of
+from ..core.names import node_order
+from .aggregate import frac, mean_of
 from .detection import first_isolation
 from ..scenario.model import Scenario, agent_abilities, profile_of
 
@@ -79,7 +80,7 @@ def _candidates(e: Any, G: nx.Graph, targets: Optional[list[str]], acted_on: lis
     if isinstance(e.agents, str):  # 'targets'
         return list(targets or []), True
     pool = list(G.neighbors(e.near)) if e.near is not None else list(G.nodes)
-    return sorted((a for a in pool if a not in acted_on), key=agent_order), False
+    return sorted((a for a in pool if a not in acted_on), key=node_order), False
 
 
 def reach_warnings(sc: Scenario, G: nx.Graph) -> list[str]:

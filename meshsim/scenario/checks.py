@@ -180,15 +180,15 @@ def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
     from ..protocols import PROTOCOLS
 
     proto = PROTOCOLS[sc.protocol.name]
-    roles = getattr(proto, "supports_roles", False)
+    roles = proto.supports_roles
     return EventCheck(protocol=sc.protocol.name,
-                      supports_degradation=bool(getattr(proto, "supports_degradation", False)),
+                      supports_degradation=bool(proto.supports_degradation),
                       supports_roles=bool(roles),
                       # a partial agents.abilities filled from tasks.dataset has that profile's targets
                       targets=list(targets) if profile_of(sc) is not None or targets else None,
                       roles=dict(sc.agents.roles) if roles else None,
                       rounds=getattr(sc.protocol.params, "rounds", None) if roles else None,
-                      degrade_modes=getattr(proto, "degrade_modes", None))
+                      degrade_modes=proto.degrade_modes)
 
 
 class _Tracked(set):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..backends.provenance import Factor, assumption_factors, factor_overrides, load_profile_data
+from ..core.dotted import MISSING, get_path
 from ..core.errors import InputError, RunFolderError
 from ..io.records import write_atomic
 from ..sweep.results import csv_text
@@ -224,7 +225,7 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
     the file itself the ordinary way."""
     import json
 
-    from ..backends.profiles import apply_overrides
+    from ..backends.profiles import override_profile
 
     if "profile" not in study.memo:
         from ..backends.fake import FakeProfile
@@ -237,7 +238,7 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     try:
-        model.model_validate(apply_overrides(data, over, study.profile_path.stem))
+        model.model_validate(override_profile(data, over, study.profile_path.stem))
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         raise InputError(e["msg"].removeprefix("Value error, "),
@@ -264,24 +265,9 @@ def _band_samples(study: Study, top: list[int]) -> list[Sample]:
 # ------------------------------------------------------------------------------------ metrics
 
 
-#: what :func:`summary_value` gives for a path a summary does not hold
-ABSENT = object()
-
-
-def summary_value(data: Any, path: str) -> Any:
-    """The value at the dotted ``path`` of a run's summary, or :data:`ABSENT`."""
-    for part in path.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return ABSENT
-        data = data[part]
-    return data
-
-
 def metric_value(summary: dict[str, Any], path: str) -> Optional[float]:
     """A summary's number at dotted ``path`` (booleans as 0/1); None when missing, null or not finite."""
-    from ..io.records import dig
-
-    v = dig(summary, path)
+    v = get_path(summary, path, None)
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)) and math.isfinite(v):
@@ -299,15 +285,15 @@ def check_metrics(study: Study) -> dict[str, Any]:
     sc = parse_scenario(small, study.source, study.base_dir)
     summary = json.loads(json.dumps(run_one(sc, study.seeds[0]).summary, default=str))
     if not study.metrics:
-        study.metrics = [m for m in DEFAULT_METRICS if summary_value(summary, m) is not ABSENT]
+        study.metrics = [m for m in DEFAULT_METRICS if get_path(summary, m, MISSING) is not MISSING]
         if not study.metrics:
             raise InputError("no default metric in this scenario's summary; name one", field="--metric")
     from ..sweep.results import flatten
 
     known = sorted(flatten(summary))
     for m in study.metrics:
-        v = summary_value(summary, m)
-        if v is ABSENT:
+        v = get_path(summary, m, MISSING)
+        if v is MISSING:
             import difflib
 
             close = difflib.get_close_matches(m, known, n=3)

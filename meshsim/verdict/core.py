@@ -390,7 +390,7 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
     from ..simulate.runner import run_one
     from ..scenario.model import parse_scenario, scenario_data
     from ..sweep.results import flatten
-    from ..uncertainty.core import ABSENT, summary_value
+    from ..core.dotted import MISSING, get_path
 
     size = plan.sizes[0]
     small = scenario_data(copy.deepcopy(size.base), size.source, None, smoke=True)
@@ -398,9 +398,9 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
                                             plan.seeds[0]).summary, default=str))
     known = sorted(flatten(summary))
     for p in paths:
-        v = summary_value(summary, p)
+        v = get_path(summary, p, MISSING)
         text = next(c.text for c in plan.constraints if c.path == p)
-        if v is ABSENT:
+        if v is MISSING:
             close = difflib.get_close_matches(p, known, n=2)
             raise InputError("not a number of this scenario's summary.json"
                              + (f" (did you mean {', '.join(close)}?)" if close else ""),

@@ -598,13 +598,13 @@ def test_every_assumption_of_sac_default_has_a_range():
     no paper number is, and every end of every range is a valid profile, one factor
     at a time and all factors at once (the corners meshsim uncertainty visits)."""
     from meshsim.backends.fake_consensus import ConsensusProfile
-    from meshsim.backends.profiles import apply_overrides
+    from meshsim.backends.profiles import override_profile
     from meshsim.backends.provenance import assumption_factors, explain_rows, load_profile_data
 
     data = load_profile_data(SAC_PROFILE)
 
     def load_consensus_profile(_path, overrides):  # what backend.overrides does, without re-reading the file
-        return ConsensusProfile.model_validate(apply_overrides(data, overrides))
+        return ConsensusProfile.model_validate(override_profile(data, overrides))
 
     factors = assumption_factors(data, "sac-default")
     covered = {leaf[0] for f in factors for leaf in f.leaves}
