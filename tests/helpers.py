@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, Iterator
 
 import networkx as nx
 import yaml
+from click.testing import CliRunner, Result
 
 from meshsim.net.network import Network
 from meshsim.net.routing import DistanceVector
@@ -40,6 +44,40 @@ def truth(net: Network, holders: dict[str, set[str]], ability: str, infinity: in
     src = [v for v in holders.get(ability, ()) if v in H]
     d = nx.multi_source_dijkstra_path_length(H, src) if src else {}
     return {v: min(d.get(v, infinity), infinity) for v in H}
+
+
+def cli_runner() -> CliRunner:
+    """A CliRunner whose results keep stderr apart (``res.stderr``) on every click the project
+    allows: click 8.1 needs ``mix_stderr=False``; 8.2 dropped the argument and always keeps it."""
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+def invoke(*args: Any, **kw: Any) -> Result:
+    """``meshsim ARGS`` in this process (:func:`cli_runner`), every argument as text; an exception
+    escaping the command fails the test with its traceback unless ``catch_exceptions=True``."""
+    from meshsim.cli import main  # here, not at the top: most tests that use helpers need no CLI
+
+    kw.setdefault("catch_exceptions", False)
+    return cli_runner().invoke(main, [str(a) for a in args], **kw)
+
+
+@contextmanager
+def serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[ThreadingHTTPServer]:
+    """A test HTTP server on 127.0.0.1 at a free port (``srv.server_address[1]``), serving ``handler``
+    in a daemon thread, shut down and closed on leaving. ``attrs`` are set on the server before it
+    serves: the handler's shared state (``self.server.lock`` ...) or ``daemon_threads=True``."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    for k, v in attrs.items():
+        setattr(srv, k, v)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 def send_json(handler: BaseHTTPRequestHandler, code: int, obj: dict) -> None:

@@ -7,7 +7,7 @@ neighbourhood of healthy peers in the large-pool limit, i.e. a reference
 ``q̄_{-i}`` equal to the healthy mean (the shortfall is drawn directly) and
 a normal range whose median and 25th percentile are those of the healthy x̄
 distribution (a five-value pool with exactly that median and p25). The
-cross-validation test (tests/test_detector_oc.py) checks the closed forms
+cross-validation test (tests/protocols/test_detector_oc.py) checks the closed forms
 against it; the full simulator (``meshsim run``) adds what both leave out.
 """
 from __future__ import annotations

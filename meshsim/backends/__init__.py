@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from ..core.calls import Backend, CallKind, LatencyModel, NullBackend, Request, Response, TaskRef
 from .profiles import find_profile
-from .registry import BACKENDS, build_null, check_backend, check_null, make_backend, register_backend
+from .registry import (BACKENDS, BackendPlan, build_null, check_backend, check_null, make_backend, plan_backend,
+                       register_backend)
 
 __all__ = ["Backend", "CallKind", "LatencyModel", "NullBackend", "Request", "Response", "TaskRef",
-           "make_backend", "check_backend", "find_profile", "BACKENDS", "register_backend"]
+           "make_backend", "check_backend", "find_profile", "BACKENDS", "register_backend", "BackendPlan", "plan_backend"]
 
 # the registrations, in the order error messages list the kinds
 from . import fake  # noqa: E402,F401  kind: fake (MeshHeal's statistical fake)

@@ -77,10 +77,10 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..core.errors import InputError
-from ..core.types import refuse_bool_numbers
+from ..core.strict import Strict
 from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
 from .fake import ModelSpec, TokenSpec
 from .profiles import find_profile, hash_unit, load_validated, model_role
@@ -99,16 +99,7 @@ Pos = Annotated[float, Field(ge=0.0, le=1e6)]  # weights and spreads: at most 1e
 MeanSd = tuple[P, Pos]
 
 
-class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, v: Any) -> Any:
-        return refuse_bool_numbers(cls, v)
-
-
-class DatasetAcc(_S):
+class DatasetAcc(Strict):
     """P(a solve is correct | model, dataset), and the adversary's cached answers."""
 
     strong: P
@@ -119,21 +110,21 @@ class DatasetAcc(_S):
     ood_hit: Optional[P] = None
 
 
-class LatentSpec(_S):
+class LatentSpec(Strict):
     #: share of the correctness latent common to every model on a query
     difficulty: P = 0.5
     #: share fixed per (model, query): the same model answering the same query again
     persist: dict[str, P] = {"strong": 0.4, "weak": 0.3}
 
 
-class WrongSpec(_S):
+class WrongSpec(Strict):
     # numeric answers: distinct wrong answers per query; at most 100, since the near misses come from
     # a few hundred integers around the truth (more would loop forever: issue 19)
     distractors: Annotated[int, Field(ge=1, le=100)] = 6
     zipf: Pos = 1.0  # weight of the k-th distractor: 1 / k^zipf
 
 
-class ScoreSpec(_S):
+class ScoreSpec(Strict):
     """φ_i(x, r) of one model (App. B.1)."""
 
     solves: P  # P(the scorer actually solves the query before scoring)
@@ -144,7 +135,7 @@ class ScoreSpec(_S):
     parse_fail: P = 0.0
 
 
-class WeighSpec(_S):
+class WeighSpec(Strict):
     """How a model weighs its own answer against shown ones (refine, LLM aggregation)."""
 
     anchor: Pos  # weight of the current (own) answer
@@ -156,7 +147,7 @@ class WeighSpec(_S):
     parse_fail: P = 0.0
 
 
-class ConfidenceSpec(_S):
+class ConfidenceSpec(Strict):
     """Verbal self-reported confidence in a solve (CP-WBFT)."""
 
     correct: MeanSd
@@ -164,19 +155,19 @@ class ConfidenceSpec(_S):
     parse_fail: P = 0.0
 
 
-class Granularity(_S):
+class Granularity(Strict):
     score: Annotated[float, Field(ge=0, le=0.5)] = 0.05
     confidence: Annotated[float, Field(ge=0, le=0.5)] = 0.05
 
 
-class FeatureSpec(_S):
+class FeatureSpec(Strict):
     """P(the producing adversary's text shows the feature it aims for)."""
 
     persuasive: P = 1.0
     off_topic: P = 1.0
 
 
-class Pair(_S):
+class Pair(Strict):
     """The models (keys of the behaviour sections) in the strong and weak roles on one dataset."""
 
     strong: str
@@ -187,7 +178,7 @@ class Pair(_S):
 BEHAVIOUR = ("score", "refine", "confidence", "aggregate")
 
 
-class ConsensusProfile(_S):
+class ConsensusProfile(Strict):
     kind: str = "fake_consensus"
     name: str
     description: str = ""

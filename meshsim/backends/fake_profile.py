@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..core.errors import InputError
-from ..core.types import refuse_bool_numbers
+from ..core.strict import Strict
 from .profiles import load_validated
 
 __all__ = ["FakeProfile", "ModelSpec", "MeshModel", "TokenSpec", "ReviewSpec", "ReviewerScores", "CommitteeSpec",
@@ -28,16 +28,7 @@ INCOHERENT = frozenset({"incoherent"})
 VERDICTS = ("sound", "unverified", "error", "garbage")
 
 
-class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, v: Any) -> Any:
-        return refuse_bool_numbers(cls, v)
-
-
-class ModelSpec(_S):
+class ModelSpec(Strict):
     """A model's identity and simulated latency (shared with the consensus fake)."""
 
     id: str
@@ -88,7 +79,7 @@ CLASSES = ("sound", "wrong", "unverifiable", "garbage")
 ScoreTable = dict[str, Any]
 
 
-class ReviewerScores(_S):
+class ReviewerScores(Strict):
     """P(rubric verdict | class of the output under review), for one reviewer model.
     Defaults are the rubric applied without error (an explicit profile states every class)."""
 
@@ -136,7 +127,7 @@ def compile_table(table: Any, where: str) -> tuple[tuple[tuple[str, float], ...]
     return out, other
 
 
-class ReviewSpec(_S):
+class ReviewSpec(Strict):
     #: score level of each verdict bin: App. D.1's anchors; ``unverified`` is where a
     #: reviewer that cannot verify puts its non-committal score
     anchors: dict[Literal["sound", "unverified", "error", "garbage"], P] = {
@@ -175,13 +166,13 @@ def _table_of(rs: ReviewerScores, action: str, cls: str):
     return compile_table(_raw_table(rs, action, cls), cls)
 
 
-class CommitteeSpec(_S):
+class CommitteeSpec(Strict):
     agree: NonNeg = 0.3  # round-1 scores closer than this: each member keeps its verdict
     hint: P = 0.5  # a right explanation's help: skill -> 1 - (1 - skill)(1 - hint)
     mislead: P = 0.0  # P(a wrong explanation is adopted)
 
 
-class TakeoverSpec(_S):
+class TakeoverSpec(Strict):
     """Synthesis, by the replaced output's action: a committed final answer
     anchors a synthesis more than an intermediate half does."""
 
@@ -193,14 +184,14 @@ class TakeoverSpec(_S):
     recognize: P = 0.0
 
 
-class TokenSpec(_S):
+class TokenSpec(Strict):
     prompt: Annotated[int, Field(ge=0)]
     completion: Annotated[int, Field(ge=0)]
     per_context: Annotated[int, Field(ge=0)] = 0  # prompt tokens per context item (earlier outputs, ...)
     spread: NonNeg = 0.25  # lognormal sigma of completion length
 
 
-class FakeProfile(_S):
+class FakeProfile(Strict):
     kind: Literal["fake"] = "fake"
     name: str
     description: str = ""

@@ -40,16 +40,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
 from ..core.errors import InputError
 from ..core.calls import CallKind
+from ..core.files import load_yaml
 from .replay import read_cassette, text_digest
 
-__all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile"]
+__all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile", "tally", "Tally", "Fit", "FITTERS"]
 
 #: calls whose graded outcome is drawn with the model's accuracy in the fake
 _GRADED = {CallKind.FINALIZE, CallKind.SAC_ANSWER, CallKind.SAC_REFINE}
@@ -176,37 +178,55 @@ def _fit_unverifiable(obs: list[tuple[str, str, str]], phi_r: float, phi_w: floa
 
 
 def _base(base: Optional[str]) -> dict[str, Any]:
-    from . import find_profile
+    from .profiles import find_profile
 
     path = find_profile(base or "fake-default", None)
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path, "profile")
     if data.get("kind") != "fake":
         raise InputError("the base profile must be a fake profile", file=str(path))
     return data
 
 
-def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optional[str] = None,
-                cassette_name: Optional[str] = None) -> tuple[dict[str, Any], list[str]]:
-    """(fake profile data, report lines)."""
-    if not entries:
-        raise InputError("the cassette holds no calls")
-    prof = _base(base)
-    prof["name"] = name
-    prof["description"] = f"fitted by 'meshsim backends fit' from {len(entries)} recorded calls"
-    notes: list[str] = [f"{len(entries)} recorded calls"]
-    # graded outcomes: a real model (an observer grades its text), or a fake run in graded mode
-    real = any(str(e.get("backend", "")).startswith("openai")
-               or ((e.get("response") or {}).get("fields") or {}).get("graded") for e in entries)
+@dataclass
+class Tally:
+    """What one pass over the recorded calls counts: each fitter reads its part.
 
-    acc: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    acc_type: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
-    acc_ability: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    infer: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    scores: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    tokens: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    lat: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    ids: dict[str, str] = {}
-    errors = 0
+    Counters are ``[right, n]``; every table keeps its keys in the order the
+    calls first showed them (the profile's keys and report lines follow it)."""
+
+    #: graded outcomes: a real model (an observer grades its text), or a fake run in graded mode
+    real: bool
+    #: dataset -> role -> graded answers (Finalize, SAC answers and refinements)
+    skill: dict[str, dict[str, list[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(_pair)))
+    #: (dataset, task type, role) and (ability, role) -> graded answers
+    skill_by_type: dict[tuple[str, str, str], list[int]] = field(default_factory=lambda: defaultdict(_pair))
+    by_ability: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(_pair))
+    #: role -> InferAbilities calls that chose the true pair
+    infer: dict[str, list[int]] = field(default_factory=lambda: defaultdict(_pair))
+    #: (reviewer role, output bucket, action) -> round-1 review scores of outputs whose outcome is known
+    scores: dict[tuple[str, str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    #: call kind -> (prompt tokens, completion tokens, context items)
+    tokens: dict[str, list[tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(list))
+    #: role -> (completion tokens, wall seconds)
+    latency: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    #: role -> the model id the endpoint was called with
+    ids: dict[str, str] = field(default_factory=dict)
+    errors: int = 0
+
+
+def _pair() -> list[int]:
+    return [0, 0]
+
+
+def _count(counter: list[int], right: bool) -> None:
+    counter[0] += int(right)
+    counter[1] += 1
+
+
+def tally(entries: list[dict[str, Any]]) -> Tally:
+    """Count the recorded calls once, for every fitter."""
+    t = Tally(real=any(str(e.get("backend", "")).startswith("openai")
+                       or ((e.get("response") or {}).get("fields") or {}).get("graded") for e in entries))
     # what each produced text turned out to be (graded, or a fake's own outcome),
     # and whether a weak model wrote it: how a review's target is known offline
     produced: dict[str, tuple[Optional[bool], bool]] = {}
@@ -216,10 +236,6 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
                               CallKind.SYNTHESIS) and rs.get("text") and not rs.get("error"):
             c = rs.get("correct")
             produced[text_digest(rs["text"])] = (c if isinstance(c, bool) else None, rq.get("model") == "weak")
-
-    def outcome(digest: Any) -> Optional[bool]:
-        return produced.get(digest, (None, False))[0] if isinstance(digest, str) else None
-
     for e in entries:
         rq, rs = e.get("request") or {}, e.get("response") or {}
         kind, role = rq.get("kind"), "weak" if rq.get("model") == "weak" else "strong"
@@ -227,168 +243,224 @@ def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optio
         task = rq.get("task") or {}
         call = e.get("call") or {}
         if isinstance(call.get("model"), str):
-            ids.setdefault(role, call["model"])
+            t.ids.setdefault(role, call["model"])
         if rs.get("error"):
-            errors += 1
+            t.errors += 1
             continue
         correct = rs.get("correct")
         fields = rs.get("fields") or {}
         # Takeover candidates are left out: they are written for the outputs reviews
         # flagged, i.e. for the hard questions, so their rate understates a model's skill
-        graded = kind in _GRADED
-        if graded and isinstance(correct, bool):
+        if kind in _GRADED and isinstance(correct, bool):
             ds = task.get("dataset") or "default"
-            acc[ds][role][0] += int(correct)
-            acc[ds][role][1] += 1
-            acc_type[(ds, task.get("type", ""), role)][0] += int(correct)
-            acc_type[(ds, task.get("type", ""), role)][1] += 1
+            _count(t.skill[ds][role], correct)
+            _count(t.skill_by_type[(ds, task.get("type", ""), role)], correct)
             for ab in rq.get("abilities") or ():
-                acc_ability[(ab, role)][0] += int(correct)
-                acc_ability[(ab, role)][1] += 1
+                _count(t.by_ability[(ab, role)], correct)
         if kind == CallKind.INFER and isinstance(correct, bool):
-            infer[role][0] += int(correct)
-            infer[role][1] += 1
-        oc = outcome(ctx.get("output_text#"))
+            _count(t.infer[role], correct)
+        digest = ctx.get("output_text#")
+        oc, weak_writer = produced.get(digest, (None, False)) if isinstance(digest, str) else (None, False)
         if kind in (CallKind.REVIEW, CallKind.COMMITTEE) and int(ctx.get("round", 1)) == 1 \
                 and isinstance(oc, bool) and isinstance(fields.get("score"), (int, float)) \
-                and (not real or ctx.get("action") == "finalize"):
-            weak_writer = produced.get(ctx.get("output_text#"), (None, False))[1]
+                and (not t.real or ctx.get("action") == "finalize"):
             bucket = "correct" if oc else ("weak_incorrect" if weak_writer else "incorrect")
-            scores[(role, bucket, "finalize" if ctx.get("action") == "finalize" else "contribute")].append(
+            t.scores[(role, bucket, "finalize" if ctx.get("action") == "finalize" else "contribute")].append(
                 float(fields["score"]))
         pt, ct = int(rs.get("prompt_tokens", 0)), int(rs.get("completion_tokens", 0))
         if kind:
-            tokens[kind].append((pt, ct, int(ctx.get("context_items", 0) or 0)))
+            t.tokens[kind].append((pt, ct, int(ctx.get("context_items", 0) or 0)))
         if isinstance(e.get("wall"), (int, float)) and ct > 0:
-            lat[role].append((float(ct), float(e["wall"])))
-    if errors:
-        notes.append(f"{errors} recorded failures skipped")
-    sources = prof.setdefault("sources", {})
-    rec = f"recording: {cassette_name}" if cassette_name else "recording: the fitted cassette"
+            t.latency[role].append((float(ct), float(e["wall"])))
+    return t
 
-    # skill: per dataset and role, and per task type and role (what a simulation
-    # of the same stream needs to reproduce its per-type accuracy)
-    if real:
-        # an observer graded the final texts: outcomes are not composed from
-        # drafts (ungraded halves) and routes, the graded rate is the outcome
-        prof["graded"] = True
-        prof["type_spread"] = 0.0
-        sources["type_spread"] = f"{rec}: per-type skills are fitted directly, no spread added"
-        notes.append("graded: true (real model: final texts graded, halves unknown)")
-    for ds, roles in sorted(acc.items()):
+
+@dataclass
+class Fit:
+    """The profile being fitted: its data, the sources of the numbers set and the report lines."""
+
+    prof: dict[str, Any]
+    sources: dict[str, str]
+    notes: list[str]
+    #: how a source names the recording
+    rec: str
+
+    def model(self, role: str) -> dict[str, Any]:
+        return self.prof["models"][role]
+
+
+def _fit_graded(f: Fit, t: Tally) -> None:
+    """An observer graded the final texts: outcomes are not composed from drafts
+    (ungraded halves) and routes, the graded rate is the outcome."""
+    if t.real:
+        f.prof["graded"] = True
+        f.prof["type_spread"] = 0.0
+        f.sources["type_spread"] = f"{f.rec}: per-type skills are fitted directly, no spread added"
+        f.notes.append("graded: true (real model: final texts graded, halves unknown)")
+
+
+def _fit_skill(f: Fit, t: Tally) -> None:
+    """``models.<role>.skill.<dataset>`` and ``skill_by_type`` (what a simulation of the same
+    stream needs to reproduce its per-type accuracy)."""
+    for ds, roles in sorted(t.skill.items()):
         for role, (k, n) in roles.items():
-            m = prof["models"][role]
+            m = f.model(role)
             m.setdefault("skill", {})[ds] = _rate(k, n)
-            sources[f"models.{role}.skill.{ds}"] = f"{rec}: {k} of {n} graded answers right"
-            notes.append(f"skill {ds}/{role}: {k}/{n} correct -> {m['skill'][ds]}")
-        for (d, t, r), (k, n) in sorted(acc_type.items()):
-            if d == ds and t:
+            f.sources[f"models.{role}.skill.{ds}"] = f"{f.rec}: {k} of {n} graded answers right"
+            f.notes.append(f"skill {ds}/{role}: {k}/{n} correct -> {m['skill'][ds]}")
+        for (d, tt, r), (k, n) in sorted(t.skill_by_type.items()):
+            if d == ds and tt:
                 # shrunk toward the role's overall rate by two pseudo-tasks, so a
                 # type seen once or twice does not get 0 or 1
-                p0 = prof["models"][r]["skill"].get(ds, 0.5)
+                p0 = f.model(r)["skill"].get(ds, 0.5)
                 v = round(min(0.999, max(0.001, (k + 2 * p0) / (n + 2))), 4)
-                prof["models"][r].setdefault("skill_by_type", {}).setdefault(ds, {})[t] = v
-                notes.append(f"skill {ds}/{t}/{r}: {k}/{n} correct -> {v}")
+                f.model(r).setdefault("skill_by_type", {}).setdefault(ds, {})[tt] = v
+                f.notes.append(f"skill {ds}/{tt}/{r}: {k}/{n} correct -> {v}")
         for role in ("strong", "weak"):
-            if prof["models"][role].get("skill_by_type", {}).get(ds):
-                sources[f"models.{role}.skill_by_type.{ds}"] = \
-                    f"{rec}: graded answers per task type, shrunk toward the role's rate by two pseudo-tasks"
-    for (ab, role), (k, n) in sorted(acc_ability.items()):
-        notes.append(f"ability {ab}/{role}: {k}/{n} correct")
-    for role, (k, n) in sorted(infer.items()):
-        prof["models"][role]["infer"] = _rate(k, n)
-        sources[f"models.{role}.infer"] = f"{rec}: {k} of {n} inferred pairs were the true pair"
-        notes.append(f"infer {role}: {k}/{n} true pairs -> {prof['models'][role]['infer']}")
+            if f.model(role).get("skill_by_type", {}).get(ds):
+                f.sources[f"models.{role}.skill_by_type.{ds}"] = \
+                    f"{f.rec}: graded answers per task type, shrunk toward the role's rate by two pseudo-tasks"
 
-    # reviews: each recorded score is binned to its nearest anchor; the class behind it
-    # (could the reviewer re-derive the half?) is latent: fit the unverifiable class's
-    # distribution as a mixture component (meshsim/backends/fake.py, review.scores)
-    rho = float(prof.get("difficulty_rho", 0.0))
-    review = prof.setdefault("review", {})
+
+def _note_abilities(f: Fit, t: Tally) -> None:
+    """Per-ability rates are reported only: a Contribute half cannot be graded alone."""
+    for (ab, role), (k, n) in sorted(t.by_ability.items()):
+        f.notes.append(f"ability {ab}/{role}: {k}/{n} correct")
+
+
+def _fit_infer(f: Fit, t: Tally) -> None:
+    """``models.<role>.infer``: how often InferAbilities chose the true pair."""
+    for role, (k, n) in sorted(t.infer.items()):
+        f.model(role)["infer"] = _rate(k, n)
+        f.sources[f"models.{role}.infer"] = f"{f.rec}: {k} of {n} inferred pairs were the true pair"
+        f.notes.append(f"infer {role}: {k}/{n} true pairs -> {f.model(role)['infer']}")
+
+
+def _fit_reviews(f: Fit, t: Tally) -> None:
+    """``review.scores.<role>``: each recorded score is binned to its nearest anchor; the class
+    behind it (could the reviewer re-derive the half?) is latent, so the unverifiable class's
+    distribution is fitted as a mixture component (meshsim/backends/fake_review.py)."""
+    rho = float(f.prof.get("difficulty_rho", 0.0))
+    review = f.prof.setdefault("review", {})
     anchors = {"sound": 1.0, "unverified": 0.5, "error": 0.25, "garbage": 0.0, **(review.get("anchors") or {})}
     for role in ("strong", "weak"):
-        obs = [(b, act, _nearest_bin(anchors, x)) for (r, b, act), xs in scores.items() if r == role for x in xs]
-        if not obs:
-            continue
-        sk = prof["models"][role]["skill"].get("default", 0.5)
-        named = [v for k2, v in prof["models"][role]["skill"].items() if k2 != "default"]
-        if named:
-            sk = sum(named) / len(named)
-        fail_given_wrong, fail_given_right = _conditional_failure(sk, rho)
-        table = review.setdefault("scores", {}).setdefault(role, {})
-        fin = table.get("finalize", {}).get("sound") or {}
-        fit_e = any(b == "correct" and act != "finalize" for b, act, _ in obs) and \
-            any(b == "correct" and act == "finalize" for b, act, _ in obs)
-        e0 = float(fin.get("error", 0.0)) if isinstance(fin.get("error", 0.0), (int, float)) else 0.0
-        U, e = _fit_unverifiable(obs, fail_given_right, fail_given_wrong, e0, fit_e)
-        n_r = sum(1 for b, _, _ in obs if b == "correct")
-        n_w = sum(1 for b, _, _ in obs if b == "incorrect")
-        if n_r + n_w:
-            unv = {k: round(U[k], 4) for k in ("sound", "error", "garbage") if round(U[k], 4) > 0}
-            unv["unverified"] = "rest"
-            table["unverifiable"] = unv
-            for k in ("sound", "error", "garbage"):
-                sources.pop(f"review.scores.{role}.unverifiable.{k}", None)
-            sources[f"review.scores.{role}.unverifiable"] = (
-                f"{rec}: {n_r} reviews of right and {n_w} of wrong outputs, scores binned to the nearest anchor; "
-                f"the unverifiable class is the EM mixture component (P(re-derivation fails) "
-                f"{fail_given_right:.3f} for a right output, {fail_given_wrong:.3f} for a wrong one)")
-            notes.append(f"review {role}: unverifiable {unv} from {n_r} right / {n_w} wrong outputs")
-        if fit_e:
-            table.setdefault("finalize", {})["sound"] = {"error": round(e, 4), "sound": "rest",
-                                                         **({"common": fin["common"]} if "common" in fin else {})}
-            sources[f"review.scores.{role}.finalize.sound.error"] = \
-                f"{rec}: reviews of right Finalize outputs beyond the unverifiable class's error mass (EM)"
-            notes.append(f"review {role}: Finalize sound error {e:.4f}")
-        garbage = [bin_ for b, _, bin_ in obs if b == "weak_incorrect"]
-        if garbage:
-            seen = sum(1 for x in garbage if x == "garbage") / len(garbage)
-            table["garbage"] = {"garbage": round(seen, 4), "otherwise": "unverifiable"}
-            sources[f"review.scores.{role}.garbage.garbage"] = \
-                f"{rec}: {len(garbage)} reviews of weak-model wrong outputs, {seen:.2f} at the 0.00 anchor"
-            notes.append(f"review {role}: garbage recognised {seen:.3f} from {len(garbage)} weak-model wrong outputs")
-    all_scores = [s for v in scores.values() for s in v]
-    if all_scores:
-        for g in (0.25, 0.1, 0.05, 0.01):
-            if all(abs(s / g - round(s / g)) < 1e-6 for s in all_scores):
-                prof["review"]["granularity"] = g
-                break
-        else:
-            prof["review"]["granularity"] = 0.0
-        sources["review.granularity"] = f"{rec}: the coarsest step every recorded score sits on"
+        obs = [(b, act, _nearest_bin(anchors, x)) for (r, b, act), xs in t.scores.items() if r == role for x in xs]
+        if obs:
+            _fit_reviewer(f, role, obs, rho, review.setdefault("scores", {}).setdefault(role, {}))
 
-    # tokens
-    for kind, rows in sorted(tokens.items()):
+
+def _fit_reviewer(f: Fit, role: str, obs: list[tuple[str, str, str]], rho: float, table: dict[str, Any]) -> None:
+    """One reviewer model's tables from its binned reviews ``obs`` (bucket, action, bin)."""
+    skill = f.model(role)["skill"]
+    named = [v for k, v in skill.items() if k != "default"]
+    sk = sum(named) / len(named) if named else skill.get("default", 0.5)
+    fail_given_wrong, fail_given_right = _conditional_failure(sk, rho)
+    fin = table.get("finalize", {}).get("sound") or {}
+    fit_e = any(b == "correct" and act != "finalize" for b, act, _ in obs) and \
+        any(b == "correct" and act == "finalize" for b, act, _ in obs)
+    e0 = float(fin.get("error", 0.0)) if isinstance(fin.get("error", 0.0), (int, float)) else 0.0
+    U, e = _fit_unverifiable(obs, fail_given_right, fail_given_wrong, e0, fit_e)
+    n_r = sum(1 for b, _, _ in obs if b == "correct")
+    n_w = sum(1 for b, _, _ in obs if b == "incorrect")
+    if n_r + n_w:
+        unv: dict[str, Any] = {k: round(U[k], 4) for k in ("sound", "error", "garbage") if round(U[k], 4) > 0}
+        unv["unverified"] = "rest"
+        table["unverifiable"] = unv
+        for k in ("sound", "error", "garbage"):
+            f.sources.pop(f"review.scores.{role}.unverifiable.{k}", None)
+        f.sources[f"review.scores.{role}.unverifiable"] = (
+            f"{f.rec}: {n_r} reviews of right and {n_w} of wrong outputs, scores binned to the nearest anchor; "
+            f"the unverifiable class is the EM mixture component (P(re-derivation fails) "
+            f"{fail_given_right:.3f} for a right output, {fail_given_wrong:.3f} for a wrong one)")
+        f.notes.append(f"review {role}: unverifiable {unv} from {n_r} right / {n_w} wrong outputs")
+    if fit_e:
+        table.setdefault("finalize", {})["sound"] = {"error": round(e, 4), "sound": "rest",
+                                                     **({"common": fin["common"]} if "common" in fin else {})}
+        f.sources[f"review.scores.{role}.finalize.sound.error"] = \
+            f"{f.rec}: reviews of right Finalize outputs beyond the unverifiable class's error mass (EM)"
+        f.notes.append(f"review {role}: Finalize sound error {e:.4f}")
+    garbage = [bin_ for b, _, bin_ in obs if b == "weak_incorrect"]
+    if garbage:
+        seen = sum(1 for x in garbage if x == "garbage") / len(garbage)
+        table["garbage"] = {"garbage": round(seen, 4), "otherwise": "unverifiable"}
+        f.sources[f"review.scores.{role}.garbage.garbage"] = \
+            f"{f.rec}: {len(garbage)} reviews of weak-model wrong outputs, {seen:.2f} at the 0.00 anchor"
+        f.notes.append(f"review {role}: garbage recognised {seen:.3f} from {len(garbage)} weak-model wrong outputs")
+
+
+def _fit_granularity(f: Fit, t: Tally) -> None:
+    """``review.granularity``: the coarsest step every recorded score sits on."""
+    all_scores = [s for v in t.scores.values() for s in v]
+    if not all_scores:
+        return
+    f.prof["review"]["granularity"] = next(
+        (g for g in (0.25, 0.1, 0.05, 0.01) if all(abs(s / g - round(s / g)) < 1e-6 for s in all_scores)), 0.0)
+    f.sources["review.granularity"] = f"{f.rec}: the coarsest step every recorded score sits on"
+
+
+def _fit_tokens(f: Fit, t: Tally) -> None:
+    """``tokens.<kind>``: mean prompt and completion tokens, prompt growth per context item
+    and the lognormal spread of completions."""
+    for kind, rows in sorted(t.tokens.items()):
         pts = [r[0] for r in rows]
         cts = [max(1, r[1]) for r in rows]
-        items = [r[2] for r in rows]
-        spec = {"prompt": int(round(statistics.fmean(pts))), "completion": int(round(statistics.fmean(cts)))}
-        fit = _linfit([float(i) for i in items], [float(p) for p in pts])
+        spec: dict[str, float] = {"prompt": int(round(statistics.fmean(pts))),
+                                  "completion": int(round(statistics.fmean(cts)))}
+        fit = _linfit([float(r[2]) for r in rows], [float(p) for p in pts])
         if fit is not None and fit[1] > 0:
             spec["prompt"] = int(round(max(0.0, fit[0])))
             spec["per_context"] = int(round(fit[1]))
-        logs = [math.log(c) for c in cts]
-        spec["spread"] = _sd(logs, 0.05)
-        prof["tokens"][kind] = spec
-        sources[f"tokens.{kind}"] = f"{rec}: {len(rows)} calls (means, prompt growth per context item, spread)"
-        notes.append(f"tokens {kind}: n={len(rows)} {spec}")
+        spec["spread"] = _sd([math.log(c) for c in cts], 0.05)
+        f.prof["tokens"][kind] = spec
+        f.sources[f"tokens.{kind}"] = f"{f.rec}: {len(rows)} calls (means, prompt growth per context item, spread)"
+        f.notes.append(f"tokens {kind}: n={len(rows)} {spec}")
 
-    # models and latency
+
+def _fit_models(f: Fit, t: Tally) -> None:
+    """``models.<role>``: the model id, and ``ttft`` / ``rate`` from a least-squares fit of
+    wall time on completion tokens (wall time includes queueing at the server)."""
     for role in ("strong", "weak"):
-        m = dict(prof["models"][role])
-        if role in ids:
-            m["id"] = ids[role]
-        pts = lat.get(role, [])
+        m = dict(f.model(role))
+        if role in t.ids:
+            m["id"] = t.ids[role]
+        pts = t.latency.get(role, [])
         fit = _linfit([p[0] for p in pts], [p[1] for p in pts])
         if fit is not None and fit[1] > 0:
             m["ttft"] = round(max(0.01, fit[0]), 4)
             m["rate"] = round(1.0 / fit[1], 2)
-            sources[f"models.{role}.ttft"] = sources[f"models.{role}.rate"] = \
-                f"{rec}: least squares of wall time on completion tokens over {len(pts)} calls"
-            notes.append(f"latency {role}: n={len(pts)} ttft={m['ttft']}s rate={m['rate']} tok/s")
+            f.sources[f"models.{role}.ttft"] = f.sources[f"models.{role}.rate"] = \
+                f"{f.rec}: least squares of wall time on completion tokens over {len(pts)} calls"
+            f.notes.append(f"latency {role}: n={len(pts)} ttft={m['ttft']}s rate={m['rate']} tok/s")
         elif pts:
-            notes.append(f"latency {role}: n={len(pts)}, too few or too alike to fit; kept the base values")
-        prof["models"][role] = m
+            f.notes.append(f"latency {role}: n={len(pts)}, too few or too alike to fit; kept the base values")
+        f.prof["models"][role] = m
+
+
+#: one fitter per estimated quantity, in the order they write the profile and the report
+#: (the review tables read the fitted skills)
+FITTERS: tuple[tuple[str, Callable[[Fit, Tally], None]], ...] = (
+    ("graded", _fit_graded), ("skill", _fit_skill), ("abilities", _note_abilities), ("infer", _fit_infer),
+    ("review scores", _fit_reviews), ("granularity", _fit_granularity), ("tokens", _fit_tokens),
+    ("models", _fit_models))
+
+
+def fit_profile(entries: list[dict[str, Any]], name: str = "fitted", base: Optional[str] = None,
+                cassette_name: Optional[str] = None) -> tuple[dict[str, Any], list[str]]:
+    """(fake profile data, report lines): the base profile with every quantity the
+    recording informs refitted (:data:`FITTERS`), from one :func:`tally` of the calls."""
+    if not entries:
+        raise InputError("the cassette holds no calls")
+    prof = _base(base)
+    prof["name"] = name
+    prof["description"] = f"fitted by 'meshsim backends fit' from {len(entries)} recorded calls"
+    notes: list[str] = [f"{len(entries)} recorded calls"]
+    t = tally(entries)
+    if t.errors:
+        notes.append(f"{t.errors} recorded failures skipped")
+    f = Fit(prof, prof.setdefault("sources", {}), notes,
+            f"recording: {cassette_name}" if cassette_name else "recording: the fitted cassette")
+    for _name, fitter in FITTERS:
+        fitter(f, t)
     _prune_ranges(prof)
     return prof, notes
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError
 
 from ..core.errors import InputError
 from ..core.files import load_yaml
-from ..core.types import refuse_bool_numbers
+from ..core.strict import Strict
 from .profiles import find_profile
 
 __all__ = ["OpenAIProfile", "ModelEndpoint", "RetrySpec", "load_openai_profile", "check_openai",
@@ -33,16 +33,7 @@ CHARS_PER_TOKEN_MAX = 16
 PREFLIGHT_DEADLINE = 10.0
 
 
-class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, v: Any) -> Any:
-        return refuse_bool_numbers(cls, v)
-
-
-class ModelEndpoint(_S):
+class ModelEndpoint(Strict):
     id: str
     base_url: Optional[str] = None  # default: the profile's
     api_key_env: Optional[str] = None  # default: the profile's
@@ -54,7 +45,7 @@ class ModelEndpoint(_S):
     max_tokens: Optional[Annotated[int, Field(ge=1)]] = None
 
 
-class RetrySpec(_S):
+class RetrySpec(Strict):
     max: Annotated[int, Field(ge=0, le=20)] = 4  # retries after the first attempt
     base: NonNeg = 0.5  # seconds before the first retry
     cap: NonNeg = 30.0  # longest backoff
@@ -62,7 +53,7 @@ class RetrySpec(_S):
     retry_after_cap: NonNeg = 120.0  # longest Retry-After honoured
 
 
-class OpenAIProfile(_S):
+class OpenAIProfile(Strict):
     kind: Literal["openai"] = "openai"
     name: str
     description: str = ""

@@ -38,7 +38,29 @@ def find_profile(name: str, base_dir: Optional[Path]) -> Path:
         if is_input_file(c):  # shipped to a sweep's Dask worker (files.shipped), or on this machine
             return c
     raise InputError("backend profile not found (looked beside the scenario, in backends/ beside it, in "
-                     "./backends and among the shipped profiles)", field="profile", value=name)
+                     f"./backends and among the shipped profiles){_profiles_hint(name, base_dir)}",
+                     field="profile", value=name)
+
+
+def _profiles_hint(name: str, base_dir: Optional[Path]) -> str:
+    """``; did you mean 'fake-default'?; profiles: a, b, …``: the profiles that exist where
+    :func:`find_profile` looks by name (one line; issue 32)."""
+    import difflib
+
+    from ..core.bundled import bundled
+
+    names: set[str] = set()
+    for folder in ([base_dir / "backends"] if base_dir is not None else []) + [Path("backends"),
+                                                                                 bundled("backends")]:
+        try:
+            names.update(p.stem for p in folder.glob("*.yaml"))
+        except OSError:
+            continue
+    if not names:
+        return ""
+    stem = Path(name).name.removesuffix(".yaml").removesuffix(".yml")
+    close = difflib.get_close_matches(stem, sorted(names), n=1, cutoff=0.6)
+    return (f"; did you mean '{close[0]}'?" if close else "") + f"; profiles: {', '.join(sorted(names))}"
 
 
 def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[str, Any]] = None) -> M:
@@ -53,7 +75,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
     path = Path(path)
     data = load_yaml(path, "profile")
     if overrides:
-        data = apply_overrides(data, overrides, path.stem)
+        data = override_profile(data, overrides, path.stem)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -72,7 +94,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
         raise InputError(msg, file=str(path), field=loc or None) from None
 
 
-def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
+def override_profile(data: Any, overrides: dict[str, Any], source: Optional[str] = None) -> Any:
     """A copy of profile ``data`` with ``overrides`` (dotted path -> value) applied
     (``source`` names the profile in error messages).
 
@@ -81,25 +103,15 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: Optional[str] 
     """
     if not isinstance(overrides, dict):
         raise InputError("must be a mapping of dotted profile path -> value", field="overrides", value=overrides)
+    from ..core.dotted import PathError, set_path
+
     data = copy.deepcopy(data)
     for path, value in overrides.items():
-        parts = str(path).split(".")
-        cur = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(cur, dict) and part in cur:
-                if last:
-                    cur[part] = value
-                else:
-                    cur = cur[part]
-            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-                if last:
-                    cur[int(part)] = value
-                else:
-                    cur = cur[int(part)]
-            else:
-                where = f" {source}" if source else ""
-                raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value)
+        try:
+            set_path(data, str(path).split("."), value, create=False)
+        except PathError:
+            where = f" {source}" if source else ""
+            raise InputError(f"no such field in the profile{where}", field=f"overrides.{path}", value=value) from None
     return data
 
 

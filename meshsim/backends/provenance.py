@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 
+from ..core.dotted import leaves
 from ..core.errors import InputError
 
 __all__ = ["KINDS", "numeric_leaves", "source_for", "explain_rows", "missing_sources", "load_profile_data",
@@ -49,16 +50,8 @@ _SKIP = frozenset({"kind", "name", "description", "sources", "ranges", "id", "ba
 
 def numeric_leaves(data: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
     """(dotted path, value) of every number in a profile, in file order."""
-    if isinstance(data, dict):
-        for k, v in data.items():
-            if str(k) in _SKIP:
-                continue
-            yield from numeric_leaves(v, f"{prefix}.{k}" if prefix else str(k))
-    elif isinstance(data, (list, tuple)):
-        for i, v in enumerate(data):
-            yield from numeric_leaves(v, f"{prefix}.{i}")
-    elif isinstance(data, (int, float)) and not isinstance(data, bool):
-        yield prefix, data
+    return ((p, v) for p, v in leaves(data, lists=True, skip=_SKIP, prefix=prefix)
+            if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 def _specificity(pattern: str) -> tuple[int, int]:

@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional
 from ..core.calls import Backend, NullBackend
 from ..core.errors import InputError
 
-__all__ = ["BACKENDS", "BackendKind", "register_backend", "check_backend", "make_backend", "build_backend",
-           "check_fields", "check_null", "build_null"]
+__all__ = ["BACKENDS", "BackendKind", "BackendPlan", "register_backend", "check_backend", "plan_backend",
+           "make_backend", "build_backend", "check_fields", "check_null", "build_null"]
 
 Check = Callable[[dict[str, Any], Optional[Path], bool], Any]
 Build = Callable[[dict[str, Any], int, Optional[Path], bool, Any], Backend]
@@ -76,12 +76,33 @@ def build_backend(spec: dict[str, Any], seed: int, base_dir: Optional[Path], nee
     return _kind(spec).build(spec, seed, base_dir, need_key, loaded)
 
 
+@dataclass(frozen=True)
+class BackendPlan:
+    """A ``backend:`` spec checked once, with what its check loaded (the profile): a run
+    plans its backend once and builds one backend per seed from it (its preflight too),
+    rather than reading and validating the profile again for each."""
+
+    spec: Optional[dict[str, Any]]
+    base_dir: Optional[Path]
+    need_key: bool
+    loaded: Any
+
+    def build(self, seed: int) -> Backend:
+        if self.spec is None:
+            return NullBackend()
+        return build_backend(self.spec, seed, self.base_dir, self.need_key, self.loaded)
+
+
+def plan_backend(spec: Optional[dict[str, Any]], base_dir: Optional[Path], need_key: bool = True) -> BackendPlan:
+    """Check ``spec`` (``None``: no backend) and keep what the check loaded, to build from."""
+    loaded = None if spec is None else check_backend(spec, base_dir, need_key=need_key)
+    return BackendPlan(spec, base_dir, need_key, loaded)
+
+
 def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[Path],
                  need_key: bool = True) -> Backend:
     """The backend a scenario's ``backend:`` section names (none: :class:`NullBackend`)."""
-    if spec is None:
-        return NullBackend()
-    return build_backend(spec, seed, base_dir, need_key, check_backend(spec, base_dir, need_key=need_key))
+    return plan_backend(spec, base_dir, need_key).build(seed)
 
 
 def check_null(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool) -> None:

@@ -40,6 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
+from ..core.dotted import MISSING, get_path
 from ..core.errors import InputError
 from ..core.redact import scrub
 from ..core.calls import Backend, CallKind, LatencyModel, Request, Response, TaskRef
@@ -192,12 +193,9 @@ def _check_entry(d: dict[str, Any], path: str, n: int) -> None:
                              value=fields[name])
     # what `meshsim backends fit` reads of the request record
     for name, (what, ok) in _ENTRY_TYPES.items():
-        *parents, leaf = name.split(".")
-        holder: Any = d
-        for part in parents:
-            holder = holder.get(part) if isinstance(holder, dict) else None
-        if isinstance(holder, dict) and leaf in holder and not ok(holder[leaf]):
-            raise InputError(f"must be {what}", file=path, field=f"{call}: {name}", value=holder[leaf])
+        v = get_path(d, name, MISSING)
+        if v is not MISSING and not ok(v):
+            raise InputError(f"must be {what}", file=path, field=f"{call}: {name}", value=v)
 
 
 def read_cassette(path: str | Path) -> tuple[list[dict[str, Any]], int]:

@@ -150,9 +150,10 @@ def backends_calibrate(profile: str, scenario: str | None, seeds: str, out: str 
     from ..paper import calibration as cal
     from ..backends import find_profile
     from ..core.bundled import bundled
+    from ..core.files import load_yaml
 
     path = find_profile(profile, None)
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path, "profile")
     if data.get("kind") != "fake":
         from ..core.errors import InputError
 

@@ -27,6 +27,7 @@ from .app import _executor_options, _safe, _seed_text, main, SEED
               help="Factors in the band: the top by mu* (each metric's normalised to its largest).")
 @click.option("--paper", "papers", multiple=True, metavar="METRIC=VALUE",
               help="The paper's value of a metric: bands.csv classifies the prediction against it.")
+# deliberate repetition: verdict writes out the same options with help texts of its own (issue 31)
 @click.option("--design-seed", type=SEED, default=1, show_default=True,
               help="Seed of the Morris and Latin-hypercube designs (not of the runs).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Override a scenario field.")
@@ -121,6 +122,7 @@ def _g(v: Any) -> str:
               help="Assumption samples per candidate and size (0: no band).")
 @click.option("--band-seeds", type=click.IntRange(1, 100_000), default=3, show_default=True,
               help="Held-out seeds (the first ones) each assumption sample runs.")
+# deliberate repetition: uncertainty writes out the same options with help texts of its own (issue 31)
 @click.option("--design-seed", type=SEED, default=1, show_default=True, help="Seed of the Latin hypercube.")
 @click.option("--budget", type=click.IntRange(1, 100_000_000), default=None,
               help="Refuse before starting when the plan holds more runs.")

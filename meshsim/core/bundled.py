@@ -3,7 +3,7 @@
 They live under ``meshsim/data/`` and are found through :mod:`importlib.resources`, so an installed
 wheel finds them from any folder. In a checkout ``meshsim/data/scenarios`` and ``meshsim/data/backends``
 are symbolic links to the top-level ``scenarios/`` and ``backends/`` that README and docs use: one
-source of truth, which setuptools follows when it builds the wheel (tests/test_wheel.py builds one).
+source of truth, which setuptools follows when it builds the wheel (tests/acceptance/test_wheel.py builds one).
 (Not :func:`meshsim.core.files.shipped`: those are a sweep's input files sent to a Dask worker.)
 
 ``meshsim scenarios`` lists the examples (:func:`examples`), ``meshsim scenarios copy`` copies one out
@@ -21,7 +21,8 @@ from typing import Optional
 
 from .errors import InputError
 
-__all__ = ["data_root", "bundled", "Example", "examples", "find_example", "copy_example", "scenario_arg"]
+__all__ = ["data_root", "bundled", "Example", "examples", "find_example", "copy_example", "scenario_arg",
+           "close_examples", "not_found_hint"]
 
 
 def data_root() -> Path:
@@ -115,7 +116,8 @@ def find_example(name: str) -> Optional[Example]:
 
 
 def _unknown(name: str) -> InputError:
-    return InputError("no shipped example of that name (see 'meshsim scenarios')", field="NAME", value=name)
+    return InputError(f"no shipped example of that name{close_examples(name)} (see 'meshsim scenarios')",
+                      field="NAME", value=name)
 
 
 def copy_example(name: str, dest: str | Path = ".") -> Path:
@@ -152,3 +154,27 @@ def scenario_arg(arg: str) -> str:
             return arg
         raise
     return str(ex.path) if ex is not None else arg
+
+
+def not_found_hint(name: str) -> str:
+    """What a ``scenario file not found`` line adds: the close shipped examples and where the list is."""
+    return f", nor a shipped example of that name{close_examples(name)}; 'meshsim scenarios' lists the examples"
+
+
+def close_examples(name: str, n: int = 3) -> str:
+    """`` (did you mean 'meshheal/staggered-math'?)``: the shipped examples closest to a mistyped name
+    (by full name, or by file name alone), or ``""`` where none is close."""
+    import difflib
+
+    key = _key(name)
+    names = [e.name for e in examples()]
+    close = difflib.get_close_matches(key, names, n=n, cutoff=0.75)
+    if not close:  # a file name alone: staggered-mth
+        stems: dict[str, list[str]] = {}
+        for e in names:
+            stems.setdefault(e.rsplit("/", 1)[-1], []).append(e)
+        close = [e for s in difflib.get_close_matches(key.rsplit("/", 1)[-1], list(stems), n=n, cutoff=0.75)
+                 for e in stems[s]][:n]
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{c}'" for c in close) + "?)"

@@ -129,7 +129,12 @@ def read_bytes(path: str | Path, kind: str, limit: Optional[int] = None, field: 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise InputError(f"{what} not found", file=str(path), field=field) from None
+        hint = ""
+        if kind == "scenario":  # a mistyped example name: the close ones and the list (issue 32)
+            from .bundled import not_found_hint
+
+            hint = not_found_hint(str(path))
+        raise InputError(f"{what} not found{hint}", file=str(path), field=field) from None
     except IsADirectoryError:
         raise InputError(f"is a directory, expected a {what}", file=str(path), field=field) from None
     except OSError as exc:

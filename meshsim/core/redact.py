@@ -14,12 +14,14 @@ run reads back. What keeps them (and every secret) off disk is structural:
 (URL user-info and query values, header values, fields named like secrets),
 whatever their length.
 
-At the bottom of the package: imports nothing of meshsim.
+At the bottom of the package: imports nothing of meshsim but core.dotted.
 """
 from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any
+
+from .dotted import get_path, nest, split
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
@@ -167,24 +169,12 @@ def structural(data: Any) -> Any:
     return data
 
 
-def _nested(parts: list[str], value: Any) -> Any:
-    for p in reversed(parts):
-        value = {p: value}
-    return value
-
-
-def _leaf(data: Any, parts: list[str]) -> Any:
-    for p in parts:
-        data = data[p]
-    return data
-
-
 def redact_value(path: str, value: Any) -> Any:
     """``value`` as :func:`structural` leaves it when it sits at the dotted
     ``path`` of a scenario (``backend.backend.headers.X-Team-Token``: masked;
     ``...base_url``: without user-info and query values)."""
-    parts = [p for p in str(path).strip().split(".") if p] or ["_"]
-    return _leaf(structural(_nested(parts, value)), parts)
+    parts = split(path) or ["_"]
+    return get_path(structural(nest(parts, value)), parts)
 
 
 def redact_set(item: str) -> tuple[str, bool]:

@@ -9,7 +9,7 @@ This is the one module that touches SimPy's private attributes (``_now``,
 ``_active_proc``, ...): the hot paths of a run write SimPy's constructors and
 ``schedule`` out (issue 22), and the rest of meshsim reaches them only through
 the named functions here (:func:`event_value`, :func:`start_detached`,
-:meth:`Environment.call_later`, ``env.now``). ``tests/test_simpy_internals.py``
+:meth:`Environment.call_later`, ``env.now``). ``tests/unit/test_simpy_internals.py``
 fails loudly if SimPy changes what they rely on, and pyproject's ``simpy``
 range names the versions it was checked on.
 """
@@ -36,7 +36,7 @@ __all__ = ["Environment", "Deadlines", "stream_key", "long_run_gc", "event_value
 _new = object.__new__
 
 #: what this module relies on, by SimPy class: the attributes it reads and writes directly
-#: (tests/test_simpy_internals.py checks each against the installed SimPy)
+#: (tests/unit/test_simpy_internals.py checks each against the installed SimPy)
 SIMPY_INTERNALS: dict[str, tuple[str, ...]] = {
     "Environment": ("_now", "_queue", "_eid", "_active_proc"),
     "Event": ("_ok", "_value", "_defused"),

@@ -24,7 +24,7 @@ from ..core.errors import RunFolderError
 from ..core.redact import scrub
 
 __all__ = ["FORMATS", "write_atomic", "write_records", "TableWriter", "find_records", "has_records", "iter_records",
-           "read_records", "json_default", "dig"]
+           "read_records", "json_default"]
 
 #: record file formats a scenario may ask for (``output.format``)
 FORMATS = ("jsonl.gz", "jsonl")
@@ -92,16 +92,6 @@ def json_default(o: Any) -> Any:
     if isinstance(o, (set, frozenset)):
         return sorted(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def dig(data: Any, path: str) -> Any:
-    """The value at dotted ``path`` of nested mappings (a summary's
-    ``agents.A3.closure``); None when any step is missing."""
-    for part in path.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return None
-        data = data[part]
-    return data
 
 
 def write_records(folder: Path, name: str, rows: Iterable[dict[str, Any]], fmt: str = "jsonl.gz") -> Path:

@@ -157,7 +157,7 @@ class Link:
         if net.trace_messages:
             net.deliver(msg)
             return
-        # Network.deliver, inline (every message's path)
+        # Network.deliver, inline (every message's path): deliberate repetition, a call per message costs time
         node = net.nodes.get(msg.dst)
         st = self._stats[msg.kind]
         if node is None or not node.alive:

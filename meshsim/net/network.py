@@ -141,6 +141,7 @@ class Network:
 
     # -- delivery --------------------------------------------------------
     def deliver(self, msg: Message) -> None:
+        # deliberate repetition: links.py inlines this body on the hot path; change both together
         node = self.nodes.get(msg.dst)
         st = self.stats[msg.kind]
         if node is None or not node.alive:

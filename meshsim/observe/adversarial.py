@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .aggregate import agent_order, frac, mean_of
+from ..core.names import node_order
+from .aggregate import frac, mean_of
 from .detection import degradation_intervals, first_isolation
 from .routing import route_losses
+from .views import MeshHealView
 
 __all__ = ["adversarial_summary"]
 
 
-def adversarial_summary(proto: Any) -> dict[str, Any]:
+def adversarial_summary(proto: MeshHealView) -> dict[str, Any]:
     """Byzantine MeshHeal agents (issue 20; equations in docs/adversarial.md, "Metrics").
 
     * framing: each framed target that was healthy, isolated (own detector) at
@@ -33,7 +35,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
     for rec in log:
         if rec["behaviour"] != "honest":
             start.setdefault(rec["agent"], rec["task"])
-    liars = sorted(start, key=agent_order)
+    liars = sorted(start, key=node_order)
     first = min(start.values()) if start else 1
     by_liar = {a: sorted({r["behaviour"] for r in log if r["agent"] == a}) for a in liars}
 
@@ -41,7 +43,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
         return min((r["task"] for r in log if r["behaviour"] == kind), default=None)
 
     out: dict[str, Any] = {"liars": liars, "behaviours": by_liar, "first_attack_task": first}
-    coalition = sorted({m for r in log for m in r.get("coalition", ())}, key=agent_order)
+    coalition = sorted({m for r in log for m in r.get("coalition", ())}, key=node_order)
     out["coalition"] = coalition
     liar_rows = {}
     for a in liars:
@@ -52,11 +54,11 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
 
     f0 = _start_of("frame")
     if f0 is not None:
-        targets = sorted({t for r in log if r["behaviour"] == "frame" for t in r["targets"]}, key=agent_order)
+        targets = sorted({t for r in log if r["behaviour"] == "frame" for t in r["targets"]}, key=node_order)
         rows = {}
         for t in targets:
             c = first_isolation(states, t, f0, degraded=False)
-            by = sorted({r["agent"] for r in log if r["behaviour"] == "frame" and t in r["targets"]}, key=agent_order)
+            by = sorted({r["agent"] for r in log if r["behaviour"] == "frame" and t in r["targets"]}, key=node_order)
             rows[t] = {"isolated_at": c, "delay": (c - f0) if c is not None else None, "by": by}
         k = sum(1 for r in rows.values() if r["isolated_at"] is not None)
         out["framing"] = {"from_task": f0, "targets": len(targets), "framed_isolated": k,
@@ -64,7 +66,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                           "delay_mean": mean_of([r["delay"] for r in rows.values()]), "agents": rows}
     s0 = _start_of("shield")
     if s0 is not None:
-        targets = sorted({t for r in log if r["behaviour"] == "shield" for t in r["targets"]}, key=agent_order)
+        targets = sorted({t for r in log if r["behaviour"] == "shield" for t in r["targets"]}, key=node_order)
         rows = {}
         for t in targets:
             spans = [(max(b, s0), r) for b, r in intervals.get(t, []) if r > s0]
@@ -72,7 +74,7 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                 continue
             iso = [first_isolation(states, t, b, r, degraded=True) for b, r in spans]
             hit = [c for c in iso if c is not None]
-            by = sorted({r["agent"] for r in log if r["behaviour"] == "shield" and t in r["targets"]}, key=agent_order)
+            by = sorted({r["agent"] for r in log if r["behaviour"] == "shield" and t in r["targets"]}, key=node_order)
             rows[t] = {"degraded_from": spans[0][0], "isolated_at": hit[0] if hit else None,
                        "delay": (hit[0] - spans[0][0]) if hit else None, "by": by}
         k = sum(1 for r in rows.values() if r["isolated_at"] is None)
@@ -106,10 +108,10 @@ def adversarial_summary(proto: Any) -> dict[str, Any]:
                               after_reaction=span(reaction, n + 1) if reaction is not None else None,
                               outcomes={o: sum(1 for h in hits if h["outcome"] == o)
                                         for o in ("drop", "corrupt", "pass")})
-        out["routing"]["losses"] = route_losses(getattr(proto, "lost_rows", []), r0, routers)
+        out["routing"]["losses"] = route_losses(proto.lost_rows, r0, routers)
     targets_all = {t for r in log for t in r.get("targets", ())}
     collateral = {}
-    for a in sorted(getattr(proto, "K", {}), key=agent_order):
+    for a in sorted(proto.K, key=node_order):
         if a in start or a in targets_all:
             continue
         c = first_isolation(states, a, first, degraded=False)

@@ -7,7 +7,9 @@ import math
 import statistics
 from typing import Any, Iterable, Optional
 
-__all__ = ["aggregate", "quantile", "mean_of", "frac", "agent_order"]
+from ..core.dotted import leaves
+
+__all__ = ["aggregate", "quantile", "mean_of", "frac"]
 
 
 def mean_of(xs: list) -> Any:
@@ -19,11 +21,6 @@ def mean_of(xs: list) -> Any:
 def frac(k: int, n: int) -> Any:
     """k / n; None when n is 0."""
     return k / n if n else None
-
-
-def agent_order(name: str) -> tuple:
-    """The observer's sort key for agent names: shorter first, then by text (A2 before A10)."""
-    return (len(name), name)
 
 
 def quantile(xs: Iterable[float], q: float) -> Optional[float]:
@@ -39,14 +36,6 @@ def quantile(xs: Iterable[float], q: float) -> Optional[float]:
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def _leaves(obj: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _leaves(v, f"{prefix}.{k}" if prefix else str(k))
-    else:
-        yield prefix, obj
-
-
 def aggregate(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean, sample std, min, max and n for every numeric leaf across seeds.
 
@@ -56,7 +45,7 @@ def aggregate(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """
     values: dict[str, list] = {}
     for s in summaries:
-        for path, v in _leaves(s):
+        for path, v in leaves(s):
             values.setdefault(path, []).append(v)
     out: dict[str, Any] = {}
     for path in sorted(values):

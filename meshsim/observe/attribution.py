@@ -34,8 +34,10 @@ from typing import Any, Callable, Optional
 
 import networkx as nx
 
-from .aggregate import agent_order, frac, mean_of
+from ..core.names import node_order
+from .aggregate import frac, mean_of
 from .detection import first_isolation
+from ..scenario.events import AddAgent, AddLink, Frame, Shield
 from ..scenario.model import Scenario, agent_abilities, profile_of
 
 __all__ = ["BYZANTINE_EVENTS", "without_liars", "review_reach", "reach_warnings", "attribute"]
@@ -44,7 +46,7 @@ __all__ = ["BYZANTINE_EVENTS", "without_liars", "review_reach", "reach_warnings"
 BYZANTINE_EVENTS = frozenset({"frame", "shield", "poison", "route_lie", "honest"})
 
 #: events whose liars act only through the reviews they give their targets
-_REVIEW_ATTACKS = ("frame", "shield")
+_REVIEW_ATTACKS = (Frame, Shield)
 
 
 def without_liars(sc: Scenario) -> Scenario:
@@ -60,9 +62,9 @@ def review_reach(sc: Scenario, G: nx.Graph) -> Callable[[str, str], bool]:
     ab = {a: frozenset(ks) for a, ks in abilities.items()}
     edges = {frozenset(e) for e in G.edges}
     for e in sc.events:
-        if e.type == "add_link":
+        if isinstance(e, AddLink):
             edges.add(frozenset(e.link))
-        elif e.type == "add_agent":
+        elif isinstance(e, AddAgent):
             ab[e.agent] = frozenset(e.abilities)
             edges.update(frozenset((e.agent, b)) for b in e.links)
 
@@ -79,7 +81,7 @@ def _candidates(e: Any, G: nx.Graph, targets: Optional[list[str]], acted_on: lis
     if isinstance(e.agents, str):  # 'targets'
         return list(targets or []), True
     pool = list(G.neighbors(e.near)) if e.near is not None else list(G.nodes)
-    return sorted((a for a in pool if a not in acted_on), key=agent_order), False
+    return sorted((a for a in pool if a not in acted_on), key=node_order), False
 
 
 def reach_warnings(sc: Scenario, G: nx.Graph) -> list[str]:
@@ -92,7 +94,7 @@ def reach_warnings(sc: Scenario, G: nx.Graph) -> list[str]:
         _ab, prof_targets = agent_abilities(sc, G)
     out = []
     for i, e in enumerate(sc.events):
-        if e.type not in _REVIEW_ATTACKS:
+        if not isinstance(e, _REVIEW_ATTACKS):
             continue
         acted_on = e._targets(prof_targets)
         liars, named = _candidates(e, G, prof_targets, acted_on)

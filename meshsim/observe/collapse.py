@@ -21,7 +21,7 @@ at task k takes effect from task k, as for detection delay
 """
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Generic, Hashable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from ..core.names import node_order
 
@@ -29,8 +29,10 @@ __all__ = ["collapse_summary", "collapse_clause", "clopper_pearson", "collapse_r
 
 NORMAL, ISOLATED = "normal", "isolated"
 
+K = TypeVar("K", bound=Hashable)
 
-class Spans:
+
+class Spans(Generic[K]):
     """Half-open task spans [start, end) during which a condition holds, per key.
 
     ``set(key, on, k)`` says whether the condition holds for ``key`` from task
@@ -39,12 +41,12 @@ class Spans:
     ability, and "any of them" under one key) is one of these."""
 
     def __init__(self) -> None:
-        self.open: dict[Hashable, int] = {}  # key -> task its current span started
-        self.first: dict[Hashable, int] = {}  # key -> start of its first span
-        self.tasks: dict[Hashable, int] = {}  # key -> tasks in its closed spans
-        self.closed: list[tuple[Hashable, int, int]] = []  # (key, start, end) in closing order
+        self.open: dict[K, int] = {}  # key -> task its current span started
+        self.first: dict[K, int] = {}  # key -> start of its first span
+        self.tasks: dict[K, int] = {}  # key -> tasks in its closed spans
+        self.closed: list[tuple[K, int, int]] = []  # (key, start, end) in closing order
 
-    def set(self, key: Hashable, on: bool, k: int) -> None:
+    def set(self, key: K, on: bool, k: int) -> None:
         if on and key not in self.open:
             self.open[key] = k
             self.first.setdefault(key, k)
@@ -75,10 +77,10 @@ class _Collapse:
         self.cnt: dict[str, list[int]] = {}  # agent -> [degraded, healthy] among its normal neighbours
         self.hh: dict[str, int] = {}  # ability -> present holders healthy now
         self.hi: dict[str, int] = {}  # ... of which isolated
-        self.maj = Spans()  # per agent: its normal peers are degraded-majority
-        self.col = Spans()  # per ability: every healthy present holder isolated
-        self.any_maj = Spans()  # key None: some agent's peer set is degraded-majority
-        self.any_col = Spans()  # key None: some ability collapsed
+        self.maj: Spans[str] = Spans()  # per agent: its normal peers are degraded-majority
+        self.col: Spans[str] = Spans()  # per ability: every healthy present holder isolated
+        self.any_maj: Spans[None] = Spans()  # key None: some agent's peer set is degraded-majority
+        self.any_col: Spans[None] = Spans()  # key None: some ability collapsed
 
     def _cat(self, j: str) -> Optional[int]:
         if j not in self.nbrs or self.state.get(j, NORMAL) != NORMAL:
@@ -143,9 +145,10 @@ class _Collapse:
         """Close every span at the end of the stream (task n + 1) and report."""
         for spans in (self.maj, self.col, self.any_maj, self.any_col):
             spans.close_all(n + 1)
-        col_spans = [{"ability": s, "start": k0, "end": k1 if k1 <= n else None,  # None: lasted to the end
-                      "tasks": k1 - k0}
-                     for s, k0, k1 in sorted(self.col.closed, key=lambda t: (t[1], t[0]))]
+        col_spans: list[dict[str, Any]] = [
+            {"ability": s, "start": k0, "end": k1 if k1 <= n else None,  # None: lasted to the end
+             "tasks": k1 - k0}
+            for s, k0, k1 in sorted(self.col.closed, key=lambda t: (t[1], t[0]))]
         maj_tasks = self.maj.tasks
         by_agent = [{"agent": a, "tasks": maj_tasks[a], "first_at": self.maj.first[a]}
                     for a in sorted(maj_tasks, key=node_order) if maj_tasks[a] > 0]
@@ -186,7 +189,7 @@ def collapse_summary(n_tasks: int, states: Sequence[Mapping[str, Any]],
     n = int(n_tasks)
     changes: dict[int, list[tuple[str, str, Any]]] = {}
 
-    def at(k: int) -> list:
+    def at(k: int) -> list[tuple[str, str, Any]]:
         return changes.setdefault(min(max(int(k), 1), n + 1), [])
 
     for k, adj in topology:

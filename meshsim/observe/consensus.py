@@ -4,9 +4,11 @@ gray-failure phases."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .aggregate import agent_order, mean_of
+from ..core.names import node_order
+from .aggregate import mean_of
+from .views import ConsensusView
 
 __all__ = ["engine_decision", "consensus_query_row", "GRAY_PHASES", "gray_phase", "consensus_accuracy",
            "gray_summary", "consensus_summary"]
@@ -30,7 +32,7 @@ def _consensus_group(role: str) -> str:
     return "strong" if role == "strong" else "weak" if role in ("weak", "faulty") else "adversarial"
 
 
-def _answers_by_round(row: dict, T: int) -> dict[str, list]:
+def _answers_by_round(row: Mapping[str, Any], T: int) -> dict[str, list]:
     """Each agent's answer at rounds 0..T; an agent that stopped early keeps its last answer."""
     out = {}
     for a, seq in row["answers"].items():
@@ -63,7 +65,7 @@ def engine_decision(entries: Iterable[tuple[Optional[str], float]], threshold: f
     return best
 
 
-def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
+def consensus_query_row(row: Mapping[str, Any], T: int) -> dict[str, Any]:
     """One line of ``queries.jsonl``: the query's answers per round and its metrics."""
     truth = row["truth"]
     answers = _answers_by_round(row, T)
@@ -96,7 +98,7 @@ def consensus_query_row(row: dict, T: int) -> dict[str, Any]:
         start=row["start"], end=row.get("end"))
     if row.get("degraded"):
         # gray failures: agent -> the first round of this query it ran degraded
-        out["degraded"] = dict(sorted(row["degraded"].items(), key=lambda kv: agent_order(kv[0])))
+        out["degraded"] = dict(sorted(row["degraded"].items(), key=lambda kv: node_order(kv[0])))
     return out
 
 
@@ -146,12 +148,12 @@ def consensus_accuracy(rows: list[dict], T: int) -> dict[str, Any]:
     return per
 
 
-def gray_summary(rows: list[dict], T: int, log: list[dict]) -> dict[str, Any]:
+def gray_summary(rows: list[dict], T: int, log: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``summary.gray``: BFTI and accuracy per round in each phase (before, during and
     after the gray failures), which agents were degraded and when."""
     phases = gray_phase(rows)
     out: dict[str, Any] = {"changes": list(log), "agents": sorted({a for q in rows for a in (q.get("degraded") or {})},
-                                                                   key=agent_order),
+                                                                   key=node_order),
                            "first_query": next((q["query"] for q, p in zip(rows, phases) if p == "degraded"), None),
                            "by_phase": {}}
     for ph in GRAY_PHASES:
@@ -168,7 +170,7 @@ def gray_summary(rows: list[dict], T: int, log: list[dict]) -> dict[str, Any]:
     return out
 
 
-def consensus_summary(proto: Any) -> dict[str, Any]:
+def consensus_summary(proto: ConsensusView) -> dict[str, Any]:
     """summary.json fields of a SAC / CP-WBFT run (docs/sac.md)."""
     T = proto.params.rounds
     raw = proto.query_rows
@@ -264,5 +266,5 @@ def consensus_summary(proto: Any) -> dict[str, Any]:
         "graph": proto.graph_info,
         "warnings": list(proto.warnings),
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
-        **({"gray": gray_summary(rows, T, proto.degraded_log)} if getattr(proto, "degraded_log", None) else {}),
+        **({"gray": gray_summary(rows, T, proto.degraded_log)} if proto.degraded_log else {}),
     }

@@ -4,15 +4,16 @@ interval, the network-level detector summary, and the review audit."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..protocols.ledger import ReviewLedger
-from .aggregate import agent_order, frac, mean_of, quantile
+from ..core.names import node_order
+from .aggregate import frac, mean_of, quantile
 
 __all__ = ["degradation_intervals", "self_healing", "review_audit", "detection_summary", "first_isolation"]
 
 
-def degradation_intervals(log: list[dict], n_tasks: int) -> dict[str, list[tuple[int, int]]]:
+def degradation_intervals(log: Sequence[Mapping[str, Any]], n_tasks: int) -> dict[str, list[tuple[int, int]]]:
     """Per agent, [b_i, r_i) task intervals of injected degradation (r_i = N+1 if never recovered)."""
     out: dict[str, list[tuple[int, int]]] = {}
     open_: dict[str, int] = {}
@@ -27,8 +28,8 @@ def degradation_intervals(log: list[dict], n_tasks: int) -> dict[str, list[tuple
     return out
 
 
-def self_healing(states: list[dict], b: int, r: int, n_tasks: int, agent: str,
-                 outputs: Optional[list[int]] = None) -> dict[str, Any]:
+def self_healing(states: Sequence[Mapping[str, Any]], b: int, r: int, n_tasks: int, agent: str,
+                 outputs: Optional[Sequence[int]] = None) -> dict[str, Any]:
     """Detection delay, closure and reintegration for one degradation interval (Sec. 3.2).
 
     ``outputs``: the task index of each of the agent's own outputs (one entry
@@ -108,7 +109,7 @@ def _delay_stats(prefix: str, xs: list) -> dict[str, Any]:
             f"{prefix}_max": max(xs) if xs else None}
 
 
-def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents: Iterable[str],
+def detection_summary(episodes: list[dict[str, Any]], states: Sequence[Mapping[str, Any]], agents: Iterable[str],
                       degraded_agents: Iterable[str], n_tasks: Optional[int] = None) -> dict[str, Any]:
     """Network-level detector performance (docs/outputs.md, ``detection``).
 
@@ -208,7 +209,7 @@ def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents
                false_isolations=len(false_agents),
                false_isolation_rate=frac(len(false_agents), len(ever_healthy)),
                false_isolation_events=false_events,
-               falsely_isolated=sorted(false_agents, key=agent_order),
+               falsely_isolated=sorted(false_agents, key=node_order),
                never_degraded_isolated=len(iso_healthy),
                never_degraded_isolated_rate=frac(len(iso_healthy), len(healthy)),
                degraded_isolated_while_healthy=len(false_agents & degraded),
@@ -217,7 +218,7 @@ def detection_summary(episodes: list[dict[str, Any]], states: list[dict], agents
     return out
 
 
-def first_isolation(states: list[dict], agent: str, start: int, end: int = 10 ** 12,
+def first_isolation(states: Sequence[Mapping[str, Any]], agent: str, start: int, end: int = 10 ** 12,
                      degraded: Optional[bool] = None) -> Optional[int]:
     """First task k in [start, end) at which ``agent`` is isolated: ``start`` if it
     already was (as detection delay counts it, Sec. 3.2), else its first change to

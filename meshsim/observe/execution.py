@@ -2,25 +2,18 @@
 App. B.4), MeshHeal's own included: accuracy, cost, detection, collapse."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from ..core.names import node_order
 from .adversarial import adversarial_summary
 from .collapse import collapse_summary
 from .detection import degradation_intervals, detection_summary, self_healing
+from .views import ExecutionView, MeshHealView
 
 __all__ = ["execution_summary", "meshheal_summary"]
 
 
-def _outputs_by_agent(proto: Any) -> dict[str, Any]:
-    """Task index of every output each agent produced that counts as evidence:
-    MeshHeal, its reviewed outputs (a final score q, so a detector update;
-    probes included; outputs accepted without a reviewer are left out), other
-    methods, the producers the layer recorded per task (both kept as the rows
-    went by: :mod:`meshsim.protocols.ledger`)."""
-    return proto.reviews.outputs if proto.reviews_are_evidence else proto.ledger.outputs
-
-
-def execution_summary(proto: Any) -> dict[str, Any]:
+def execution_summary(proto: ExecutionView) -> dict[str, Any]:
     """summary.json fields every method on the shared execution layer has
     (MeshHeal App. B.4): accuracy per phase, tokens and calls per task as the
     layer counted them, unanswered tasks, and the self-healing criteria
@@ -30,7 +23,7 @@ def execution_summary(proto: Any) -> dict[str, Any]:
     led = proto.ledger  # running counts over tasks.jsonl (issue 22): fmean of the rows, bit for bit
     mean = led.mean
     n = len(proto.stream)
-    acc = {"overall": mean(led.correct, led.n)}
+    acc: dict[str, Any] = {"overall": mean(led.correct, led.n)}
     by_phase = led.phases
     acc["by_phase"] = {k: mean(v[1], v[0]) for k, v in by_phase.items()}
     intervals = degradation_intervals(proto.degraded_log, n)
@@ -38,12 +31,12 @@ def execution_summary(proto: Any) -> dict[str, Any]:
     agents: dict[str, Any] = {}
     missed = 0
     episodes: list[dict[str, Any]] = []
-    outputs = _outputs_by_agent(proto)
+    outputs = proto.evidence_outputs()  # the agent's outputs that are evidence about it
     # each agent's own state changes, in order: one pass instead of one per degraded agent
-    own_states: dict[str, list[dict]] = {}
+    own_states: dict[str, list[Mapping[str, Any]]] = {}
     for s in states:
         own_states.setdefault(s["agent"], []).append(s)
-    for a in sorted(intervals, key=lambda x: (len(x), x)):
+    for a in sorted(intervals, key=node_order):
         per = [self_healing(own_states.get(a, []), b, r, n, a, outputs.get(a, [])) for b, r in intervals[a]]
         episodes += per
         missed += sum(1 for p in per if p["isolated_at"] is None)
@@ -64,20 +57,19 @@ def execution_summary(proto: Any) -> dict[str, Any]:
         "unanswered": led.unanswered,
         "agents": agents,
         "missed": missed,
-        "detection": detection_summary(episodes, states, getattr(proto, "K", {}), intervals, n),
-        "collapse": collapse_summary(n, states, intervals, getattr(proto, "topology_rows", []),
-                                     getattr(proto, "K", {})),
+        "detection": detection_summary(episodes, states, proto.K, intervals, n),
+        "collapse": collapse_summary(n, states, intervals, proto.topology_rows, proto.K),
         "isolated_at_end": sorted((a for a, s in isolated_end.items() if s == "isolated"),
-                                  key=lambda x: (len(x), x)),
+                                  key=node_order),
         "state_changes": len(states),
         "backend": proto.ctx.backend.describe() if proto.ctx.backend is not None else None,
     }
 
 
-def meshheal_summary(proto: Any) -> dict[str, Any]:
+def meshheal_summary(proto: MeshHealView) -> dict[str, Any]:
     out = execution_summary(proto)
     out["unreviewed_outputs"] = proto.unreviewed
     out["audit"] = proto.reviews.audit(proto.ledger.task_ok)
-    if getattr(proto, "byz_log", None):  # only runs with Byzantine agents (outputs of others unchanged)
+    if proto.byz_log:  # only runs with Byzantine agents (outputs of others unchanged)
         out["adversarial"] = adversarial_summary(proto)
     return out

@@ -4,9 +4,11 @@ table entries, per-event convergence windows, and where tasks were lost
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .aggregate import agent_order, frac
+from ..core.names import node_order
+from .aggregate import frac
+from .views import RoutingView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..net.network import Network
@@ -15,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["true_distances", "routing_mismatches", "RoutingConvergence", "route_losses"]
 
 
-def true_distances(net: "Network", tables: dict[str, "DistanceVector"], ability: str,
+def true_distances(net: "Network", tables: Mapping[str, "DistanceVector"], ability: str,
                    infinity: int) -> dict[str, int]:
     """Hop distance from every agent to the nearest eligible holder over *up* links.
 
@@ -39,7 +41,7 @@ def true_distances(net: "Network", tables: dict[str, "DistanceVector"], ability:
     return {v: dist.get(v, infinity) for v in net.nodes}
 
 
-def routing_mismatches(net: "Network", tables: dict[str, "DistanceVector"]) -> list[tuple]:
+def routing_mismatches(net: "Network", tables: Mapping[str, "DistanceVector"]) -> list[tuple]:
     """(agent, ability, table distance, true distance) for every wrong entry."""
     if not tables:
         return []
@@ -64,7 +66,7 @@ class RoutingConvergence:
     at the window's end.
     """
 
-    def __init__(self, net: "Network", protocol: Any):
+    def __init__(self, net: "Network", protocol: RoutingView):
         self.net = net
         self.protocol = protocol
         self.windows: list[dict[str, Any]] = []
@@ -122,6 +124,7 @@ def route_losses(lost_rows: Iterable[tuple], start: int, liars: Iterable[str]) -
         n = sum(by.values())
         at = sum(c for a, c in by.items() if a in liars)
         out[kind] = {"tasks": n, "at_liars": at, "at_liars_share": frac(at, n),
-                     # the ten agents holding most of them last, most first: [agent, tasks] pairs
-                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], agent_order(e[0])))[:10]]}
+                     # the ten agents holding most of them last, most first ("?", no holder known, leads its tie
+                     # as it always has): [agent, tasks] pairs
+                     "by_last_holder": [[a, c] for a, c in sorted(by.items(), key=lambda e: (-e[1], e[0] != "?", node_order(e[0])))[:10]]}
     return out

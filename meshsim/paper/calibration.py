@@ -28,10 +28,10 @@ from typing import Any, Callable, Optional
 import yaml
 
 from ..core.errors import InputError
-from ..io.records import dig
+from ..core.dotted import get_path, set_path
+from ..core.files import load_yaml
 
-__all__ = ["Target", "TARGETS", "COUNTS", "AUDIT_SCENARIO", "measure", "rows", "counts", "fit", "set_path",
-           "get_path"]
+__all__ = ["Target", "TARGETS", "COUNTS", "AUDIT_SCENARIO", "measure", "rows", "counts", "fit"]
 
 AUDIT_SCENARIO = "scenarios/meshheal/persistent-bbh.yaml"
 
@@ -111,24 +111,6 @@ FIT_PARAMS: tuple[tuple[str, float, float], ...] = (
 )
 
 
-def get_path(data: dict[str, Any], path: str) -> Any:
-    cur: Any = data
-    for part in path.split("."):
-        cur = cur[int(part)] if isinstance(cur, list) else cur[part]
-    return cur
-
-
-def set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    parts = path.split(".")
-    cur: Any = data
-    for part in parts[:-1]:
-        cur = cur[int(part)] if isinstance(cur, list) else cur.setdefault(part, {})
-    if isinstance(cur, list):
-        cur[int(parts[-1])] = value
-    else:
-        cur[parts[-1]] = value
-
-
 def _pooled_takeover(audits: list[dict[str, Any]]) -> dict[str, Any]:
     """Takeover rates over all seeds' counts (the paper pools them: '15 of 32')."""
     tot: dict[str, int] = {}
@@ -199,7 +181,7 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     if isinstance(profile, (str, Path)):
         from ..backends import find_profile
 
-        data = yaml.safe_load(find_profile(str(profile), None).read_text())
+        data = load_yaml(find_profile(str(profile), None), "profile")
     else:
         data = profile
     scenario = Path(scenario)
@@ -227,7 +209,7 @@ def measure(profile: dict[str, Any] | str | Path, scenario: str | Path = AUDIT_S
     for t in TARGETS:
         # per-seed values (a Takeover rate from one seed's counts, as pooled over all)
         vals = ([_pooled_takeover([a]).get(t.key.split(".", 1)[1]) for a in audits] if t.key.startswith("takeover.")
-                else [dig(a, t.key) for a in audits])
+                else [get_path(a, t.key, None) for a in audits])
         nums = [v for v in vals if isinstance(v, (int, float))]
         # Takeover rates are pooled over seeds (App. C.5 counts 32 cases in all)
         value = (pooled.get(t.key.split(".", 1)[1]) if t.key.startswith("takeover.")

@@ -17,8 +17,9 @@ from typing import Any, Iterable, Optional
 import yaml
 
 from ..core.errors import RunFolderError
+from ..core.dotted import get_path
 from ..core.names import node_order
-from ..io.records import dig, find_records, has_records, iter_records
+from ..io.records import find_records, has_records, iter_records
 
 
 #: what the per-agent MeshHeal figures and the report read beside summary.json
@@ -381,7 +382,7 @@ class RunSet:
         """``{mean, std, min, max, n[, missing]}`` (or ``{true, n}``) of a flattened summary field."""
         if self.aggregate is not None:
             return (self.aggregate.get("metrics") or {}).get(path)
-        v = dig(self.first.summary, path)
+        v = get_path(self.first.summary, path, None)
         if isinstance(v, bool):
             return {"true": int(v), "n": 1}
         if isinstance(v, (int, float)) and math.isfinite(v):

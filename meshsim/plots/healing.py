@@ -140,21 +140,17 @@ def _marks(ax, rf: RunFolder, agent: str, top: float) -> list[dict]:
     """Vertical lines at c (detection) and u (reintegration), delays written next to them."""
     drawn = []
     for i, m in enumerate(healing_marks(rf, agent)):
-        c, u = m.get("isolated_at"), m.get("reintegrated_at")
-        if isinstance(c, int):
-            ln = ax.axvline(c, color=STATE_COLORS["isolated"], ls="--", lw=1.3, zorder=4)
-            ln.set_gid(f"detection:{agent}:{i}")
-            ax.annotate(f"c={c}\nδ={m.get('detection_delay')}", (c, top), xycoords=("data", "axes fraction"),
+        for kind, letter, at, state in (("detection", "c", "isolated_at", "isolated"),
+                                        ("reintegration", "u", "reintegrated_at", "normal")):
+            t = m.get(at)
+            if not isinstance(t, int):
+                continue
+            ln = ax.axvline(t, color=STATE_COLORS[state], ls="--", lw=1.3, zorder=4)
+            ln.set_gid(f"{kind}:{agent}:{i}")
+            ax.annotate(f"{letter}={t}\nδ={m.get(f'{kind}_delay')}", (t, top), xycoords=("data", "axes fraction"),
                         xytext=(3, -2), textcoords="offset points", va="top", ha="left", fontsize=8,
-                        color=STATE_COLORS["isolated"], zorder=6, bbox=_LABEL_BOX)
-            drawn.append({"kind": "detection", "task": c})
-        if isinstance(u, int):
-            ln = ax.axvline(u, color=STATE_COLORS["normal"], ls="--", lw=1.3, zorder=4)
-            ln.set_gid(f"reintegration:{agent}:{i}")
-            ax.annotate(f"u={u}\nδ={m.get('reintegration_delay')}", (u, top), xycoords=("data", "axes fraction"),
-                        xytext=(3, -2), textcoords="offset points", va="top", ha="left", fontsize=8,
-                        color=STATE_COLORS["normal"], zorder=6, bbox=_LABEL_BOX)
-            drawn.append({"kind": "reintegration", "task": u})
+                        color=STATE_COLORS[state], zorder=6, bbox=_LABEL_BOX)
+            drawn.append({"kind": kind, "task": t})
     return drawn
 
 

@@ -9,9 +9,12 @@ agents.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
+
+from ..core.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from simpy.events import Event
@@ -20,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..net.node import Node
     from ..net.routing import DistanceVector
     from ..core.sim import Environment
+    from .llm import Bridge
 
 __all__ = ["Protocol", "ProtocolContext", "NoParams", "TableRows", "Timer"]
 
@@ -67,7 +71,13 @@ class ProtocolContext:
     #: Where finished record rows go, in file order (:class:`TableRows`, or a
     #: run folder's streaming writer); rows handed over are never touched again.
     tables: Any = field(default_factory=TableRows)
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: each agent's role (``agents.roles``; consensus protocols: SAC, CP-WBFT)
+    roles: dict[str, str] = field(default_factory=dict)
+    #: the task file (``tasks.file``) resolved against the scenario's folder; None without one
+    tasks_file: Optional[Path] = None
+    #: the batcher of async model calls (:class:`meshsim.protocols.llm.Bridge`), one per run,
+    #: made by the runner (None: no async backend can be called)
+    bridge: Optional["Bridge"] = None
 
 
 @dataclass(frozen=True)
@@ -83,10 +93,22 @@ class Timer:
 
 
 class Protocol:
-    """Base strategy: attaches nothing, never finishes on its own."""
+    """Base strategy: attaches nothing, never finishes on its own.
+
+    What scenario events call on a protocol is declared here (:meth:`set_degraded`,
+    :meth:`degrade_share`, :meth:`set_role`, :meth:`set_behaviour`); the base refuses
+    each with one line. The class flags say which of them a protocol supports: the
+    scenario checks read them before the run, so a refusal at run time means a check
+    let an event through."""
 
     name = "none"
     Params: type[BaseModel] = NoParams
+    #: ``degrade`` / ``recover`` events (gray failures)
+    supports_degradation: ClassVar[bool] = False
+    #: ``set_role`` events and ``agents.roles``
+    supports_roles: ClassVar[bool] = False
+    #: the ``degrade`` modes it takes (None: every mode of the scenario field)
+    degrade_modes: ClassVar[Optional[tuple[str, ...]]] = None
 
     def __init__(self, params: BaseModel, ctx: ProtocolContext):
         self.params = params
@@ -131,3 +153,25 @@ class Protocol:
     def routing_tables(self) -> dict[str, "DistanceVector"]:
         """Per-agent routing tables, for convergence metrics (empty if none)."""
         return {}
+
+    # -- what scenario events call (meshsim.scenario.events through the run's World) ------------
+    def set_degraded(self, agent: str, degraded: bool, fault: Optional[dict[str, Any]] = None) -> None:
+        """Inject (``degraded``) or lift a gray failure of ``agent``; ``fault`` says how
+        (``mode``, and for consensus protocols the ``round``)."""
+        raise InputError(f"protocol '{self.name}' has no degraded agents (degrade / recover events)",
+                         field="protocol.name", value=self.name)
+
+    def degrade_share(self, share: float) -> list[str]:
+        """``degrade`` with ``share``: the agents the protocol draws for it."""
+        raise InputError("'share' needs a protocol that picks degradable agents (SAC, CP-WBFT)",
+                         field="share", value=share)
+
+    def set_role(self, agent: str, role: str) -> None:
+        """``agent``'s role changes (``set_role`` events)."""
+        raise InputError(f"protocol '{self.name}' has no roles (set_role events)", field="protocol.name",
+                         value=self.name)
+
+    def set_behaviour(self, agent: str, kind: str, spec: dict[str, Any]) -> None:
+        """``agent`` turns Byzantine (``kind``: frame, shield, poison, route_lie) or honest again."""
+        raise InputError(f"protocol '{self.name}' has no Byzantine agents ({kind} events)",
+                         field="protocol.name", value=self.name)

@@ -74,6 +74,7 @@ class ConsensusProtocol(Protocol):
 
     name = "consensus"
     Params = ConsensusParams
+    params: ConsensusParams
     Agent: type["ConsensusAgent"]
     supports_roles = True
     #: gray failures of honest agents (``degrade`` / ``recover`` events; docs/sac.md)
@@ -87,13 +88,13 @@ class ConsensusProtocol(Protocol):
         super().__init__(params, ctx)
         self.dataset = DATASETS[params.dataset]
         count = params.query_count(ctx.tasks)
-        tf = ctx.extra.get("tasks_file")
+        tf = ctx.tasks_file
         if tf is not None:
             # real questions with gold answers (what a real model needs)
             self.stream = queries_from_file(tf, count, ctx.env.pyrandom("queries"))
         else:
             self.stream = make_queries(self.dataset, count, ctx.env.pyrandom("queries"))
-        self.roles: dict[str, str] = dict(ctx.extra.get("roles", {}))
+        self.roles: dict[str, str] = dict(ctx.roles)
         self.agents: dict[str, ConsensusAgent] = {}
         self.query_rows: list[dict] = []
         self.round_rows: list[dict] = []
@@ -251,7 +252,8 @@ class ConsensusProtocol(Protocol):
     def attach(self, node, abilities):
         name = node.name
         llm = LLMClient(self.ctx.env, self.ctx.backend, name, lambda _ab, name=name: self.model_for(name),
-                        self._llm_sink, fault=lambda name=name: self._client_fault(name), tasks=self.task_ref)
+                        self._llm_sink, fault=lambda name=name: self._client_fault(name), tasks=self.task_ref,
+                        bridge=self.ctx.bridge)
         ctrl = self.Agent(node, self.params, llm, self._sink, self.role(name))
         self.agents[name] = ctrl
         self._group_colluders()

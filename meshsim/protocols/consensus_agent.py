@@ -183,14 +183,19 @@ class ConsensusAgent:
         self.text = resp.text or ""
         self.resp_tokens = resp.completion_tokens
 
-    def _initial(self, task: TaskRef):
-        resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, ()))
+    def _solve(self, kind: str, task: TaskRef):
+        """Ask for a solution (a ``kind`` call) and keep its answer; the reply."""
+        resp = yield from self.llm.call(self.llm.request(kind, task, ()))
         ans = parse_answer(resp)
         self.answer = None
         self.text = ""
         self.resp_tokens = resp.completion_tokens
         if ans is not None:
             self._set_response(resp, ans)
+        return resp
+
+    def _initial(self, task: TaskRef):
+        yield from self._solve(CallKind.SAC_ANSWER, task)
         yield from self._rescore(task)
 
     def _score_requests(self, task: TaskRef, responses: list[dict]) -> list[Request]:

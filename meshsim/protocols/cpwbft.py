@@ -110,13 +110,7 @@ class CPWBFTAgent(ConsensusAgent):
     # -- the honest steps -----------------------------------------------------------
     def _initial(self, task: TaskRef):
         """Solve and state a confidence in one reply (the authors' solve prompt)."""
-        resp = yield from self.llm.call(self.llm.request(CPWBFT_ANSWER, task, ()))
-        ans = parse_answer(resp)
-        self.answer = None
-        self.text = ""
-        self.resp_tokens = resp.completion_tokens
-        if ans is not None:
-            self._set_response(resp, ans)
+        resp = yield from self._solve(CPWBFT_ANSWER, task)
         self.score = _conf((resp.fields or {}).get("confidence"), self.params.missing_confidence)
 
     def _rescore(self, task: TaskRef):

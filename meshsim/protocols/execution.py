@@ -35,6 +35,7 @@ from simpy.events import Event
 
 from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
 from ..core.errors import InputError
+from ..core.names import node_order
 from ..core.sim import Deadlines
 from .base import Protocol
 from .ledger import TaskLedger
@@ -169,7 +170,7 @@ class ExecutionLayer(Protocol):
         if getattr(spec, "file", None):
             from ..workload.tasks import stream_from_file
 
-            self.stream = stream_from_file(self.profile, ctx.extra["tasks_file"], spec.count,
+            self.stream = stream_from_file(self.profile, ctx.tasks_file, spec.count,
                                            ctx.env.pyrandom("tasks"), getattr(spec, "block", None))
         else:
             self.stream = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
@@ -245,7 +246,7 @@ class ExecutionLayer(Protocol):
         self.K[name] = frozenset(abilities)
         # partials, not lambdas: one Python frame less on every call's path
         return LLMClient(self.ctx.env, self.ctx.backend, name, partial(self.model_for, name), self._llm_sink,
-                         fault=partial(self._fault, name), tasks=self.task_ref)
+                         fault=partial(self._fault, name), tasks=self.task_ref, bridge=self.ctx.bridge)
 
     def detach(self, name):
         self.agents.pop(name, None)
@@ -264,7 +265,7 @@ class ExecutionLayer(Protocol):
 
     def _entry_names(self) -> list[str]:
         if self._names is None:
-            self._names = sorted(self.agents, key=lambda a: (len(a), a))
+            self._names = sorted(self.agents, key=node_order)
         return self._names
 
     def routing_tables(self):
@@ -427,6 +428,13 @@ class ExecutionLayer(Protocol):
             row["completion_tokens"] += resp.completion_tokens
 
     # -- outputs -------------------------------------------------------------------
+    def evidence_outputs(self) -> dict[str, Any]:
+        """Task index of every output each agent produced that counts as evidence about
+        it (kept as the rows went by, :mod:`meshsim.protocols.ledger`): here the producers
+        the layer recorded per task; a method whose evidence is its reviews
+        (``reviews_are_evidence``) returns those."""
+        return self.ledger.outputs
+
     def output_tables(self) -> dict[str, list[dict]]:
         self.close_records()
         return {"tasks.jsonl": [], "states.jsonl": self.state_rows}  # tasks: streamed

@@ -5,7 +5,7 @@ so a 483,840-task run keeps counters and a few small arrays instead of every row
 Every mean here equals ``statistics.fmean`` over the full list it replaces, to
 the last bit: sums are kept exactly (:class:`ExactSum`, Shewchuk's partials)
 and rounded once, as ``math.fsum`` rounds, so summary.json stays byte-identical
-(tests/test_ledger.py checks it against the list form).
+(tests/cli/test_streaming.py checks it against the list form).
 
 The ledgers sit with the protocols that feed them, so that no protocol imports
 the observer (meshsim.observe reads them at the run's end).

@@ -14,6 +14,7 @@ import asyncio
 from typing import Any, Callable, Generator, Iterable, Optional
 
 from ..core.calls import Backend, Request, Response, TaskInfo, TaskRef
+from ..core.errors import SimulationError
 
 __all__ = ["LLMClient"]
 
@@ -21,27 +22,23 @@ Sink = Callable[[Request, Response, float], None]
 
 
 class Bridge:
-    """Batches the async calls of one simulated instant across all agents."""
+    """Batches the async calls of one simulated instant across all agents: one per
+    run, made by the runner and handed to the protocol (``ProtocolContext.bridge``),
+    which hands it to every agent's :class:`LLMClient`."""
 
     def __init__(self, env: Any, backend: Backend):
         self.env = env
         self.backend = backend
         self.pending: list = []
         self.scheduled = False
+        self.used = False  # a call went through it (its counts then belong in the transport record)
         self.max_in_flight = 0
         self.batches = 0
-
-    @classmethod
-    def of(cls, env: Any, backend: Backend) -> "Bridge":
-        bridge = getattr(env, "_llm_bridge", None)
-        if bridge is None or bridge.backend is not backend:
-            bridge = cls(env, backend)
-            env._llm_bridge = bridge
-        return bridge
 
     def submit(self, reqs: list[Request]) -> list[Any]:
         from simpy.events import Event
 
+        self.used = True
         events = []
         for req in reqs:
             ev = Event(self.env)
@@ -81,8 +78,9 @@ class LLMClient:
 
     def __init__(self, env: Any, backend: Backend, agent: str, model_for: Callable[[Iterable[str]], str],
                  sink: Optional[Sink] = None, fault: Optional[Callable[[], Optional[dict]]] = None,
-                 tasks: Optional[Callable[[int], TaskRef]] = None):
+                 tasks: Optional[Callable[[int], TaskRef]] = None, bridge: Optional[Bridge] = None):
         self.env = env
+        self.bridge = bridge  # the run's batcher of async calls (None: a synchronous backend)
         self.tasks = tasks
         self.backend = backend
         self.agent = agent
@@ -123,7 +121,10 @@ class LLMClient:
     def _answers(self, reqs: list[Request]) -> Generator[Any, Any, list[Response]]:
         if self.backend.synchronous:
             return self._sync_answers(reqs)
-        events = Bridge.of(self.env, self.backend).submit(reqs)
+        if self.bridge is None:
+            raise SimulationError(f"agent {self.agent}: an async backend's calls need the run's Bridge "
+                                  "(ProtocolContext.bridge)")
+        events = self.bridge.submit(reqs)
         out = []
         for ev in events:
             out.append((yield ev))

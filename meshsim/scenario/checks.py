@@ -4,7 +4,8 @@ it (:func:`check_semantics`), run by ``meshsim validate`` and before every run."
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+import json
+from typing import TYPE_CHECKING, Any, Optional
 
 import networkx as nx
 
@@ -12,7 +13,11 @@ from ..core.errors import InputError, ScenarioError, TopologyError
 from .document import Scenario, over_limit
 from .events import EventCheck
 
-__all__ = ["topology_seed", "build_graph", "profile_of", "agent_abilities", "event_check", "check_semantics"]
+if TYPE_CHECKING:
+    from ..backends.registry import BackendPlan
+
+__all__ = ["topology_seed", "build_graph", "profile_of", "agent_abilities", "event_check", "check_semantics",
+           "CheckMemo"]
 
 
 def topology_seed(sc: Scenario, seed: int) -> int:
@@ -180,15 +185,15 @@ def event_check(sc: Scenario, targets: list[str]) -> EventCheck:
     from ..protocols import PROTOCOLS
 
     proto = PROTOCOLS[sc.protocol.name]
-    roles = getattr(proto, "supports_roles", False)
+    roles = proto.supports_roles
     return EventCheck(protocol=sc.protocol.name,
-                      supports_degradation=bool(getattr(proto, "supports_degradation", False)),
+                      supports_degradation=bool(proto.supports_degradation),
                       supports_roles=bool(roles),
                       # a partial agents.abilities filled from tasks.dataset has that profile's targets
                       targets=list(targets) if profile_of(sc) is not None or targets else None,
                       roles=dict(sc.agents.roles) if roles else None,
                       rounds=getattr(sc.protocol.params, "rounds", None) if roles else None,
-                      degrade_modes=getattr(proto, "degrade_modes", None))
+                      degrade_modes=proto.degrade_modes)
 
 
 class _Tracked(set):
@@ -295,36 +300,59 @@ def _replay_events(sc: Scenario, nodes: set, edges: set, ctx: EventCheck) -> Non
                     file=src, field=f"events[{second}]", value=evs[second].type)
 
 
-def check_semantics(sc: Scenario, G: nx.Graph, memo: Optional[dict] = None) -> None:
+@dataclasses.dataclass
+class CheckMemo:
+    """What :func:`check_semantics` worked out, kept by its caller for the scenarios it checks next: a
+    run's seeds, a sweep's points (which differ in a parameter only; reading profiles is the slow part).
+    Each map is keyed by the part of the scenario its entry depends on.
+
+    ``backends`` keeps the plan the backend's check made (its profile loaded and validated), so the run
+    builds every seed's backend from it and reads the profile once (issue 31 item 5); ``None``: checked
+    by the caller itself (the uncertainty study validates each sample's overrides from one parsed file)."""
+
+    abilities: dict[str, tuple[dict[str, list[str]], list[str]]] = dataclasses.field(default_factory=dict)
+    backends: dict[str, Optional["BackendPlan"]] = dataclasses.field(default_factory=dict)
+    events: dict[str, EventCheck] = dataclasses.field(default_factory=dict)
+
+    def backend_plan(self, sc: Scenario) -> Optional["BackendPlan"]:
+        """The plan the check of ``sc``'s backend made (None: not checked here, or no plan kept)."""
+        return self.backends.get(_backend_key(sc))
+
+    def backend_checked(self, sc: Scenario) -> None:
+        """Mark ``sc``'s backend checked by the caller (no plan kept)."""
+        self.backends[_backend_key(sc)] = None
+
+
+def _backend_key(sc: Scenario) -> str:
+    return json.dumps(["backend", sc.backend.model_dump(mode="json") if sc.backend else None, str(sc.base_dir)],
+                      sort_keys=True, default=str)
+
+
+def check_semantics(sc: Scenario, G: nx.Graph, memo: Optional[CheckMemo] = None) -> None:
     """Checks that need the graph: every named agent and link must exist.
 
     Events are checked in time order against the graph as earlier events
     change it (an ``add_agent`` makes the agent known to later events).
-    ``memo`` (a dict kept by the caller) remembers the abilities and the
-    backend checks of scenarios that share them: a sweep checks many points
-    that differ in a parameter only, and reading profiles is the slow part.
+    ``memo`` (kept by the caller, see :class:`CheckMemo`) remembers the
+    abilities, backend and event checks of scenarios that share them.
     """
-    import json
-
     src = sc.source
     nodes = set(G.nodes)
     edges = {frozenset(e) for e in G.edges}
     if memo is None:
-        memo = {}
+        memo = CheckMemo()
     akey = json.dumps(["abilities", sc.agents.model_dump(mode="json"),
                        sc.tasks.model_dump(mode="json") if sc.tasks else None, sorted(map(str, G.nodes)),
                        str(sc.base_dir)], sort_keys=True, default=str)
-    if akey not in memo:
-        memo[akey] = agent_abilities(sc, G)
-    _abilities, targets = memo[akey]
-    bkey = json.dumps(["backend", sc.backend.model_dump(mode="json") if sc.backend else None, str(sc.base_dir)],
-                      sort_keys=True, default=str)
-    if sc.backend is not None and bkey not in memo:
-        from ..backends import check_backend
+    if akey not in memo.abilities:
+        memo.abilities[akey] = agent_abilities(sc, G)
+    _abilities, targets = memo.abilities[akey]
+    bkey = _backend_key(sc)
+    if sc.backend is not None and bkey not in memo.backends:
+        from ..backends import plan_backend
 
         try:
-            check_backend(sc.backend.model_dump(), sc.base_dir)
-            memo[bkey] = True
+            memo.backends[bkey] = plan_backend(sc.backend.model_dump(), sc.base_dir)
         except InputError as exc:
             if exc.file:
                 raise  # it names the profile file and its field
@@ -341,9 +369,9 @@ def check_semantics(sc: Scenario, G: nx.Graph, memo: Optional[dict] = None) -> N
             raise ScenarioError("no such link in the topology", file=src, field=f"network.overrides[{i}].link",
                                 value=ov.link)
     ekey = akey + sc.protocol.name + repr(getattr(sc.protocol.params, "rounds", None))  # rounds: degrade's 'round'
-    if ekey not in memo:
-        memo[ekey] = event_check(sc, targets)
-    _replay_events(sc, nodes, edges, memo[ekey])
+    if ekey not in memo.events:
+        memo.events[ekey] = event_check(sc, targets)
+    _replay_events(sc, nodes, edges, memo.events[ekey])
     proto_check = getattr(sc.protocol.params, "check", None)
     if proto_check is not None:
         try:

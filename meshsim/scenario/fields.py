@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
 
-from ..core.types import LatencySpec, parse_duration, refuse_bool_numbers
+from ..core.strict import Strict
+from ..core.types import LatencySpec, parse_duration
 
 __all__ = ["Strict", "Duration", "Probability", "Latency", "AgentPair", "Role", "EventSpec", "Seed", "MAX_SEED",
            "MAX_LATENCY", "MAX_SIGMA", "Seeds", "parse_seeds", "SEEDS_SCHEMA", "SEEDS_HELP", "seed_list",
@@ -40,15 +41,6 @@ DURATION_SCHEMA = {"anyOf": [{"type": "number", "minimum": 0},
                    "description": "seconds, or a number with a unit: 12.5, '12.5s', '50ms', '2min', '1h'"}
 Duration = Annotated[float, BeforeValidator(_duration), WithJsonSchema(DURATION_SCHEMA)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, v: Any) -> Any:
-        return refuse_bool_numbers(cls, v)
 
 
 class Latency(Strict):
@@ -206,18 +198,12 @@ Seeds = Annotated[Any, BeforeValidator(parse_seeds), WithJsonSchema(SEEDS_SCHEMA
 Role = Literal["strong", "weak", "faulty", "adversarial", "ood", "persuasive", "equivocating", "colluding"]
 
 
-class EventSpec(BaseModel):
+class EventSpec(Strict):
     """Base of every scenario event: when it fires and its ``type``."""
 
-    model_config = ConfigDict(extra="forbid")
     type: str
     at: Optional[Duration] = None
     at_task: Optional[Annotated[int, Field(ge=1)]] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, v: Any) -> Any:
-        return refuse_bool_numbers(cls, v)
 
     @model_validator(mode="after")
     def _when(self) -> "EventSpec":

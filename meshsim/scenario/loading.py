@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..core.errors import InputError, ScenarioError
-from ..core.files import YAML_VALUES, check_numbers, parse_yaml, read_text
+from ..core.files import check_numbers, load_yaml
 from .document import Scenario, over_limit
 from .events import EVENT_TYPES
 from .fields import MAX_SEED
@@ -135,7 +135,7 @@ def read_scenario_data(path: str | Path) -> Any:
     path = Path(path)
     source = str(path)
     try:
-        data = parse_yaml(read_text(path, "scenario"), source, max_values=YAML_VALUES["scenario"])
+        data = load_yaml(path, "scenario")
     except InputError as exc:
         raise ScenarioError(exc.message, file=exc.file, field=exc.field, value=exc.value) from None
     if data is None:
@@ -174,7 +174,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, smoke: b
 
 def smoke_overrides(path: str | Path) -> list[str]:
     """A scenario's ``smoke`` block as ``--set`` overrides (``meshsim compare --smoke``)."""
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    data = load_yaml(path, "scenario") or {}
     small = data.get("smoke") or {} if isinstance(data, dict) else {}
     if not isinstance(small, dict):
         raise ScenarioError("must be a mapping of PATH: VALUE", file=str(path), field="smoke", value=small)

@@ -1,14 +1,18 @@
 """Dotted paths into raw scenario data (``a.b.0.c``; ``backend.overrides.<dotted
-profile path>``): get, set, and ``--set PATH=VALUE`` overrides."""
+profile path>``): get, set, and ``--set PATH=VALUE`` overrides, on :mod:`meshsim.core.dotted`
+with the scenario's one-line errors."""
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from ..core import dotted
 from ..core.errors import ScenarioError
 from ..core.files import parse_yaml
 
 __all__ = ["set_path", "get_path", "apply_overrides", "split_path"]
+
+_RAISE: Any = object()
 
 
 def _parse_value(text: str, field: str) -> Any:
@@ -22,7 +26,8 @@ def _parse_value(text: str, field: str) -> Any:
 
 
 def split_path(path: str, item: Any, source: str) -> list[str]:
-    parts = [p for p in str(path).strip().split(".") if p]
+    """The parts of a scenario path; the rest of a ``backend.overrides.`` path is one key."""
+    parts = dotted.split(str(path))
     if not parts:
         raise ScenarioError("empty path", file=source, value=item)
     # backend.overrides holds dotted profile paths as keys: the rest of the path is one key
@@ -36,51 +41,21 @@ def set_path(data: dict, path: str, value: Any, source: str = "--set", item: Any
     raw scenario ``data`` to ``value``, in place: missing mappings are created,
     list items are addressed by index."""
     item = f"{path}=..." if item is None else item
-    parts = split_path(path, item, source)
-    cur: Any = data
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if isinstance(cur, list):
-            if not part.isdigit() or int(part) >= len(cur):
-                raise ScenarioError("list index out of range", file=source,
-                                    field=".".join(parts[: i + 1]), value=part)
-            if last:
-                cur[int(part)] = value
-            else:
-                cur = cur[int(part)]
-        elif isinstance(cur, dict):
-            if last:
-                cur[part] = value
-            else:
-                nxt = cur.get(part)
-                if nxt is None:
-                    nxt = cur[part] = {}
-                elif not isinstance(nxt, (dict, list)):
-                    raise ScenarioError("cannot set a field inside a scalar", file=source,
-                                        field=".".join(parts[: i + 1]), value=nxt)
-                cur = nxt
-        else:
-            raise ScenarioError("cannot set a field inside a scalar", file=source,
-                                field=".".join(parts[:i]), value=cur)
+    try:
+        dotted.set_path(data, split_path(path, item, source), value)
+    except dotted.PathError as e:
+        raise ScenarioError(e.reason, file=source, field=e.at, value=e.value) from None
 
 
-_NOT_FOUND = object()
-
-
-def get_path(data: Any, path: str, default: Any = _NOT_FOUND) -> Any:
+def get_path(data: Any, path: str, default: Any = _RAISE) -> Any:
     """The value at ``path`` in (raw or resolved) scenario data; ``default`` (or
     KeyError) when there is none. Same path syntax as :func:`set_path`."""
-    cur = data
-    for part in split_path(path, path, "<path>"):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
-            cur = cur[int(part)]
-        else:
-            if default is _NOT_FOUND:
-                raise KeyError(path)
-            return default
-    return cur
+    got = dotted.get_path(data, split_path(path, path, "<path>"), dotted.MISSING)
+    if got is dotted.MISSING:
+        if default is _RAISE:
+            raise KeyError(path)
+        return default
+    return got
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str = "--set") -> dict:

@@ -25,7 +25,10 @@ __all__ = ["PROGRESS_EVERY", "ProgressLines", "seed_lines", "next_steps", "false
 PROGRESS_EVERY = 10.0
 
 #: where the console sends a reader who wonders why healthy agents were isolated
-FALSE_ISOLATION_DOC = "docs/validation.md"
+#: docs named on the console: a wheel holds no docs/ and the project names no URL yet, so say where
+#: they are (issue 32 verification)
+SOURCE_DOCS = " in meshsim's source"
+FALSE_ISOLATION_DOC = "docs/validation.md" + SOURCE_DOCS
 NAMES_SHOWN = 6  # agent or ability names listed before "+N more"
 
 
@@ -232,7 +235,8 @@ def collapse_line(s: Mapping[str, Any]) -> Optional[str]:
         text += f", from task {c['first_at']}"
     if isinstance(c.get("tasks"), int):
         text += f" for {_plural(c['tasks'], 'task')}"
-    return text + " (degraded peers had become the healthy agents' reference; see docs/meshheal.md#collapse)"
+    return text + (" (degraded peers had become the healthy agents' reference; see docs/meshheal.md#collapse"
+                   f"{SOURCE_DOCS})")
 
 
 # ----------------------------------------------------------------------------- end of a run
@@ -246,7 +250,7 @@ def next_steps(out_dir: Path, report_written: bool = False, explain: bool = Fals
     commands.append(f"{m} plot {d}   (one figure; --kind picks which)")
     if explain:
         commands.append(f"{m} explain {d}   (which reviews isolated each agent)")
-    return [f"results in {out_dir}/ (docs/outputs.md says what each file holds)"] + \
+    return [f"results in {out_dir}/ (docs/outputs.md{SOURCE_DOCS} says what each file holds)"] + \
         [("next: " if k == 0 else "      ") + c for k, c in enumerate(commands)]
 
 

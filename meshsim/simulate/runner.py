@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from ..backends import make_backend
+from ..backends import BackendPlan
 from ..core import redact
 from ..core.errors import InputError, MeshsimError, RunFolderError, SimulationError
 from ..core.files import os_reason
@@ -35,9 +35,9 @@ from ..io.records import TableWriter, read_records, write_atomic, write_records
 from ..io.runfolder import PROVENANCE, read_json, refuse_inputs_inside, remove_stale_tmp, scenario_inputs
 from ..observe.aggregate import aggregate
 from ..observe.attribution import BYZANTINE_EVENTS, attribute, reach_warnings, review_reach, without_liars
-from ..scenario.model import Scenario, build_graph, check_semantics, topology_seed
+from ..scenario.model import CheckMemo, Scenario, build_graph, check_semantics, topology_seed
 from .session import FolderSession, dump_json, portable_data, resolved_yaml
-from .world import Progress, RunContext, RunResult, World, build, finite, simulate
+from .world import Progress, RunContext, RunResult, World, backend_plan, build, finite, simulate
 
 __all__ = ["run", "run_one", "validate", "prepare", "Interrupted", "RunResult", "MultiRunResult", "RunContext",
            "write_atomic", "portable_data", "resolved_yaml", "dump_json", "build", "simulate"]
@@ -72,14 +72,15 @@ def _topology_key(scenario: Scenario, seed: int) -> Any:
     return None if scenario.network.topology.kind in _FIXED_KINDS else topology_seed(scenario, seed)
 
 
-def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
+def prepare(scenario: Scenario, seeds: list[int], memo: Optional[CheckMemo] = None) -> dict[int, nx.Graph]:
     """Every check that needs a graph, for every seed, before anything is
     built or written: the graph of each distinct topology (its seed is derived
     from the run seed unless pinned), its connectivity and limits, and the dry
     replay of the events against it (:func:`meshsim.scenario.model.check_semantics`).
 
     Returns the graph of the first seed (the others are rebuilt when they run,
-    so a 5-seed run never holds five large graphs at once)."""
+    so a 5-seed run never holds five large graphs at once). ``memo``: the run's
+    ``check_semantics`` memo (the backend's profile checked and planned once per run)."""
     keep: dict[int, nx.Graph] = {}
     seen: set = set()
     for k, s in enumerate(seeds):
@@ -89,7 +90,7 @@ def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
         seen.add(key)
         try:
             G = build_graph(scenario, s)
-            check_semantics(scenario, G)
+            check_semantics(scenario, G, memo)
         except InputError as exc:
             if key is None or scenario.network.topology.seed is not None or len(seeds) == 1 and s == scenario.seed:
                 raise
@@ -102,11 +103,11 @@ def prepare(scenario: Scenario, seeds: list[int]) -> dict[int, nx.Graph]:
     return keep
 
 
-def _preflight(scenario: Scenario) -> None:
+def _preflight(scenario: Scenario, plan: BackendPlan) -> None:
     """One request per endpoint a real backend will call (none for fakes and replays)."""
     if scenario.backend is None:
         return
-    backend = make_backend(scenario.backend.model_dump(), 0, scenario.base_dir)
+    backend = plan.build(0)
     try:
         backend.preflight()
     except InputError as exc:
@@ -125,15 +126,17 @@ def _validate(scenario: Scenario, seed: Optional[int] = None, preflight: bool = 
     backend's preflight. Raises what ``run`` would raise before its first
     tick; returns the first graph's size."""
     seeds = [seed] if seed is not None else scenario.seed_list()
-    graphs = prepare(scenario, seeds)
+    memo = CheckMemo()
+    graphs = prepare(scenario, seeds, memo)
+    plan = backend_plan(scenario, memo)
     built: set = set()
     for s in seeds:
         key = _topology_key(scenario, s)
         if key not in built:  # a SAC setup checks robustness by MILP: once per graph, not per seed
             built.add(key)
-            build(scenario, s, graphs.get(s)).close()
+            build(scenario, s, graphs.get(s), plan, memo).close()
     if preflight:
-        _preflight(scenario)
+        _preflight(scenario, plan)
     G = graphs[seeds[0]]
     warnings: list[str] = []  # liars that can never reach their targets (issue 34), per distinct graph
     seen: set = set()
@@ -153,13 +156,16 @@ def _run_one(scenario: Scenario, seed: int, out: Optional[Path] = None,
              progress: Optional[Progress] = None, force: bool = False) -> RunResult:
     """Run one seed into the folder ``out`` (single-seed layout); see :func:`run`."""
     if out is None:
-        G = prepare(scenario, [seed]).get(seed)
-        return _run_seed(scenario, seed, None, progress, build(scenario, seed, G))
+        memo = CheckMemo()
+        G = prepare(scenario, [seed], memo).get(seed)
+        plan = backend_plan(scenario, memo)
+        return _run_seed(scenario, seed, None, progress, build(scenario, seed, G, plan, memo), None, None, plan)
     return _run(scenario, [seed], Path(out), progress, force, multi=False)  # type: ignore[return-value]
 
 
 def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: Optional[Progress],
-              world: Optional[World], session: Optional[FolderSession] = None, G: Optional[nx.Graph] = None) -> RunResult:
+              world: Optional[World], session: Optional[FolderSession] = None, G: Optional[nx.Graph] = None,
+              plan: Optional[BackendPlan] = None, memo: Optional[CheckMemo] = None) -> RunResult:
     started = time.time()
     # a run folder's record tables are written while the run goes, into temp files that
     # take their names only when it completed: a failed or interrupted run leaves none
@@ -167,9 +173,9 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
     try:
         try:
             if world is None:
-                world = build(scenario, seed, G)
+                world = build(scenario, seed, G, plan, memo)
             result = simulate(world, progress, writer)
-            _attribute(scenario, seed, result, G)
+            _attribute(scenario, seed, result, G, plan)
         except MeshsimError as exc:
             if folder is not None:
                 _claim(session, folder, ["error.txt"])
@@ -201,7 +207,8 @@ def _run_seed(scenario: Scenario, seed: int, folder: Optional[Path], progress: O
     return result
 
 
-def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.Graph]) -> None:
+def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.Graph],
+               plan: Optional[BackendPlan] = None) -> None:
     """A run with Byzantine agents: its attack counts limited to what the attack caused, against
     the paired run of the same seed without the liars (in memory; issue 34, meshsim/observe/attribution.py)."""
     adv = result.summary.get("adversarial")
@@ -215,7 +222,7 @@ def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.
         G = build_graph(scenario, seed)
     pair = without_liars(scenario)  # its trace is not kept: none (the trace level changes no outcome)
     pair = pair.model_copy(update={"output": pair.output.model_copy(update={"trace": "none"})})
-    paired = simulate(build(pair, seed, G))
+    paired = simulate(build(pair, seed, G, plan))  # (the liars change no backend: the run's plan)
     result.summary["adversarial"] = attribute(adv, paired.tables.get("states.jsonl", []), review_reach(scenario, G))
 
 
@@ -231,20 +238,22 @@ def _resumed(folder: Path, seed: int) -> RunResult:
 
 def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Progress], force: bool,
          multi: bool) -> RunResult | MultiRunResult:
-    graphs = prepare(scenario, seeds)  # every check before the folder is touched,
+    memo = CheckMemo()  # the checks of the backend and abilities, once per run
+    graphs = prepare(scenario, seeds, memo)  # every check before the folder is touched,
     refuse_inputs_inside(top, scenario_inputs(scenario))  # (a run never writes among its inputs)
     session = FolderSession(scenario, top, seeds, multi, force)
+    plan = backend_plan(scenario, memo)  # the plan the check made: the profile, loaded once for every seed
     first: Optional[World] = None
     if force or not (session.folder(seeds[0]) / "summary.json").exists():  # (a seed to resume needs no world)
-        first = build(scenario, seeds[0], graphs.pop(seeds[0], None))  # and the first world built
+        first = build(scenario, seeds[0], graphs.pop(seeds[0], None), plan, memo)  # and the first world built
     runs: list[RunResult] = []
     try:
-        plan = session.open()
-        if any(v == "run" for v in plan.values()):
-            _preflight(scenario)
+        todo = session.open()
+        if any(v == "run" for v in todo.values()):
+            _preflight(scenario, plan)
         for k, s in enumerate(seeds):
             folder = session.folder(s)
-            if plan[s] == "resume":
+            if todo[s] == "resume":
                 runs.append(_resumed(folder, s))
                 continue
 
@@ -255,7 +264,7 @@ def _run(scenario: Scenario, seeds: list[int], top: Path, progress: Optional[Pro
             session.start(s)
             world, first = (first, None) if k == 0 else (None, first)
             runs.append(_run_seed(scenario, s, folder, seed_progress if progress else None, world, session,
-                                  graphs.pop(s, None)))
+                                  graphs.pop(s, None), plan, memo))
         if multi:
             session.wrote = True
             session.own(top).claim([PROVENANCE] + (["aggregate.json"] if len(seeds) > 1 else []))
@@ -317,12 +326,15 @@ def _run_api(scenario: Scenario, seed: Optional[int] = None, out: Optional[str |
     else:
         seeds = all_seeds if multi else all_seeds[:1]
     if out is None:
-        graphs = prepare(scenario, seeds)
-        first = build(scenario, seeds[0], graphs.pop(seeds[0], None))
+        memo = CheckMemo()
+        graphs = prepare(scenario, seeds, memo)
+        plan = backend_plan(scenario, memo)
+        first = build(scenario, seeds[0], graphs.pop(seeds[0], None), plan, memo)
         try:
-            _preflight(scenario)
+            _preflight(scenario, plan)
             runs = [_run_seed(scenario, s, None, progress if len(seeds) == 1 else None,
-                              first if k == 0 else None, None, graphs.pop(s, None)) for k, s in enumerate(seeds)]
+                              first if k == 0 else None, None, graphs.pop(s, None), plan, memo)
+                    for k, s in enumerate(seeds)]
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted: 0 of {len(seeds)} seeds written (no run folder)") from None
         finally:

@@ -20,7 +20,7 @@ from ..io.runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFil
                             input_record, read_json, remove_stale_tmp, resume_problem)
 from ..scenario.model import Scenario, input_files
 
-__all__ = ["FolderSession", "dump_json", "portable_data", "resolved_yaml"]
+__all__ = ["FolderSession", "dump_json", "portable_data", "resolved_yaml", "scenario_identity"]
 
 
 def dump_json(obj: Any) -> str:
@@ -68,6 +68,12 @@ def _resolved_yaml(scenario: Scenario, seed: int) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
+def scenario_identity(scenario: Scenario) -> Optional[str]:
+    """The identity of ``scenario`` (:func:`_identity_of`), from the model: what its
+    ``scenario.resolved.yaml`` gives when read back, without writing and re-reading it."""
+    return _identity_of(redact.structural(_resolved_data(scenario)))
+
+
 def _identity_of(data: Any) -> Optional[str]:
     """What makes two runs 'the same scenario' whatever their seeds: a hash of
     the resolved scenario without ``seed`` and ``seeds``."""
@@ -101,7 +107,7 @@ class FolderSession:
         self.seeds = seeds
         self.multi = multi
         self.force = force
-        self.identity = _identity_of(yaml.safe_load(_resolved_yaml(scenario, scenario.seed)))
+        self.identity = scenario_identity(scenario)
         self.env = environment()
         self.inputs = {role: input_record(p, prefix) for role, (p, prefix) in input_files(scenario).items()}
         self.lock = RunLock(top)

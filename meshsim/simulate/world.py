@@ -11,8 +11,9 @@ from typing import Any, Callable, Generator, Optional
 
 import networkx as nx
 
-from ..backends import make_backend
+from ..backends import BackendPlan, plan_backend
 from ..core.errors import InputError, ScenarioError, SimulationError
+from ..core.names import node_order
 from ..core.sim import Environment, long_run_gc
 from ..core.types import LatencySpec
 from ..io.records import TableWriter
@@ -20,8 +21,9 @@ from ..net.network import Network
 from ..observe.routing import RoutingConvergence
 from ..observe.summary import protocol_summary, protocol_tables
 from ..protocols import PROTOCOLS, ProtocolContext
-from ..protocols.base import TableRows
-from ..scenario.model import Scenario, agent_abilities, build_graph, check_semantics
+from ..protocols.base import Protocol, TableRows
+from ..protocols.llm import Bridge
+from ..scenario.model import CheckMemo, Scenario, agent_abilities, build_graph, check_semantics
 
 __all__ = ["RunResult", "RunContext", "World", "Progress", "build", "simulate", "check_timers", "finite"]
 
@@ -66,10 +68,21 @@ class RunContext:
         self.env = env
         self.net = net
         self.trace = trace
-        self.protocol: Any = None
+        self._protocol: Optional[Protocol] = None
         self.partitioned: set[tuple[str, str]] = set()
         self.abilities: dict[str, list[str]] = {}
         self.targets: list[str] = []
+
+    @property
+    def protocol(self) -> Protocol:
+        """The run's protocol (set once it is built, before any event can fire)."""
+        if self._protocol is None:
+            raise SimulationError("an event fired before the protocol was built")
+        return self._protocol
+
+    @protocol.setter
+    def protocol(self, protocol: Protocol) -> None:
+        self._protocol = protocol
 
     # -- links -------------------------------------------------------------
     def link_pairs(self) -> list[tuple[str, str]]:
@@ -120,24 +133,20 @@ class RunContext:
 
     def degrade_share(self, share: float) -> list[str]:
         """``degrade`` with ``share``: the protocol draws the agents (SAC, CP-WBFT)."""
-        pick = getattr(self.protocol, "degrade_share", None)
-        if pick is None:
-            raise InputError("'share' needs a protocol that picks degradable agents (SAC, CP-WBFT)",
-                             field="share", value=share)
-        return pick(share)
+        return self.protocol.degrade_share(share)
 
     def set_role(self, agent: str, role: str) -> None:
         self.protocol.set_role(agent, role)
 
     # -- Byzantine MeshHeal agents (issue 20) --------------------------------
     def agent_names(self) -> list[str]:
-        return sorted(self.net.nodes, key=lambda a: (len(a), a))
+        return sorted(self.net.nodes, key=node_order)
 
     def neighbours(self, agent: str) -> list[str]:
         node = self.net.nodes.get(agent)
         if node is None:
             raise InputError("unknown agent", field="near", value=agent)
-        return sorted(node.links, key=lambda a: (len(a), a))
+        return sorted(node.links, key=node_order)
 
     def ability_names(self) -> set[str]:
         return {s for ks in self.abilities.values() for s in ks}
@@ -167,18 +176,38 @@ class _Trace:
 World = Generator[None, Optional[Progress], RunResult]
 
 
-def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None) -> World:
+def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None, backend: Optional[BackendPlan] = None,
+          memo: Optional[CheckMemo] = None) -> World:
     """The world of ``seed`` on graph ``G`` (checked by :func:`prepare`), built
     and set up up to the first tick of the clock: network, backend, protocol,
     task stream, scheduled events. Every build-time input error (a task file,
     a protocol's setup) is raised here, before anything is written. Run it
-    with :func:`simulate`; ``world.close()`` discards it (``meshsim validate``)."""
-    world = _world(scenario, seed, G)
+    with :func:`simulate`; ``world.close()`` discards it (``meshsim validate``).
+    ``backend``: the run's :func:`backend_plan` (its profile loaded once per run;
+    planned here when not given); ``memo``: the run's ``check_semantics`` memo."""
+    world = _world(scenario, seed, G, backend, memo)
     try:
         next(world)
     except InputError as exc:
         raise _in_scenario(scenario, exc) from None
     return world
+
+
+def backend_plan(scenario: Scenario, memo: Optional[CheckMemo] = None) -> BackendPlan:
+    """The scenario's backend checked and its profile loaded, once per run: every seed's
+    world (and the preflight) builds its backend from this plan. ``memo``: the run's
+    ``check_semantics`` memo, whose backend check made the plan (planned here without one)."""
+    try:
+        return _plan(scenario, memo)
+    except InputError as exc:
+        raise _in_scenario(scenario, exc) from None
+
+
+def _plan(scenario: Scenario, memo: Optional[CheckMemo]) -> BackendPlan:
+    plan = memo.backend_plan(scenario) if memo is not None else None
+    if plan is None:
+        plan = plan_backend(scenario.backend.model_dump() if scenario.backend else None, scenario.base_dir)
+    return plan
 
 
 def _in_scenario(scenario: Scenario, exc: InputError) -> InputError:
@@ -210,11 +239,14 @@ def simulate(world: World, progress: Optional[Progress] = None, tables: Optional
     raise SimulationError("the world did not finish")  # pragma: no cover - _world yields once
 
 
-def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
+def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph], plan: Optional[BackendPlan],
+           memo: Optional[CheckMemo]) -> World:
     """Build, yield once (built), then run when sent the progress callback."""
+    if memo is None:
+        memo = CheckMemo()  # (the check's backend plan is then this world's)
     if G is None:
         G = build_graph(scenario, seed)
-        check_semantics(scenario, G)
+        check_semantics(scenario, G, memo)
     env = Environment(seed)
     level = scenario.output.trace
     tracer = _Trace(level)
@@ -235,8 +267,9 @@ def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
         net.add_link(u, v, latency=lat, loss=loss, bandwidth=bw)
 
     ctx.abilities, ctx.targets = agent_abilities(scenario, G)
-    backend = make_backend(scenario.backend.model_dump() if scenario.backend else None,
-                           int(env.seed_sequence("backend").generate_state(1)[0]), scenario.base_dir)
+    if plan is None:
+        plan = _plan(scenario, memo)
+    backend = plan.build(int(env.seed_sequence("backend").generate_state(1)[0]))
     try:
         return (yield from _run_world(scenario, seed, G, env, tracer, net, ctx, backend))
     finally:
@@ -246,14 +279,16 @@ def _world(scenario: Scenario, seed: int, G: Optional[nx.Graph]) -> World:
 def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tracer: "_Trace", net: Network,
                ctx: RunContext, backend: Any) -> World:
     level = scenario.output.trace
-    pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
-                           trace=lambda type_, **data: tracer.emit(env, type_, **data),
-                           tasks=scenario.tasks, phases=scenario.phases, backend=backend)
-    pctx.extra["roles"] = dict(scenario.agents.roles)  # consensus protocols (SAC, CP-WBFT)
+    tasks_file = None
     if scenario.tasks is not None and scenario.tasks.file:
         tf = Path(scenario.tasks.file)
         base = scenario.base_dir
-        pctx.extra["tasks_file"] = tf if tf.is_absolute() or base is None else base / tf
+        tasks_file = tf if tf.is_absolute() or base is None else base / tf
+    bridge = Bridge(env, backend)  # async calls of one instant, all agents together (fakes never use it)
+    pctx = ProtocolContext(env=env, net=net, abilities=ctx.abilities, seed=seed,
+                           trace=lambda type_, **data: tracer.emit(env, type_, **data),
+                           tasks=scenario.tasks, phases=scenario.phases, backend=backend,
+                           roles=dict(scenario.agents.roles), tasks_file=tasks_file, bridge=bridge)
     proto_cls = PROTOCOLS[scenario.protocol.name]
     protocol = proto_cls(scenario.protocol.params, pctx)
     ctx.protocol = protocol
@@ -365,8 +400,7 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
     # How calls were served (cassette hits, wall time, retries, calls on the wire
     # together) is not a result: a replay serves the same replies from a file.
     transport = dict(backend.transport())
-    bridge = getattr(env, "_llm_bridge", None)
-    if bridge is not None:
+    if bridge.used:
         transport["max_in_flight"] = bridge.max_in_flight
         transport["batches"] = bridge.batches
     if transport and not backend.replayable:

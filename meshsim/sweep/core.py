@@ -129,8 +129,8 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
                smoke: bool = False) -> Plan:
     """Read the spec (file section, then the command line's axes replace it) and validate every point."""
     from ..scenario.fields import parse_seeds
-    from ..scenario.model import (build_graph, check_semantics, get_path, parse_scenario, scenario_data, set_path,
-                            topology_seed)
+    from ..scenario.model import (CheckMemo, build_graph, check_semantics, get_path, parse_scenario, scenario_data,
+                                  set_path, topology_seed)
     from ..simulate.runner import portable_data
 
     path = Path(path)
@@ -192,7 +192,7 @@ def plan_sweep(path: str | Path, grid: tuple[str, ...] | list[str] = (), zips: t
                             {"file": section_source, "field": "sweep.seeds"} if spec.seeds is not None else
                             {"file": source, "field": "seeds"}))
     graphs: dict[str, Any] = {}
-    memo: dict[str, Any] = {}
+    memo = CheckMemo()
 
     def check(data: dict[str, Any]):
         sc = parse_scenario(data, source, base_dir)

@@ -154,22 +154,10 @@ def public(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def _delete(data: Any, path: str) -> None:
-    from ..scenario.model import _split_path
+    from ..core.dotted import delete_path
+    from ..scenario.paths import split_path
 
-    parts = _split_path(path, path, "<path>")
-    cur = data
-    for p in parts[:-1]:
-        if isinstance(cur, dict) and p in cur:
-            cur = cur[p]
-        elif isinstance(cur, list) and p.isdigit() and int(p) < len(cur):
-            cur = cur[int(p)]
-        else:
-            return
-    last = parts[-1]
-    if isinstance(cur, dict):
-        cur.pop(last, None)
-    elif isinstance(cur, list) and last.isdigit() and int(last) < len(cur):
-        cur[int(last)] = "<swept>"
+    delete_path(data, split_path(path, path, "<path>"), fill="<swept>")
 
 
 def masked(base: Any, paths: list[str]) -> Any:

@@ -2,7 +2,7 @@
 
 The search reaches trials through Optuna's public API only: a trial's id from the storage it opened itself
 (``BaseStorage.get_trial_id_from_study_id_trial_number``), never the study's or the trial's private attributes.
-What remains beyond the documented surface is gathered here, each guarded by tests/test_optuna_seam.py, which
+What remains beyond the documented surface is gathered here, each guarded by tests/unit/test_optuna_seam.py, which
 fails naming the change if an Optuna release moves it:
 
 - the journal file's format: the operation codes of a study's and a trial's creation (Optuna keeps them in a

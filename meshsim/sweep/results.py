@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..core.dotted import leaves
 from ..core.errors import InputError, RunFolderError
 from ..observe.aggregate import quantile
 from ..io.records import write_atomic
@@ -53,16 +54,10 @@ def flatten(summary: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     many = isinstance(summary.get("agents"), dict) and len(summary["agents"]) > MAX_AGENT_COLUMNS
 
-    def walk(obj: Any, prefix: str) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                walk(v, f"{prefix}.{k}" if prefix else str(k))
-        elif obj is None or isinstance(obj, (bool, int, float)):
-            if prefix in _SKIP or (many and prefix.startswith("agents.")):
-                return
-            out[prefix] = obj
-
-    walk(summary, "")
+    for path, v in leaves(summary):
+        if (v is None or isinstance(v, (bool, int, float))) and not (
+                path in _SKIP or (many and path.startswith("agents."))):
+            out[path] = v
     return out
 
 
@@ -179,7 +174,7 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
     reference (``reference``: ``{path: value}``, see
     :func:`meshsim.sweep.slices.reference_points`; None or empty: no reference)."""
     from .slices import point_values, reference_points
-    from .stats import metric_interval, paired
+    from .stats import metric_interval, paired, rate_counts
 
     metrics = metric_columns(columns, axes)
     by_point: dict[str, list[dict]] = {}
@@ -205,7 +200,8 @@ def point_rows(columns: list[str], rows: list[dict[str, Any]], axes: list[str],
                        min=min(xs) if xs else None, max=max(xs) if xs else None)
             for name, q in QUANTILES:
                 row[name] = quantile(xs, q)
-            ci = metric_interval(m, xs, CONF)  # a proportion: Wilson, in [0, 1]
+            # a proportion: Wilson, in [0, 1]; a rate with its counts: also the pooled counts' Wilson
+            ci = metric_interval(m, xs, CONF, rate_counts(m, [r for r in ok if _num(r.get(m)) is not None]))
             row.update(se=_finite(ci.se), lo=_finite(ci.lo), hi=_finite(ci.hi), ref=refs.get(point))
             ref = refs.get(point)
             if ref is not None:

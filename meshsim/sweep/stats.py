@@ -8,7 +8,11 @@ sd / √n``); with one seed there is none (NaN). A metric that is a proportion
 (an accuracy, a rate, a share: :func:`metric_bounds` ``(0, 1)``) gets a
 Wilson score interval instead (:func:`proportion_interval`), which stays in
 [0, 1] where the t-interval over few seeds does not (an accuracy of 0.57 over
-two seeds: t gives −0.43…1.56). Two points are *distinguishable* on a metric
+two seeds: t gives −0.43…1.56). Where a rate's counts are in the rows
+(:data:`PROPORTION_DENOMINATORS`), the interval also covers the Wilson score
+interval of the pooled counts (:func:`pooled_proportion_interval`), so seeds
+that agree (0.167 and 0.167 of 6 agents) do not give an interval of zero width
+as if the rate were known exactly. Two points are *distinguishable* on a metric
 when the paired-difference interval excludes 0.
 """
 from __future__ import annotations
@@ -18,8 +22,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-__all__ = ["Interval", "interval", "proportion_interval", "metric_interval", "is_proportion", "paired",
-           "distinguishable", "clip", "metric_bounds"]
+__all__ = ["Interval", "interval", "proportion_interval", "pooled_proportion_interval", "metric_interval",
+           "is_proportion", "paired", "distinguishable", "clip", "metric_bounds", "all_equal",
+           "PROPORTION_DENOMINATORS", "rate_counts"]
 
 
 @dataclass(frozen=True)
@@ -79,15 +84,74 @@ def proportion_interval(values: Sequence[float], conf: float = 0.95) -> Interval
     return Interval(p, se, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), n)
 
 
+#: rates whose counts a run's summary holds: metric -> the column of its denominator (the numerator is
+#: rate × denominator; observe/detection.py defines them)
+PROPORTION_DENOMINATORS = {"detection.false_isolation_rate": "detection.ever_healthy_agents",
+                           "detection.missed_rate": "detection.episodes",
+                           "detection.never_degraded_isolated_rate": "detection.healthy_agents"}
+
+
+def rate_counts(metric: str, rows: Sequence[Mapping]) -> list[tuple[int, int]] | None:
+    """``[(successes, trials)]`` of a rate per row, from its denominator column
+    (:data:`PROPORTION_DENOMINATORS`); None where the metric has none, or a row lacks it or does not give a
+    whole count (then the seed-based interval alone applies)."""
+    den = PROPORTION_DENOMINATORS.get(metric)
+    if den is None:
+        return None
+    out = []
+    for r in rows:
+        try:
+            x, n = float(r.get(metric)), float(r.get(den))  # type: ignore[arg-type]  # (None: TypeError)
+        except (TypeError, ValueError):
+            return None
+        if not (math.isfinite(x) and math.isfinite(n)) or n < 1 or n != int(n):
+            return None
+        k = x * n
+        if abs(k - round(k)) > 1e-6:
+            return None
+        out.append((int(round(k)), int(n)))
+    return out
+
+
+def pooled_proportion_interval(counts: Sequence[tuple[int, int]], conf: float = 0.95) -> Interval:
+    """The Wilson score interval of the pooled counts ``[(successes, trials)]`` (every seed's agents or
+    episodes together): never of zero width with trials > 0, and in [0, 1]. ``se``: the binomial one."""
+    from scipy.special import ndtri
+
+    k, n = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    if n <= 0:
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0)
+    p = k / n
+    z = float(ndtri(0.5 + conf / 2.0))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Interval(p, math.sqrt(p * (1 - p) / n), max(0.0, centre - half), min(1.0, centre + half), len(counts))
+
+
+def all_equal(iv: Interval) -> bool:
+    """Two or more values, all the same: a t-interval of zero width that says nothing about certainty
+    (written ``(n=2, all equal)``, not as an interval)."""
+    return iv.n >= 2 and math.isfinite(iv.lo) and iv.lo == iv.hi
+
+
 def is_proportion(metric: str) -> bool:
     """Whether a metric's values are proportions in [0, 1] (:func:`metric_bounds`)."""
     return metric_bounds(metric) == (0.0, 1.0)
 
 
-def metric_interval(metric: str, values: Sequence[float], conf: float = 0.95) -> Interval:
+def metric_interval(metric: str, values: Sequence[float], conf: float = 0.95,
+                    counts: Sequence[tuple[int, int]] | None = None) -> Interval:
     """The interval a metric's seed values get: :func:`proportion_interval` for a proportion,
-    else the t-interval (:func:`interval`)."""
-    return proportion_interval(values, conf) if is_proportion(metric) else interval(values, conf)
+    else the t-interval (:func:`interval`). With ``counts`` (a rate's ``[(successes, trials)]`` behind
+    ``values``, :func:`rate_counts`) whose pooled rate is the values' mean: the span of both that and
+    :func:`pooled_proportion_interval`, so neither the seeds' spread nor the binomial noise of a few
+    agents is left out (seeds that agree no longer give zero width)."""
+    iv = proportion_interval(values, conf) if is_proportion(metric) else interval(values, conf)
+    if counts and iv.n >= 2:
+        pooled = pooled_proportion_interval(counts, conf)
+        if pooled.n and math.isclose(pooled.mean, iv.mean, rel_tol=1e-9, abs_tol=1e-12):
+            return Interval(iv.mean, iv.se, min(iv.lo, pooled.lo), max(iv.hi, pooled.hi), iv.n)
+    return iv
 
 
 def paired(a: Mapping[int, float], b: Mapping[int, float], conf: float = 0.95) -> Interval:

@@ -24,14 +24,18 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..backends.provenance import Factor, assumption_factors, factor_overrides, load_profile_data
+from ..core.dotted import MISSING, get_path
 from ..core.errors import InputError, RunFolderError
 from ..io.records import write_atomic
 from ..sweep.results import csv_text
 from .design import Allocation, allocate, end_design, lhs_design, morris_analyze, morris_design
 from .tables import BANDS, FORMAT, RANKING, SAMPLES, STATE, TORNADO, read_csv, read_state
+
+if TYPE_CHECKING:
+    from ..scenario.model import CheckMemo
 
 __all__ = ["Study", "Sample", "plan_uncertainty", "check_metrics", "run_uncertainty", "UncertaintyOutcome",
            "STATE", "RANKING", "BANDS", "SAMPLES", "TORNADO", "FORMAT", "read_state", "read_csv",
@@ -80,7 +84,8 @@ class Study:
     axes: list[str]  # backend.overrides.<leaf> of every number a factor covers
     leaf_base: dict[str, Any]  # each such number's value at the base
     samples: list[Sample] = field(default_factory=list)  # base + Morris (the band's come after screening)
-    memo: dict[str, Any] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)  # the base graph and the parsed profile
+    checks: Optional[CheckMemo] = None  # check_semantics' memo (made on the first sample)
 
     @property
     def k(self) -> int:
@@ -190,7 +195,7 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
 def _point(study: Study, s: Sample) -> None:
     """Fill ``s.key``, ``s.values`` and ``s.data``: the sample as a validated sweep point."""
     from ..simulate.runner import portable_data
-    from ..scenario.model import check_semantics, parse_scenario
+    from ..scenario.model import CheckMemo, check_semantics, parse_scenario
     from ..sweep.core import point_key
 
     positions = {f.name: u for f, u in zip(study.factors, s.positions) if u is not None}
@@ -201,14 +206,16 @@ def _point(study: Study, s: Sample) -> None:
         data["backend"]["overrides"] = over
     try:
         sc = parse_scenario(data, study.source, study.base_dir)
+        if study.checks is None:
+            study.checks = CheckMemo()
         if over and s.stage != "base":
-            _check_profile(study, sc, over)
+            _check_profile(study, sc, over, study.checks)
         graph = study.memo.get("graph")
         if graph is None:
             from ..scenario.model import build_graph
 
             graph = study.memo["graph"] = build_graph(sc, study.seeds[0])
-        check_semantics(sc, graph, study.memo)
+        check_semantics(sc, graph, study.checks)
     except InputError as exc:
         where = ", ".join(f"{n}={u:g}" for n, u in positions.items()) or "the profile's values"
         raise InputError(f"the ranges make an invalid profile at sample {s.index} ({where}): {exc}",
@@ -218,13 +225,11 @@ def _point(study: Study, s: Sample) -> None:
     s.values = {f"backend.overrides.{leaf}": over.get(leaf, v) for leaf, v in study.leaf_base.items()}
 
 
-def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
+def _check_profile(study: Study, sc: Any, over: dict[str, Any], checks: CheckMemo) -> None:
     """The profile with ``over`` applied validates, from the file parsed once (parsing it per sample
     is most of a plan's time); check_semantics then finds the backend checked. The base sample checks
     the file itself the ordinary way."""
-    import json
-
-    from ..backends.profiles import apply_overrides
+    from ..backends.profiles import override_profile
 
     if "profile" not in study.memo:
         from ..backends.fake import FakeProfile
@@ -237,23 +242,22 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     try:
-        model.model_validate(apply_overrides(data, over, study.profile_path.stem))
+        model.model_validate(override_profile(data, over, study.profile_path.stem))
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
         raise InputError(e["msg"].removeprefix("Value error, "),
                          field=".".join(str(x) for x in e["loc"]) or None) from None
-    bkey = json.dumps(["backend", sc.backend.model_dump(mode="json"), str(sc.base_dir)], sort_keys=True, default=str)
-    study.memo[bkey] = True  # the key check_semantics uses
+    checks.backend_checked(sc)
 
 
 def _band_samples(study: Study, top: list[int]) -> list[Sample]:
-    out = []
+    out: list[Sample] = []
     n = len(study.samples)
     for row in end_design(top, study.k):
         out.append(Sample(n + len(out), "end", row))
-    for row in lhs_design(len(top), study.alloc.lhs, study.design_seed):
+    for lhs_row in lhs_design(len(top), study.alloc.lhs, study.design_seed):
         pos: list[Optional[float]] = [None] * study.k
-        for i, u in zip(top, row):
+        for i, u in zip(top, lhs_row):
             pos[i] = u
         out.append(Sample(n + len(out), "lhs", pos))
     for s in out:
@@ -264,24 +268,9 @@ def _band_samples(study: Study, top: list[int]) -> list[Sample]:
 # ------------------------------------------------------------------------------------ metrics
 
 
-#: what :func:`summary_value` gives for a path a summary does not hold
-ABSENT = object()
-
-
-def summary_value(data: Any, path: str) -> Any:
-    """The value at the dotted ``path`` of a run's summary, or :data:`ABSENT`."""
-    for part in path.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return ABSENT
-        data = data[part]
-    return data
-
-
 def metric_value(summary: dict[str, Any], path: str) -> Optional[float]:
     """A summary's number at dotted ``path`` (booleans as 0/1); None when missing, null or not finite."""
-    from ..io.records import dig
-
-    v = dig(summary, path)
+    v = get_path(summary, path, None)
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)) and math.isfinite(v):
@@ -299,15 +288,15 @@ def check_metrics(study: Study) -> dict[str, Any]:
     sc = parse_scenario(small, study.source, study.base_dir)
     summary = json.loads(json.dumps(run_one(sc, study.seeds[0]).summary, default=str))
     if not study.metrics:
-        study.metrics = [m for m in DEFAULT_METRICS if summary_value(summary, m) is not ABSENT]
+        study.metrics = [m for m in DEFAULT_METRICS if get_path(summary, m, MISSING) is not MISSING]
         if not study.metrics:
             raise InputError("no default metric in this scenario's summary; name one", field="--metric")
     from ..sweep.results import flatten
 
     known = sorted(flatten(summary))
     for m in study.metrics:
-        v = summary_value(summary, m)
-        if v is ABSENT:
+        v = get_path(summary, m, MISSING)
+        if v is MISSING:
             import difflib
 
             close = difflib.get_close_matches(m, known, n=3)
@@ -459,8 +448,8 @@ def rank(study: Study, out: Path) -> tuple[list[dict[str, Any]], list[int]]:
     score = [max((n[i] for n in norm), default=0.0) for i in range(k)]
     top = sorted(sorted(range(k), key=lambda i: (-score[i], i))[:study.alloc.top])
     names = {study.factors[i].name for i in top}
-    for r in rows:
-        r["in_band"] = r["factor"] in names
+    for row in rows:
+        row["in_band"] = row["factor"] in names
     return rows, top
 
 

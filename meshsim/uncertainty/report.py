@@ -69,11 +69,11 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
                       key=lambda t: -abs(t[0] - base))
         for k, (v, color) in enumerate(bars):
             ax.barh(y, v - base, left=base, height=0.6 if k == 0 else 0.36, color=color, zorder=2 + k)
-        for v, color, sign in ((lo, LOW_COLOR, -1), (hi, HIGH_COLOR, 1)):
-            if v is None:
+        for end, color, sign in ((lo, LOW_COLOR, -1), (hi, HIGH_COLOR, 1)):
+            if end is None:
                 continue
-            right = base is None or v > base or (v == base and sign > 0)
-            ax.annotate(_fmt(v), (v, y + (0.17 if sign > 0 else -0.17) * (lo == hi or _same_side(lo, hi, base))),
+            right = base is None or end > base or (end == base and sign > 0)
+            ax.annotate(_fmt(end), (end, y + (0.17 if sign > 0 else -0.17) * (lo == hi or _same_side(lo, hi, base))),
                         xytext=(3 if right else -3, 0), textcoords="offset points", va="center",
                         ha="left" if right else "right", fontsize=8, color=color, zorder=5)
         labels.append(f"{r['factor']}  [{_fmt(r['low'])}{'×' if r['scale'] else ''}, "
@@ -105,7 +105,7 @@ def tornado(d: dict[str, Any], metric: str, ax=None):
         ax.set_xlim(lo_x - pad, hi_x + pad)
     from matplotlib.patches import Patch
 
-    handles = []
+    handles: list[Any] = []  # (lines and patches)
     if base is not None:
         ax.axvline(base, color="#212529", lw=1, zorder=6)
         from matplotlib.lines import Line2D

@@ -332,11 +332,12 @@ def _points(plan: VerdictPlan, size: Size) -> None:
     """Every candidate at the profile's values and at each assumption sample, validated as sweep points."""
     from ..backends.provenance import factor_overrides
     from ..simulate.runner import portable_data
-    from ..scenario.model import build_graph, check_semantics, get_path, parse_scenario, set_path, topology_seed
+    from ..scenario.model import (CheckMemo, build_graph, check_semantics, get_path, parse_scenario, set_path,
+                                  topology_seed)
     from ..sweep.core import Point, point_key
 
     graphs: dict[str, Any] = {}
-    memo: dict[str, Any] = {}
+    memo = CheckMemo()
 
     def point(data: dict[str, Any], values: dict[str, Any], what: str) -> Point:
         try:
@@ -390,7 +391,7 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
     from ..simulate.runner import run_one
     from ..scenario.model import parse_scenario, scenario_data
     from ..sweep.results import flatten
-    from ..uncertainty.core import ABSENT, summary_value
+    from ..core.dotted import MISSING, get_path
 
     size = plan.sizes[0]
     small = scenario_data(copy.deepcopy(size.base), size.source, None, smoke=True)
@@ -398,9 +399,9 @@ def _check_paths(plan: VerdictPlan, paths: list[str]) -> None:
                                             plan.seeds[0]).summary, default=str))
     known = sorted(flatten(summary))
     for p in paths:
-        v = summary_value(summary, p)
+        v = get_path(summary, p, MISSING)
         text = next(c.text for c in plan.constraints if c.path == p)
-        if v is ABSENT:
+        if v is MISSING:
             close = difflib.get_close_matches(p, known, n=2)
             raise InputError("not a number of this scenario's summary.json"
                              + (f" (did you mean {', '.join(close)}?)" if close else ""),

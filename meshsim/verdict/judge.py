@@ -99,8 +99,8 @@ def _worst_run(runs: list[Run], names: dict[int, list[str]]) -> Optional[dict[st
 def _cell(plan: Any, size: Any, cand: Any, folder: Path, paths: list[str]) -> dict[str, Any]:
     runs, failed, names = read_runs(folder, size.held[cand.name].key, plan.seeds, paths)
     band = []
-    for j in range(len(plan.positions)):
-        rs, _f, _n = read_runs(folder, size.band[(cand.name, j)].key, plan.band_seeds, paths)
+    for sample in range(len(plan.positions)):
+        rs, _f, _n = read_runs(folder, size.band[(cand.name, sample)].key, plan.band_seeds, paths)
         band.append(rs)
     measures = {name: _measure(name, runs, band) for name in MEASURES}
     events = {}

@@ -22,6 +22,7 @@ from typing import Any
 from ..core.calls import TaskRef
 from ..core.errors import InputError
 from ..core.files import is_input_file, load_yaml
+from ..core.names import node_order
 
 __all__ = ["DatasetProfile", "load_profile", "builtin_profiles", "replicate", "make_stream"]
 
@@ -119,7 +120,7 @@ def load_profile(name: str) -> DatasetProfile:
 def replicate(profile: DatasetProfile, replicas: int) -> tuple[dict[str, list[str]], list[str]]:
     """Abilities of ``6 * replicas`` agents and the replicated degradation targets."""
     size = profile.size
-    order = sorted(profile.agents, key=lambda a: int(a[1:]))
+    order = sorted(profile.agents, key=node_order)
     abilities: dict[str, list[str]] = {}
     targets: list[str] = []
     for r in range(replicas):

@@ -77,8 +77,11 @@ def test_multi_seed_run_writes_aggregate_and_resumes(tmp_path):
 #: then the reviews of correct finals calibrated to App. C.5's Takeover entry, 32 : 32).
 #: Updated for issue 21 item 2 (models.<m>.repair in the shipped profiles: a finalizer reading an
 #: unsound draft may re-derive its half; byte-identical with repair 0, tests/protocols/test_repair.py).
+#: Updated for issue 34 (staggered-math only: the shipped scenario follows Tab. C5's layout, its
+#: healthy phase the App. C.2 warm-up, 42 tasks at smoke size; with protocol.params.warmup=0 the
+#: folder is byte-identical to the previous digest, 747c9c2d…).
 MESHHEAL_PINNED = {
-    ("staggered-math", 2): "747c9c2d9aa6a5c79b44f2ffd593caeafdf4b32980dd3c640804f02989043f72",
+    ("staggered-math", 2): "3acdfc08eb9a65cbd27e96221450f3bafd2bb859fc3146fb4698cf2180a439da",
     ("persistent-bbh", 1): "4aba3d55d10fede9a7548f85e1b83b13b595a5b63d45532530428cecd00a69e8",
 }
 
@@ -128,3 +131,12 @@ def test_meshheal_outputs_are_pinned(pinned_runs):
                  "in the record tables or in those files' bytes")
         raise AssertionError(f"MeshHeal's {name} seed {seed} run folder changed (digest {got}); {where}\n"
                              "(a change meant to alter it: update MESHHEAL_PINNED and the golden files, and say why)")
+
+
+def test_staggered_without_the_warm_up_is_the_folder_pinned_before_it(tmp_path):
+    """Issue 34: the shipped staggered schedule gained Tab. C5's warm-up and nothing else; with
+    ``protocol.params.warmup=0`` its smoke run is byte for byte the folder pinned before."""
+    root = SCENARIO.parents[1] / "meshheal"
+    sc = meshsim.load_scenario(root / "staggered-math.yaml", ["protocol.params.warmup=0"], smoke=True)
+    meshsim.run(sc, seed=2, out=tmp_path / "off")
+    assert _digest(tmp_path / "off") == "747c9c2d9aa6a5c79b44f2ffd593caeafdf4b32980dd3c640804f02989043f72"

@@ -7,19 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from meshsim.paper import calibration as cal
 from meshsim.cli import main
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
 
 
 @pytest.fixture(scope="module")

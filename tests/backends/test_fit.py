@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 import meshsim
 from meshsim.backends.fake import load_fake_profile
 from meshsim.cli import main
 from meshsim.paper import fitcheck
 from meshsim.io.records import read_records
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPES = {  # (strong, weak) accuracy per BBH type: far from the default profile's 0.97 / 0.06
@@ -43,13 +43,6 @@ def recorded(tmp_path_factory) -> Path:
     sc = meshsim.load_scenario(ROOT / "scenarios" / "meshheal" / "persistent-bbh.yaml", sets)
     meshsim.run(sc, out=d / "run")
     return d / "run"
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
 
 
 # Full size (20 re-simulations per check, 0.05 limit) runs with the slow checks;
@@ -166,3 +159,36 @@ def test_fit_estimates_review_score_distributions(tmp_path):
     assert sum(unv.values()) == pytest.approx(1.0) and unv.get("unverified", 0.0) > 0.4
     # ranges stay on assumptions: numbers the recording now sources lose theirs
     assert not any(k.startswith("review.scores.strong.garbage") for k in data.get("ranges", {}))
+
+
+def _call(kind: str, role: str, correct, *, dataset="bbh", type_="navigate", abilities=(), error=None,
+          wall=None, ct=10) -> dict:
+    e = {"backend": "fake:x", "request": {"kind": kind, "model": role, "abilities": list(abilities), "context": {},
+                                          "task": {"dataset": dataset, "type": type_}},
+         "response": {"correct": correct, "error": error, "fields": {}, "text": "", "prompt_tokens": 100,
+                      "completion_tokens": ct}}
+    if wall is not None:
+        e["wall"] = wall
+    return e
+
+
+def test_tally_counts_graded_answers_and_each_fitter_writes_its_quantity():
+    """fit_profile = one tally of the calls + one fitter per quantity (issue 31): Finalize answers
+    count toward skill, Takeover candidates (written for the hard questions) and failures do not."""
+    from meshsim.backends.fit import FITTERS, fit_profile, tally
+
+    entries = [_call("finalize", "strong", True, abilities=["a"]), _call("finalize", "strong", False),
+               _call("finalize", "weak", True, type_="date"), _call("takeover_candidate", "strong", False),
+               _call("finalize", "strong", True, error="timeout"), _call("infer_abilities", "weak", False),
+               _call("infer_abilities", "weak", True)]
+    t = tally(entries)
+    assert t.skill["bbh"]["strong"] == [1, 2] and t.skill["bbh"]["weak"] == [1, 1]
+    assert t.skill_by_type[("bbh", "navigate", "strong")] == [1, 2] and t.by_ability[("a", "strong")] == [1, 1]
+    assert t.infer["weak"] == [1, 2] and t.errors == 1 and not t.real
+    assert [n for n, _ in FITTERS][:2] == ["graded", "skill"]  # the review tables read fitted skills
+    prof, notes = fit_profile(entries, cassette_name="c.jsonl")
+    assert prof["models"]["strong"]["skill"]["bbh"] == 0.5 and prof["models"]["weak"]["infer"] == 0.5
+    # a type seen twice is shrunk toward the role's rate by two pseudo-tasks: (1 + 2 * 0.5) / 4
+    assert prof["models"]["strong"]["skill_by_type"]["bbh"]["navigate"] == 0.5
+    assert prof["sources"]["models.strong.skill.bbh"] == "recording: c.jsonl: 1 of 2 graded answers right"
+    assert "1 recorded failures skipped" in notes and "graded" not in prof

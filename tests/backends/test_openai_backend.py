@@ -11,13 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
 
 from meshsim.backends import check_backend, make_backend
 from meshsim.core.calls import CallKind, Request, TaskRef
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
 from meshsim.cli import main
 from meshsim.core.errors import InputError
+from tests.helpers import cli_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-SECRET-0123456789"
@@ -362,11 +362,7 @@ def test_unset_key_variable_fails_at_start_in_one_line(tmp_path, monkeypatch):
     sc.write_text("name: s\nnetwork: {topology: {kind: complete, n: 6}}\nagents: {profile: bbh}\n"
                   "protocol: {name: meshheal}\nbackend: {kind: openai, profile: ep.yaml}\n"
                   "tasks: {dataset: bbh, count: 7}\n")
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        runner = CliRunner()
-    res = runner.invoke(main, ["validate", str(sc)], catch_exceptions=False)
+    res = cli_runner().invoke(main, ["validate", str(sc)], catch_exceptions=False)
     assert res.exit_code == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "MESHSIM_NO_SUCH_KEY" in lines[0]

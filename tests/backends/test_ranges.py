@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsim.core.calls import Request, TaskRef
 from meshsim.backends.fake import (CLASSES, VERDICTS, FakeBackend, FakeProfile, SplitMix64, load_fake_profile,
                                    score_distribution)
-from meshsim.backends.profiles import apply_overrides
+from meshsim.backends.profiles import override_profile
 from meshsim.backends.provenance import assumption_factors, explain_rows, factor_overrides, range_for
 from meshsim.cli import main
 from meshsim.core.errors import InputError
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
 #: profiles excluded from the range checks (none: every shipped fake profile has its ranges)
@@ -35,13 +35,6 @@ def _fake_profiles() -> list[Path]:
 
 FAKES = _fake_profiles()
 MESHHEAL = [p for p in FAKES if yaml.safe_load(p.read_text()).get("kind") == "fake"]
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
 
 
 def test_the_shipped_fakes_are_all_covered():
@@ -75,7 +68,7 @@ def test_every_corner_of_the_ranges_is_a_valid_profile(path):
     corners = [{f.name: u for f in factors} for u in (0.0, 1.0)]
     corners += [{f.name: u} for f in factors for u in (0.0, 1.0)]
     for pos in corners:
-        FakeProfile.model_validate(apply_overrides(data, factor_overrides(factors, pos)))
+        FakeProfile.model_validate(override_profile(data, factor_overrides(factors, pos)))
 
 
 def test_explain_prints_ranges_and_the_factor_count():

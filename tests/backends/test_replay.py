@@ -5,15 +5,14 @@ import asyncio
 import gzip
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.helpers import endpoint_scenario, send_json
+from tests.helpers import cli_runner, endpoint_scenario, send_json, serve
 
 import meshsim
 from meshsim.core.calls import CallKind, Request, TaskRef
@@ -295,17 +294,10 @@ def _scenario(tmp_path, port, mode):
 
 
 def test_scenario_records_over_http_then_replays_offline(tmp_path, monkeypatch):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    srv.auth = []
-    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    th.start()
-    port = srv.server_address[1]
     monkeypatch.setenv("MESHSIM_E2E_KEY", SECRET)
-    try:
+    with serve(_Chat, auth=[]) as srv:
+        port = srv.server_address[1]
         rec = meshsim.run(_scenario(tmp_path, port, "record"), out=tmp_path / "rec")
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert srv.auth and all(a == f"Bearer {SECRET}" for a in srv.auth)
     n_calls = len(srv.auth)
     assert SECRET not in (tmp_path / "cas.jsonl").read_text()
@@ -338,8 +330,6 @@ def _entry(i, kind, model, correct=None, fields=None, ctx=None, ct=20, wall=None
 
 
 def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
-    from click.testing import CliRunner
-
     from meshsim.backends.fake import load_fake_profile
     from meshsim.cli import main
 
@@ -371,10 +361,7 @@ def test_backends_fit_recovers_rates_scores_tokens_latency(tmp_path):
     cas = tmp_path / "c.jsonl"
     cas.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "fitted.yaml"
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:
-        runner = CliRunner()
+    runner = cli_runner()
     res = runner.invoke(main, ["backends", "fit", str(cas), "-o", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     p = load_fake_profile(out)

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Open report.html files in headless Chromium and check what a reader sees (issue 32 item 6).
 
-For each page: every figure (<img>) loaded (complete, naturalWidth > 0), no console error, no
-uncaught exception and no failed resource load, and (with --max-height) the page no taller than
-that many CSS pixels at a 1280 px wide window. A PNG screenshot of each page goes to --shots.
+The report builders mark every figure they meant to include as a slot: an element with a
+``data-figure`` attribute (``drawn``: a <figure> holding its <img>; ``not drawn``: the note saying
+why), so a figure replaced by a note, or dropped, is seen. For each page: at least one slot, every
+slot holding an image that loaded (complete, naturalWidth > 0), every other <img> loaded too, with
+--min-figures at least that many loaded figures, no console error, no uncaught exception and no
+failed resource load, and (with --max-height) the page no taller than that many CSS pixels at a
+1280 px wide window. A PNG screenshot of each page goes to --shots.
 
     python tests/browser/check_report.py runs/x/report.html sweeps/y/report.html \\
-        --max-height 6000 --shots .ci-artifacts
+        --min-figures 4 --max-height 6000 --shots .ci-artifacts
 
 Exit 0 when every page passes, 1 when one fails (one line per problem), 2 when Chromium is
 missing or does not answer. Chromium is driven over the DevTools protocol on a pipe
@@ -44,6 +48,11 @@ PROBE = """JSON.stringify({
   images: Array.from(document.images).map((im, i) => ({
     index: i, src: (im.getAttribute('src') || '').slice(0, 60), alt: im.alt || '',
     complete: im.complete, width: im.naturalWidth, height: im.naturalHeight})),
+  slots: Array.from(document.querySelectorAll('[data-figure]')).map((el, i) => ({
+    index: i, state: el.getAttribute('data-figure'),
+    title: ((el.querySelector('h3') || {}).textContent || '').slice(0, 80),
+    text: ((el.querySelector('.note') || el).textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 160),
+    images: Array.from(el.querySelectorAll('img')).map(im => Array.from(document.images).indexOf(im))})),
   first_figure: document.images.length
     ? Math.round(document.images[0].getBoundingClientRect().top + window.scrollY) : null,
   title: document.title})"""
@@ -208,19 +217,43 @@ def console_errors(events: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def check_page(browser: Browser, page: Path, max_height: Optional[int], shots: Optional[Path]) -> tuple[list[str], dict[str, Any]]:
+def figure_problems(info: dict[str, Any], min_figures: Optional[int]) -> list[str]:
+    """What is wrong with a page's figures (its probed ``slots`` and ``images``); sets
+    ``info["figures"]``, the number of slots whose image loaded."""
+    images = info["images"]
+    loaded = [im["complete"] and im["width"] > 0 for im in images]
+    problems, in_slots, good = [], set(), 0
+    if not info["slots"]:
+        problems.append("no figure slot (an element with data-figure) on the page")
+    for slot in info["slots"]:
+        n, title = slot["index"] + 1, slot["title"] or "untitled"
+        in_slots.update(slot["images"])
+        if not slot["images"]:
+            problems.append(f"figure {n} ({title!r}) holds no image: {slot['text']!r}")
+            continue
+        for i in slot["images"]:
+            if not loaded[i]:
+                im = images[i]
+                problems.append(f"figure {n} ({title!r}) did not load (src {im['src']!r}, alt {im['alt']!r})")
+        good += all(loaded[i] for i in slot["images"])
+    for i, im in enumerate(images):
+        if i not in in_slots and not loaded[i]:
+            problems.append(f"image {i + 1} (outside the figures) did not load (src {im['src']!r}, alt {im['alt']!r})")
+    info["figures"] = good
+    if min_figures is not None and good < min_figures:
+        problems.append(f"{good} figures loaded, fewer than the {min_figures} expected (--min-figures)")
+    return problems
+
+
+def check_page(browser: Browser, page: Path, max_height: Optional[int], shots: Optional[Path],
+               min_figures: Optional[int] = None) -> tuple[list[str], dict[str, Any]]:
     """(problems, facts) of one report page."""
     start = browser.load(page.resolve().as_uri())
     # decoding of data: images finishes after the load event at the latest; give late console output a moment
     info = json.loads(browser.evaluate(PROBE))
     time.sleep(0.2)
     browser.evaluate("0")  # drains events that arrived meanwhile
-    problems = []
-    if not info["images"]:
-        problems.append("no figure (<img>) on the page")
-    for im in info["images"]:
-        if not im["complete"] or im["width"] == 0:
-            problems.append(f"figure {im['index'] + 1} did not load (src {im['src']!r}, alt {im['alt']!r})")
+    problems = figure_problems(info, min_figures)
     problems += console_errors(browser.events[start:])
     if max_height is not None and info["height"] > max_height:
         problems.append(f"page is {info['height']} px tall, over the bound of {max_height} px")
@@ -236,6 +269,8 @@ def check_page(browser: Browser, page: Path, max_height: Optional[int], shots: O
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pages", nargs="+", type=Path, help="report.html files")
+    ap.add_argument("--min-figures", type=int, default=None, metavar="N",
+                    help="fail a page with fewer than N figures that loaded (what its report holds today)")
     ap.add_argument("--max-height", type=int, default=None, metavar="PX",
                     help="fail a page taller than this (CSS px at a 1280 px wide window)")
     ap.add_argument("--shots", type=Path, default=None, metavar="DIR", help="write a PNG screenshot of each page here")
@@ -254,10 +289,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         browser.open_page()
         for page in args.pages:
-            problems, info = check_page(browser, page, args.max_height, args.shots)
+            problems, info = check_page(browser, page, args.max_height, args.shots, args.min_figures)
             ok = "FAIL" if problems else "ok"
             first = f" (the first at {info['first_figure']} px)" if info.get("first_figure") is not None else ""
-            print(f"{ok}: {page}: {len(info['images'])} figures{first}, {info['height']} px tall, {info['bytes']:,} bytes"
+            print(f"{ok}: {page}: {info['figures']} figures{first}, {info['height']} px tall, {info['bytes']:,} bytes"
                   + (f", screenshot {info['screenshot']}" if "screenshot" in info else ""))
             for pr in problems:
                 print(f"  {page}: {pr}")

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from meshsim.cli import main
 from meshsim.io.records import read_records
+from tests.helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "scenarios" / "routing" / "sparse-failures.yaml"
@@ -36,17 +35,6 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env.pop("MESHSIM_DEBUG", None)
     return subprocess.run(meshsim_cmd() + [str(a) for a in args], capture_output=True, text=True,
                           env=env, cwd=cwd, stdin=subprocess.DEVNULL, timeout=120)
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def invoke(*args: str):
-    return _runner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_error_line(stderr: str) -> str:

@@ -1,6 +1,6 @@
 """What `meshsim run` prints (issue 32): results in words, never a raw None, an isolation before a
 degradation labelled so, a collapse that names what collapsed, the folder and the next commands,
-progress lines off a terminal."""
+progress lines off a terminal, a live bar with an ETA on one."""
 from __future__ import annotations
 
 import gzip
@@ -9,23 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import meshsim.simulate.console as console
 from meshsim.cli import main
 from meshsim.simulate.console import ProgressLines, collapse_line, next_steps, seed_lines
+from tests.helpers import cli_runner as _runner
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = str(ROOT / "scenarios/meshheal/staggered-math.yaml")
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def _run(*args: str):
@@ -79,9 +72,10 @@ def test_a_summary_with_missing_values_never_prints_none(s):
 
 def test_an_agent_isolated_before_it_degraded_is_labelled_so(tmp_path):
     """Smoke staggered MATH, seed 1: A3 is (falsely) isolated at task 44, before its degradation at 85,
-    so its detection delay 0 is no detection; the console says so, with the task of that isolation."""
+    so its detection delay 0 is no detection; the console says so, with the task of that isolation.
+    Without the scenario's Tab. C5 warm-up (42 smoke tasks), as measured: the case needs detection early."""
     out = tmp_path / "r"
-    res = _run(STAGGERED, "--smoke", "--seed", "1", "--out", str(out))
+    res = _run(STAGGERED, "--smoke", "--seed", "1", "--set", "protocol.params.warmup=0", "--out", str(out))
     a3 = json.loads((out / "summary.json").read_text())["agents"]["A3"]
     assert a3["detection_delay"] == 0 and a3["degraded_at"] == 85  # the case the label is for
     states = [json.loads(x) for x in gzip.open(out / "states.jsonl.gz", "rt")]
@@ -92,7 +86,8 @@ def test_an_agent_isolated_before_it_degraded_is_labelled_so(tmp_path):
     assert "detected" not in line and "no closure" in line  # it was let back in while degraded
     # the false-isolation line counts it and says what the paper reports
     (fi,) = [x for x in res.stdout.splitlines() if "isolated while healthy" in x]
-    assert "A3" in fi and "before its own degradation" in fi and "paper: none; see docs/validation.md" in fi
+    assert "A3" in fi and "before its own degradation" in fi
+    assert "paper: none; see docs/validation.md in meshsim's source" in fi  # a wheel holds no docs/
 
 
 def test_without_the_states_table_the_label_still_says_before():
@@ -122,7 +117,7 @@ def test_a_collapse_line_names_the_abilities_that_collapsed():
     line = collapse_line(s)
     assert line.startswith("COLLAPSE: every healthy holder of abilities 'algebra', 'geometry' isolated at once, "
                            "from task 140 for 25 tasks")
-    assert "docs/meshheal.md#collapse" in line
+    assert "docs/meshheal.md#collapse in meshsim's source" in line
     assert collapse_line({"collapse": {"occurred": False}}) is None
     assert "None" not in collapse_line({"collapse": {"occurred": True, "spans": [{"ability": None}]}})
 
@@ -135,7 +130,7 @@ def test_the_end_of_a_run_names_the_folder_and_the_next_commands(tmp_path):
     out = tmp_path / "my run"
     res = _run(STAGGERED, "--smoke", "--seed", "3", "--out", str(out))
     tail = res.stdout.splitlines()[-4:]
-    assert tail[0] == f"results in {out}/ (docs/outputs.md says what each file holds)"
+    assert tail[0] == f"results in {out}/ (docs/outputs.md in meshsim's source says what each file holds)"
     assert tail[1].startswith(f"next: meshsim report '{out}'")  # quoted: pasted into a shell as is
     assert tail[2].strip().startswith(f"meshsim plot '{out}'")
     assert tail[3].strip().startswith(f"meshsim explain '{out}'")  # this seed isolated healthy agents
@@ -171,6 +166,47 @@ def test_progress_lines_off_a_terminal_one_per_interval(tmp_path, monkeypatch):
     assert quiet.stderr == ""
 
 
+def _on_a_terminal(args: list[str], cwd: Path) -> str:
+    """``meshsim ARGS`` in a child whose stdout and stderr are a pseudo-terminal (as in a shell), and
+    everything it drew there."""
+    import os
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", LINES="40")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "meshsim", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=slave, cwd=cwd, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, b"".join(chunks).decode(errors="replace")[-2000:]
+    return b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.slow  # a child process; a few seconds
+def test_an_eta_on_a_terminal_that_updates(tmp_path):
+    """On a terminal `meshsim run` draws a live bar with the time left (issue 32 item 3), redrawn as the
+    run goes: more than one frame, the percentage growing, an ETA with a time in it."""
+    out = _on_a_terminal(["run", STAGGERED, "--smoke", "--seeds", "1-3", "--out", str(tmp_path / "r")], tmp_path)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)  # the bar's cursor moves and colours
+    frames = re.findall(r"(\d+\.\d)% +(\d+:\d\d:\d\d|-:--:--) ETA (\d+:\d\d:\d\d|-:--:--)", text)
+    assert len(frames) >= 2, text[-2000:]
+    percents = [float(p) for p, _, _ in frames]
+    assert len(set(percents)) >= 2 and max(percents) > min(percents), frames
+    assert any(re.fullmatch(r"\d+:\d\d:\d\d", eta) for _, _, eta in frames), frames  # a time, not only -:--:--
+    assert "seed 1:" in text and "% done" not in text  # the results follow; no plain progress lines
+
+
 def test_progress_lines_come_every_interval_of_wall_time_with_the_time_left():
     now = [0.0]
     got: list[str] = []
@@ -182,3 +218,53 @@ def test_progress_lines_come_every_interval_of_wall_time_with_the_time_left():
     assert got[1] == "x: 11% done, 10 s elapsed, about 81 s left"
     assert ProgressLines("x", got.append, seeds=5).line(0.5, 600) == "x: 50% done (seed 3 of 5), 10 min elapsed, " \
                                                                      "about 10 min left"
+
+
+# ------------------------------------------------------------------ typos at first contact
+
+
+@pytest.mark.parametrize("arg, close", [
+    ("meshheal/staggered-mth", ["meshheal/staggered-math"]),
+    ("staggered-mth", ["compare/staggered-math", "meshheal/staggered-math"]),
+    ("scenarios/meshheal/staggered-mth.yaml", ["meshheal/staggered-math"]),
+])
+@pytest.mark.parametrize("command", [["run"], ["validate"], ["sweep", "--grid", "protocol.params.alpha=1"]])
+def test_a_mistyped_example_name_gets_the_close_names_and_a_pointer(tmp_path, monkeypatch, arg, close, command):
+    monkeypatch.chdir(tmp_path)
+    res = _runner().invoke(main, [command[0], arg, *command[1:]])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: {arg}: scenario file not found, nor a shipped example of that name")
+    assert "(did you mean " + " or ".join(f"'{c}'" for c in close) + "?)" in err
+    assert "'meshsim scenarios' lists the examples" in err
+
+
+def test_a_name_close_to_nothing_still_points_at_the_list(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = _runner().invoke(main, ["run", "nosuch.yaml"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == ("error: nosuch.yaml: scenario file not found, nor a shipped example of that "
+                                  "name; 'meshsim scenarios' lists the examples")
+    res = _runner().invoke(main, ["scenarios", "copy", "meshheal/staggerd-math"])
+    assert res.exit_code == 2 and "(did you mean 'meshheal/staggered-math'?)" in res.stderr
+
+
+def test_a_mistyped_backend_profile_lists_the_profiles_on_one_line(tmp_path, monkeypatch):
+    from meshsim.core.bundled import bundled
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(Path(STAGGERED).read_text().replace("fake-default", "fake-defualt"))
+    assert "fake-defualt" in (tmp_path / "s.yaml").read_text()
+    res = _runner().invoke(main, ["validate", "s.yaml"])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: s.yaml: backend.profile: backend profile not found")
+    shipped = sorted(p.stem for p in bundled("backends").glob("*.yaml"))
+    assert "fake-default" in shipped
+    assert f"did you mean 'fake-default'?; profiles: {', '.join(shipped)} (got 'fake-defualt')" in err
+    # a profile of the user's own, in ./backends, is listed too
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "backends" / "mine.yaml").write_text("kind: fake\n")
+    err = _runner().invoke(main, ["validate", "s.yaml"]).stderr
+    assert "profiles: " in err and "mine" in err.split("profiles: ")[1]

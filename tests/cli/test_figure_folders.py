@@ -13,26 +13,14 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from meshsim.cli import main  # noqa: E402
+from tests.helpers import invoke  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = ROOT / "scenarios" / "meshheal" / "staggered-math.yaml"
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def invoke(*args):
-    return _runner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def one_line(res) -> str:
@@ -219,7 +207,8 @@ def test_proportion_interval_near_0_and_1_stays_inside_where_t_does_not():
     xs = [0.52, 0.55, 0.5, 0.53, 0.51]
     t, w = interval(xs), proportion_interval(xs)
     assert w.lo == pytest.approx(t.lo, abs=2e-3) and w.hi == pytest.approx(t.hi, abs=2e-3)
-    # one seed: none; identical seeds: zero width, as the t-interval
+    # one seed: none; identical seeds and no counts: zero width, as the t-interval (printed as
+    # "(n=2, all equal)", never as an interval: test_seeds_that_agree_...)
     assert math.isnan(proportion_interval([0.4]).lo)
     assert (proportion_interval([0.0, 0.0]).lo, proportion_interval([0.0, 0.0]).hi) == (0.0, 0.0)
 
@@ -248,6 +237,108 @@ def test_summary_csv_gives_proportions_wilson_and_other_means_t(tmp_path):
     assert float(acc["lo"]) == pytest.approx(proportion_interval(list(accs.values())).lo)
     d = rows["detection.delay_mean"]
     assert float(d["lo"]) == pytest.approx(interval([10.0, 20.0]).lo) and float(d["lo"]) < 0
+
+
+def test_a_rate_with_counts_gets_the_pooled_wilson_interval_never_of_zero_width(tmp_path):
+    """Two seeds that agree (1 of 6 agents each) gave 0.167 [0.167, 0.167]: certainty from n = 2.
+    With the counts in the rows, the interval also spans the Wilson interval of 2 of 12."""
+    import csv
+
+    from tests.studies.test_sweep_views import A, make_sweep
+
+    from meshsim.plots.sweeps import open_sweep
+    from meshsim.plots.sweeps.data import _ci, cells
+    from meshsim.sweep.results import write_results
+    from meshsim.sweep.stats import pooled_proportion_interval, rate_counts
+
+    def summary(v, s):
+        return {"detection": {"false_isolation_rate": 1 / 6, "false_isolations": 1, "ever_healthy_agents": 6,
+                              "delay_mean": 12.0, "missed_rate": 0.0, "episodes": 2},
+                "accuracy": {"overall": 0.7}}
+
+    folder = make_sweep(tmp_path / "s", {A: [1.0]}, [1, 2], summary)
+    write_results(folder, json.loads((folder / "manifest.json").read_text()))
+    rows = {r["metric"]: r for r in csv.DictReader(open(folder / "summary.csv"))}
+    fi = rows["detection.false_isolation_rate"]
+    wilson = pooled_proportion_interval([(1, 6), (1, 6)])
+    assert float(fi["lo"]) == pytest.approx(wilson.lo) and float(fi["hi"]) == pytest.approx(wilson.hi)
+    assert 0.0 < float(fi["lo"]) < 1 / 6 < float(fi["hi"]) < 1.0
+    # 0 of 2 episodes missed on both seeds: still an interval, [0, 0.49]
+    missed = rows["detection.missed_rate"]
+    assert float(missed["lo"]) == 0.0 and float(missed["hi"]) == pytest.approx(pooled_proportion_interval([(0, 4)]).hi)
+    assert float(missed["hi"]) > 0.3
+    # the report's table and the figures read the same cells
+    c = cells(open_sweep(folder), "detection.false_isolation_rate", [A])[(1.0,)]
+    assert (c.lo, c.hi) == pytest.approx((wilson.lo, wilson.hi))
+    # a mean of per-seed values with no spread and no counts: said so, not an interval
+    d = cells(open_sweep(folder), "detection.delay_mean", [A])[(1.0,)]
+    assert _ci(d) == "12 (n=2, all equal)"
+    # counts that do not give the rate (no whole numerator), or are missing: no pooled interval
+    assert rate_counts("detection.false_isolation_rate", [{"detection.false_isolation_rate": 0.3,
+                                                          "detection.ever_healthy_agents": 6}]) is None
+    assert rate_counts("detection.false_isolation_rate", [{"detection.false_isolation_rate": 0.5}]) is None
+    assert rate_counts("detection.delay_mean", [{"detection.delay_mean": 3.0}]) is None
+
+
+def test_tradeoff_box_quotes_the_points_tables_interval_and_bars_are_cut_at_the_axes(tmp_path):
+    """The figure's "95 % interval" is the Points table's (summary.csv's), not one clipped to the range
+    observed across the sweep; a bar that runs past the axes ends in an open arrowhead and the
+    title says so."""
+    from tests.studies.test_sweep_views import A, _summary, make_sweep
+
+    from meshsim.plots.sweeps import open_sweep, tradeoff
+    from meshsim.plots.sweeps.data import _ci, _in_range, cells
+    from meshsim.plots.sweeps.report import write_sweep_report
+
+    fis = {1: 0.1, 2: 0.9}  # two seeds far apart: an interval spanning most of [0, 1]
+    folder = make_sweep(tmp_path / "s", {A: [1.0, 2.0]}, [1, 2],
+                        lambda v, s: _summary(fis[s] if v[A] == 1.0 else 0.5 + 0.01 * s, 10.0 * s + 40 * v[A]))
+    c = _in_range(cells(open_sweep(folder), "detection.false_isolation_rate", [A])[(1.0,)],
+                  "detection.false_isolation_rate")
+    fig = tradeoff(folder)
+    ax = fig.axes[0]
+    box = next(t.get_text() for t in ax.texts if t.get_text().startswith("Pareto front"))
+    table = _ci(c)
+    assert table in box, (table, box)
+    x0, x1 = ax.get_xlim()
+    assert c.lo < x0 or c.hi > x1  # the interval runs past the view ...
+    cuts = [ln for ln in ax.lines if ln.get_gid() == "interval-cut"]
+    assert cuts and all(ln.get_marker() in "<>^v" for ln in cuts)  # ... and its cut ends say so
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ax.get_title()
+    assert "as in the Points table" in title and "clipped to the axes" in title
+    assert "observed values" not in title
+    page = write_sweep_report(folder).read_text()
+    assert table in page  # the same words in the Points table
+
+
+def test_sensitivity_band_is_the_points_interval_and_says_what_it_is(tmp_path):
+    from tests.studies.test_sweep_views import A, _summary, make_sweep
+
+    from meshsim.plots.sweeps import open_sweep, sensitivity
+    from meshsim.plots.sweeps.data import _in_range, cells
+
+    fis = {1.0: (0.1, 0.9), 2.0: (0.748, 0.757)}
+    folder = make_sweep(tmp_path / "s", {A: [1.0, 2.0]}, [1, 2],
+                        lambda v, s: _summary(fis[v[A]][s - 1], 10.0 * s))
+    ax = sensitivity(folder, metric="detection.false_isolation_rate").axes[0]
+    band = next(col for col in ax.collections if col.get_label().startswith("band: "))
+    assert "over the point's seeds (as in the Points table)" in band.get_label()
+    ys = band.get_paths()[0].vertices[:, 1]
+    cs = cells(open_sweep(folder), "detection.false_isolation_rate", [A])
+    for k in ((1.0,), (2.0,)):
+        c = _in_range(cs[k], "detection.false_isolation_rate")
+        # each edge is the point's own interval, not bounded by other points' seeds (0.1 ... 0.9)
+        assert any(abs(y - c.lo) < 1e-9 for y in ys) and any(abs(y - c.hi) < 1e-9 for y in ys)
+    c2 = _in_range(cs[(2.0,)], "detection.false_isolation_rate")
+    assert c2.hi - c2.lo < 0.2  # not widened to other points' seeds either
+    # averaged over another parameter, the band is that average's interval, and its legend says so
+    from tests.studies.test_sweep_views import B, W
+
+    three = make_sweep(tmp_path / "three", {A: [1.0, 2.0], B: [3.0, 4.0], W: [8, 9]}, [1, 2],
+                       lambda v, s: _summary(fis[v[A]][s - 1], 10.0 * s + v[B]))
+    ax = sensitivity(three, x=A, metric="detection.false_isolation_rate").axes[0]
+    labels = [col.get_label() for col in ax.collections if col.get_label().startswith("band: ")]
+    assert labels == ["band: 95 % interval over seeds of the average over the other parameters, not any one point's"]
 
 
 def test_tradeoff_error_bars_are_capped_and_end_inside_the_axes(tmp_path):

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -29,6 +28,7 @@ from meshsim import plots  # noqa: E402
 from meshsim.plots import report  # noqa: E402
 from meshsim.cli import main  # noqa: E402
 from meshsim.io.records import find_records, read_records  # noqa: E402
+from tests.helpers import cli_runner as _runner, invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 PERSISTENT = ROOT / "scenarios" / "meshheal" / "persistent-math.yaml"
@@ -61,17 +61,6 @@ def assert_png(path: Path, height_in: float) -> None:
 
     img = mpimg.imread(str(path))
     assert img.std() > 0.01, "blank image"
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def invoke(*args):
-    return _runner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def cli(*args, cwd: Path) -> subprocess.CompletedProcess:

@@ -93,7 +93,7 @@ def test_run_prints_its_plan_and_refuses_a_huge_one(tmp_path):
     _one_line_exit_2(res, "20,000 runs")
     assert not (tmp_path / "r").exists()
     res = _invoke("run", STAGGERED, "--smoke", "--seeds", "12,9931", "--set", "tasks.count=30", "--set",
-                  "phases=[]", "--set", "events=[]", "--out", tmp_path / "r")
+                  "phases=[]", "--set", "events=[]", "--set", "protocol.params.warmup=0", "--out", tmp_path / "r")
     assert res.exit_code == 0, res.output + res.stderr
     assert "2 runs (seeds 12,9931)" in res.stderr
     assert sorted(p.name for p in (tmp_path / "r").iterdir() if p.is_dir()) == ["seed-12", "seed-9931"]

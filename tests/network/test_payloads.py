@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -184,17 +182,11 @@ def test_consensus_fake_runs_carry_no_truth(tap, tmp_path, scenario, kind, sets)
 
 def test_replayed_real_meshheal_run_carries_no_truth(tap, tmp_path, monkeypatch):
     from tests.backends.test_replay import SECRET, _Chat, _scenario
+    from tests.helpers import serve
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    srv.auth = []
-    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    th.start()
     monkeypatch.setenv("MESHSIM_E2E_KEY", SECRET)
-    try:
+    with serve(_Chat, auth=[]) as srv:
         meshsim.run(_scenario(tmp_path, srv.server_address[1], "record"), out=tmp_path / "rec")
-    finally:
-        srv.shutdown()
-        srv.server_close()
     tap.clear()
     monkeypatch.delenv("MESHSIM_E2E_KEY")
     meshsim.run(_scenario(tmp_path, srv.server_address[1], "replay"), out=tmp_path / "rep")

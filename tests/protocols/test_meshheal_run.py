@@ -179,10 +179,11 @@ def test_sec5_model_backed_evaluation(staggered):
 
 
 def test_meshheal_same_seed_identical_folders(tmp_path):
-    sc = meshsim.load_scenario(STAGGERED, ["tasks.count=84", "phases=[]",
+    # a short stream, detection from its first tasks: without the scenario's Tab. C5 warm-up
+    sc = meshsim.load_scenario(STAGGERED, ["tasks.count=84", "phases=[]", "protocol.params.warmup=0",
                                            "events=[{at_task: 20, type: degrade, agents: [A5]}]"], smoke=False)
     meshsim.run(sc, seed=5, out=tmp_path / "a")
-    meshsim.run(meshsim.load_scenario(STAGGERED, ["tasks.count=84", "phases=[]",
+    meshsim.run(meshsim.load_scenario(STAGGERED, ["tasks.count=84", "phases=[]", "protocol.params.warmup=0",
                                                   "events=[{at_task: 20, type: degrade, agents: [A5]}]"]),
                 seed=5, out=tmp_path / "b")
     for name in ("summary.json", "tasks.jsonl.gz", "reviews.jsonl.gz", "states.jsonl.gz", "events.jsonl.gz"):
@@ -303,7 +304,8 @@ def test_async_backend_calls_of_one_instant_fly_together_and_results_match(tmp_p
             cls.in_flight -= 1
             return self.complete_sync(request)
 
-    sets = ["tasks.count=30", "phases=[]", "events=[{at_task: 10, type: degrade, agents: [A5]}]", "seeds=1"]
+    sets = ["tasks.count=30", "phases=[]", "events=[{at_task: 10, type: degrade, agents: [A5]}]", "seeds=1",
+            "protocol.params.warmup=0"]  # a short stream, detection from its first tasks (no Tab. C5 warm-up)
     sc = meshsim.load_scenario(STAGGERED, sets)
     meshsim.run(sc, seed=2, out=tmp_path / "sync")
     monkeypatch.setattr(fake_mod, "FakeBackend", AsyncFake)
@@ -314,8 +316,8 @@ def test_async_backend_calls_of_one_instant_fly_together_and_results_match(tmp_p
 
 
 def test_poisson_arrivals_overlap_tasks_and_stay_deterministic(tmp_path):
-    sets = ["tasks.count=60", "tasks.arrival=poisson(0.2)", "phases=[]", "seeds=1",
-            "events=[{at_task: 20, type: degrade, agents: [A5]}]"]
+    sets = ["tasks.count=60", "tasks.arrival=poisson(0.2)", "phases=[]", "seeds=1", "protocol.params.warmup=0",
+            "events=[{at_task: 20, type: degrade, agents: [A5]}]"]  # short stream: no Tab. C5 warm-up
     res = meshsim.run(meshsim.load_scenario(STAGGERED, sets), seed=3, out=tmp_path / "a")
     rows = _rows(tmp_path / "a" / "tasks.jsonl")
     assert len(rows) == 60 and res.summary["tasks"] == 60
@@ -334,7 +336,7 @@ def test_poisson_arrivals_overlap_tasks_and_stay_deterministic(tmp_path):
 ])
 def test_degrade_modes_keep_agents_responsive_but_hurt(mode, check, tmp_path):
     sets = ["tasks.count=84", "phases=[{name: healthy, tasks: 42}, {name: degraded, tasks: 42}]", "seeds=1",
-            "network.topology={kind: complete, n: 6}"]
+            "network.topology={kind: complete, n: 6}", "protocol.params.warmup=0"]  # as before Tab. C5's warm-up
     ev = "events=[{at_task: 43, type: degrade, agents: [A3, A5], mode: %s, rate: 0.9, factor: 6}]"
     base = meshsim.run(meshsim.load_scenario(STAGGERED, sets + ["events=[]"]), seed=1).summary
     hurt = meshsim.run(meshsim.load_scenario(STAGGERED, sets + [ev % mode]), seed=1, out=tmp_path).summary

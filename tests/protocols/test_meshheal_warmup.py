@@ -21,17 +21,7 @@ from meshsim.io.records import read_records
 from meshsim.io.runfolder import comparable_files
 from meshsim.core.types import RoutingState
 
-from meshsim.cli import main
-
-
-def invoke(*args):
-    from click.testing import CliRunner
-
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+from tests.helpers import invoke
 
 
 def one_error_line(stderr: str) -> str:

@@ -115,7 +115,10 @@ def test_property_4_3_on_the_filter(data):
         reliable = [scores[j] for j in scores if j not in B]
         assert reliable  # F-local and degree >= F+1 leave a reliable neighbour
         bound = min(reliable + [self_score])
-        assert min(scores[k] for k in kept) >= bound
+        # F-local bounds only the honest agents' Byzantine neighbours: a faulty agent may have more than F,
+        # and then trimming F cannot remove them all, so the bound is the paper's only where at most F are.
+        if sum(1 for j in scores if j in B) <= F:
+            assert min(scores[k] for k in kept) >= bound
         if i not in B:  # the paper's statement for reliable agents, S_i including i itself
             assert all(scores[k] >= min(reliable + [self_score]) for k in kept)
 
@@ -595,13 +598,13 @@ def test_every_assumption_of_sac_default_has_a_range():
     no paper number is, and every end of every range is a valid profile, one factor
     at a time and all factors at once (the corners meshsim uncertainty visits)."""
     from meshsim.backends.fake_consensus import ConsensusProfile
-    from meshsim.backends.profiles import apply_overrides
+    from meshsim.backends.profiles import override_profile
     from meshsim.backends.provenance import assumption_factors, explain_rows, load_profile_data
 
     data = load_profile_data(SAC_PROFILE)
 
     def load_consensus_profile(_path, overrides):  # what backend.overrides does, without re-reading the file
-        return ConsensusProfile.model_validate(apply_overrides(data, overrides))
+        return ConsensusProfile.model_validate(override_profile(data, overrides))
 
     factors = assumption_factors(data, "sac-default")
     covered = {leaf[0] for f in factors for leaf in f.leaves}

@@ -9,14 +9,14 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.helpers import endpoint_scenario, send_json
+from tests.helpers import endpoint_scenario, send_json, serve
 from meshsim.backends.replay import read_cassette
 from meshsim.cli import main
 from meshsim.core.redact import MASK, register, scrub
@@ -95,15 +95,8 @@ class Evil(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def evil():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Evil)
-    srv.daemon_threads = True
-    srv.log, srv.lock = [], threading.Lock()
-    srv.drip = True
-    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    th.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serve(Evil, daemon_threads=True, log=[], lock=threading.Lock(), drip=True) as srv:
+        yield srv
 
 
 def scenario(tmp_path: Path, port: int, mode: str = "record", **profile) -> Path:
@@ -197,9 +190,7 @@ def test_missing_key_and_refused_key_are_exit_2(tmp_path, monkeypatch):
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    try:
+    with serve(Refuse) as srv:
         sc = scenario(tmp_path, srv.server_address[1])
         monkeypatch.delenv(KEY_VAR, raising=False)
         res = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "a")], catch_exceptions=False)
@@ -208,9 +199,6 @@ def test_missing_key_and_refused_key_are_exit_2(tmp_path, monkeypatch):
         res = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "b")], catch_exceptions=False)
         assert res.exit_code == 2 and f"refused the API key in ${KEY_VAR} (HTTP 401)" in res.stderr, res.stderr
         assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "b").exists()
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_scrub_masks_every_run_of_eight_or_more_key_characters():
@@ -248,12 +236,8 @@ class EchoAll(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def echo_all():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), EchoAll)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serve(EchoAll, daemon_threads=True) as srv:
+        yield srv
 
 
 def test_secrets_in_url_header_and_environment_reach_no_file(echo_all, tmp_path, monkeypatch):
@@ -319,16 +303,10 @@ class Fails(BaseHTTPRequestHandler):
 
 
 def test_an_endpoint_that_fails_every_call_is_a_nonzero_exit_with_the_failure_counts(tmp_path, monkeypatch):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Fails)
-    srv.daemon_threads, srv.lock, srv.n = True, threading.Lock(), 0
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     monkeypatch.setenv(KEY_VAR, KEY)
-    try:
+    with serve(Fails, daemon_threads=True, lock=threading.Lock(), n=0) as srv:
         res = CliRunner().invoke(main, ["run", str(scenario(tmp_path, srv.server_address[1])), "--out",
                                         str(tmp_path / "run")], catch_exceptions=False)
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert res.exit_code == 3, (res.exit_code, res.output, res.stderr)
     line = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(line) == 1 and "LLM calls failed" in line[0] and "http_500" in line[0], res.stderr
@@ -380,16 +358,10 @@ class Huge(BaseHTTPRequestHandler):
 
 
 def test_a_reply_above_the_byte_cap_is_a_failed_call_never_recorded(tmp_path, monkeypatch):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Huge)
-    srv.daemon_threads, srv.lock, srv.n = True, threading.Lock(), 0
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     monkeypatch.setenv(KEY_VAR, KEY)
-    try:
+    with serve(Huge, daemon_threads=True, lock=threading.Lock(), n=0) as srv:
         sc = scenario(tmp_path, srv.server_address[1], max_reply_bytes=100_000)
         res = CliRunner().invoke(main, ["run", str(sc), "--out", str(tmp_path / "run")], catch_exceptions=False)
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert res.exit_code == 3 and "reply_too_large" in res.stderr, (res.exit_code, res.stderr)
     assert (tmp_path / "cas.jsonl").stat().st_size < 2_000_000  # no 3 MB reply was written
     errors = json.loads((tmp_path / "run" / "summary.json").read_text())["backend"]["errors"]

@@ -418,10 +418,9 @@ def test_a_reply_with_a_lone_surrogate_fails_the_call_not_the_run(tmp_path, monk
     be written as UTF-8) used to crash the cassette write with exit 1: each call
     now fails as malformed_json, the run says so and exits 3, every file it wrote
     is UTF-8 and no input changed."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
-    from tests.helpers import endpoint_scenario, send_json
+    from tests.helpers import endpoint_scenario, send_json, serve
 
     class Surrogate(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -441,19 +440,13 @@ def test_a_reply_with_a_lone_surrogate_fails_the_call_not_the_run(tmp_path, monk
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Surrogate)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     monkeypatch.setenv("MESHSIM_SURROGATE_KEY", "sk-surrogate-0123456789")
     inputs = tmp_path / "in"
     inputs.mkdir()
-    try:
+    with serve(Surrogate, daemon_threads=True) as srv:
         sc = endpoint_scenario(inputs, srv.server_address[1], "record", "surrogate", "MESHSIM_SURROGATE_KEY")
         before = _digest(inputs)
         res = invoke(["run", str(sc), "--out", str(tmp_path / "run")])
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert res.exit_code == 3, (res.exit_code, res.stderr)
     line = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(line) == 1 and "malformed_json" in line[0], res.stderr

@@ -21,14 +21,14 @@ import threading
 import time
 import zlib
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
-from tests.helpers import endpoint_scenario, send_json
+from tests.helpers import endpoint_scenario, send_json, serve
 from meshsim.core.calls import CallKind, Request, TaskRef
 from meshsim.backends.openai import OpenAIBackend, load_openai_profile
 from meshsim.backends.wire import MAX_ENCODINGS, BadEncoding, BodyTooLarge, BoundedBody, content_codings
@@ -139,14 +139,10 @@ class Hostile(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def hostile():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    srv.daemon_threads = True
-    srv.modes, srv.lock, srv.posts, srv.drip, srv.done = {}, threading.Lock(), 0, 1.5, threading.Event()
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    yield srv
-    srv.done.set()  # every dripping or flooding handler ends at its next step
-    srv.shutdown()
-    srv.server_close()
+    with serve(Hostile, daemon_threads=True, modes={}, lock=threading.Lock(), posts=0, drip=1.5,
+               done=threading.Event()) as srv:
+        yield srv
+        srv.done.set()  # every dripping or flooding handler ends at its next step
 
 
 def scenario(tmp_path: Path, srv, **profile) -> Path:

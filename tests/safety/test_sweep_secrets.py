@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
-from tests.helpers import send_json
+from tests.helpers import send_json, serve
 from meshsim.cli import main
 from meshsim.core.redact import MASK, redact_set
 from meshsim.sweep.manifest import check_compatible, public, read_manifest, write_manifest
@@ -88,12 +87,8 @@ class Stub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serve(Stub, daemon_threads=True) as srv:
+        yield srv
 
 
 def scenario(tmp_path: Path, port: int) -> Path:

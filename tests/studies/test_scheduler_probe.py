@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from meshsim.cli import main
 from meshsim.core.errors import InputError
 from meshsim.sweep import executors
 from meshsim.sweep.executors import CONNECT_TIMEOUT, make_executor
+from tests.helpers import serve
 
 pytest.importorskip("distributed")
 
@@ -75,12 +76,8 @@ def http_server():
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    yield f"tcp://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serve(H, daemon_threads=True) as srv:
+        yield f"tcp://127.0.0.1:{srv.server_address[1]}"
 
 
 def _refused(address: str) -> tuple[str, float]:

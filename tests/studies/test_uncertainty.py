@@ -201,9 +201,9 @@ def test_bands_separate_seed_noise_from_the_assumption_spread(study):
         base = [s for s in samples if s["stage"] == "base"][0]
         runs = [json.loads((out / "runs" / base["point"] / f"seed-{s}" / "summary.json").read_text())
                 for s in (1, 2)]
-        from meshsim.io.records import dig
+        from meshsim.core.dotted import get_path
 
-        vals = [float(dig(r, m)) for r in runs]
+        vals = [float(get_path(r, m)) for r in runs]
         assert float(b["base_mean"]) == pytest.approx(sum(vals) / 2)
         # 2 seeds: no seed noise reported (issue 29: a sd of 2 runs is one difference)
         assert b["seed_sd"] == "" and b["seed_se"] == ""

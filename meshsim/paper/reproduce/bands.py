@@ -16,7 +16,7 @@ study (a factor two studies share takes the first study's value). Each
 study's samples are a Latin hypercube over its own top factors, drawn
 independently, so the joined positions are one over the union. With one study
 the positions are that study's own samples, so a row the study itself measured
-gets the study's band (tests/test_uncertainty.py).
+gets the study's band (tests/studies/test_uncertainty.py).
 
 Where the studies come from: ``--bands DIR`` (repeatable; every experiment is banded over all of them),
 else, per reference study of :data:`STUDIES`, ``runs/uncertainty-<name>`` when that folder holds a finished
@@ -224,11 +224,10 @@ _PROFILE_OF: dict[tuple[str, Optional[str]], Optional[Path]] = {}
 
 
 def _find_spec_profile(s: Any) -> Optional[Path]:
-    import yaml
-
     from ...backends import find_profile
+    from ...core.files import load_yaml
 
-    data = yaml.safe_load((ROOT / s.scenario).read_text()) or {}
+    data = load_yaml(ROOT / s.scenario, "scenario") or {}
     b = data.get("backend") or {}
     name = s.profile or b.get("profile")
     if not name or b.get("overrides"):

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import yaml
-
+from ...core.dotted import get_path
+from ...core.files import load_yaml
+from ...core.names import node_order
 from ...scenario.fields import seed_list as seed_list_of
-from ...io.records import dig
 from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs, seeds_of
 
 __all__ = ["METHODS", "LABEL", "method_runs", "compare_experiments", "assumption_experiments",
@@ -80,7 +80,7 @@ NEVER = "∞ (never isolated)"
 
 def _protocol_of(scenario: str) -> str:
     path = ROOT / scenario if not Path(scenario).is_absolute() else Path(scenario)
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path, "scenario") or {}
     proto = data.get("protocol") or {}
     return proto if isinstance(proto, str) else str(proto.get("name", "routing"))
 
@@ -122,7 +122,7 @@ def _delay_cells(table: str, sums: list[dict], method: str, agent: str) -> list[
              values=delays, fmt="{:.1f}", empty=NEVER,
              note=f"isolated in {int(sum(isolated))} of {len(sums)} seeds"),
         Cell(table, f"{label}: {agent} closure (fraction of seeds)", "not established" if never else 1.0,
-             values=[1.0 if dig(x, f"agents.{agent}.closure") else 0.0 for x in sums], fmt="{:.2f}"),
+             values=[1.0 if get_path(x, f"agents.{agent}.closure", None) else 0.0 for x in sums], fmt="{:.2f}"),
         Cell(table, f"{label}: {agent} reintegration delay (tasks)", "undefined" if never else p_rein,
              paper_sd=p_rsd, values=_vals(sums, f"agents.{agent}.reintegration_delay"), fmt="{:.1f}",
              empty="undefined"),
@@ -371,7 +371,7 @@ def _ms(xs: list[Optional[float]], fmt: str = "{:.3f}") -> str:
 
 def _phase_names(scenario: str) -> list[str]:
     path = ROOT / scenario if not Path(scenario).is_absolute() else Path(scenario)
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path, "scenario") or {}
     return [str(p["name"]) for p in data.get("phases") or [] if isinstance(p, dict) and "name" in p]
 
 
@@ -419,11 +419,11 @@ def _row(sums: list[dict], m: str, phases: list[str], persistent: bool) -> dict[
         row["tokens"] = _vals(sums, "tokens_per_task", 1e-3)
         row["calls"] = _vals(sums, "calls_per_task")
     row["unanswered"] = _vals(sums, "unanswered")
-    agents = sorted({a for s in sums for a in (s.get("agents") or {})}, key=lambda a: (len(a), a))
+    agents = sorted({a for s in sums for a in (s.get("agents") or {})}, key=node_order)
     heal = {}
     for a in agents:
         heal[a] = {"detection_delay": _vals(sums, f"agents.{a}.detection_delay"),
-                   "closure": [bool(dig(s, f"agents.{a}.closure")) for s in sums],
+                   "closure": [bool(get_path(s, f"agents.{a}.closure", None)) for s in sums],
                    "reintegration_delay": _vals(sums, f"agents.{a}.reintegration_delay")}
     row["healing"] = heal
     row["false_isolations"] = _vals(sums, "detection.false_isolations")
@@ -456,7 +456,7 @@ def render_comparison(table: dict[str, Any], title: str = "Comparison") -> str:
                              f" | {_ms(r['tokens'], '{:.1f}')} | {_ms(r['calls'], '{:.1f}')} |")
         heal_rows = [r for r in block["rows"] if r.get("healing")]
         if heal_rows:
-            agents = sorted({a for r in heal_rows for a in r["healing"]}, key=lambda a: (len(a), a))
+            agents = sorted({a for r in heal_rows for a in r["healing"]}, key=node_order)
             lines += ["", "| method | " + " | ".join(f"{a} detection | {a} closure | {a} reintegration"
                                                      for a in agents) + " | falsely isolated |",
                       "| --- |" + " --- |" * (3 * len(agents) + 1)]

@@ -15,8 +15,9 @@ from typing import Any, Callable, Iterable, Optional
 import yaml
 
 from ...core.errors import InputError
-from ...io.records import dig
 from ...core.bundled import data_root
+from ...core.dotted import get_path
+from ...core.files import load_yaml, read_text
 
 
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
@@ -38,7 +39,7 @@ class RunSpec:
     profile: Optional[str] = None  # a different profile than the scenario's
 
     def key(self) -> str:
-        text = (ROOT / self.scenario).read_text() if (ROOT / self.scenario).is_file() else self.scenario
+        text = read_text(ROOT / self.scenario, "scenario") if (ROOT / self.scenario).is_file() else self.scenario
         blob = json.dumps([text, list(self.sets), self.seed, [list(p) for p in self.patch], self.profile,
                            _profile_text(self.profile)], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -49,7 +50,7 @@ def _profile_text(name: Optional[str]) -> str:
         return ""
     from ...backends import find_profile
 
-    return find_profile(name, ROOT).read_text()
+    return read_text(find_profile(name, ROOT), "profile")
 
 
 @dataclass
@@ -92,7 +93,7 @@ class Experiment:
 
 def _run(spec: RunSpec) -> dict[str, Any]:
     """One run in a worker process: its summary."""
-    from ..calibration import set_path
+    from ...core.dotted import set_path
     from ...simulate.runner import run_one
     from ...scenario.model import load_scenario
 
@@ -101,9 +102,9 @@ def _run(spec: RunSpec) -> dict[str, Any]:
         if spec.patch or spec.profile:
             from ...backends import find_profile
 
-            sc0 = yaml.safe_load((ROOT / spec.scenario).read_text())
+            sc0 = load_yaml(ROOT / spec.scenario, "scenario")
             name = spec.profile or (sc0.get("backend") or {}).get("profile")
-            data = yaml.safe_load(find_profile(name, ROOT / Path(spec.scenario).parent).read_text())
+            data = load_yaml(find_profile(name, ROOT / Path(spec.scenario).parent), "profile")
             for path, value in spec.patch:
                 set_path(data, path, value)
             p = Path(tmp) / "profile.yaml"
@@ -211,7 +212,7 @@ def run_experiments(exps: list[Experiment], out: Path, workers: int = 1,
 def _vals(sums: list[dict], path: str, scale: float = 1.0) -> list[Optional[float]]:
     out = []
     for s in sums:
-        v = dig(s, path)
+        v = get_path(s, path, None)
         out.append(None if v is None or isinstance(v, bool) else float(v) * scale)
     return out
 

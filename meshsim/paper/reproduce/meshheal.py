@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
-from ...io.records import dig
+from ...core.dotted import get_path
 from .core import TARGET, Cell, Experiment, RunSpec, Sensitivity, _pair, _vals, seeds_of
 
 __all__ = ["meshheal_experiments", "meshheal_sensitivities", "Group", "Row", "table_cells", "audit_cells"]
@@ -139,7 +139,7 @@ def _isolated_share(x: dict) -> Optional[float]:
 
 def _closed(agent: str) -> Callable[[dict], float]:
     def closed(x: dict) -> float:
-        return 1.0 if dig(x, f"agents.{agent}.closure") else 0.0
+        return 1.0 if get_path(x, f"agents.{agent}.closure", None) else 0.0
     return closed
 
 
@@ -207,6 +207,7 @@ COMPLETE, SPARSE, NEAR = "0.808-0.827", "0.803-0.818", "|d| <= 0.010"
 SIZES = (96, 288, 576)
 
 #: Sec. 6.3, Tab. 2b: scaling with local information
+# deliberate repetition: one row per cell of Tab. 2b, written out as the paper prints it (issue 31)
 SCALING = (
     Row("Tab. 2b", "96 agents, complete: accuracy", "96-complete", "accuracy.overall", COMPLETE),
     Row("Tab. 2b", "96 agents, complete: isolated / degraded", "96-complete", _isolated_share, 1.0, fmt="{:.3f}",

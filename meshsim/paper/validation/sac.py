@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ...core.errors import InputError
-from ...io.records import dig
 from ...core.bundled import data_root
+from ...core.dotted import get_path
 
 __all__ = ["Setting", "SETTINGS", "ASSUMPTIONS", "METRICS", "scenario_path", "run_setting", "predict",
            "sensitivity", "format_table", "format_sweep"]
@@ -192,6 +192,7 @@ def _settings() -> list[Setting]:
 SETTINGS: list[Setting] = _settings()
 
 #: assumption parameters that move a headline, where to sweep them, and the recommended range
+# deliberate repetition: a data table, every entry the same shape (issue 31)
 ASSUMPTIONS: dict[str, dict[str, Any]] = {
     "refine.*.susceptibility": {
         "paths": ["refine.qwen3-4b.susceptibility", "refine.qwen2_5-1_5b.susceptibility"],
@@ -229,7 +230,7 @@ def _sets_for(overrides: Optional[dict[str, Any]]) -> list[str]:
 
 
 def _get(summary: dict, dotted: str) -> Optional[float]:
-    cur = dig(summary, dotted)
+    cur = get_path(summary, dotted, None)
     return float(cur) if isinstance(cur, (int, float)) and not isinstance(cur, bool) else None
 
 

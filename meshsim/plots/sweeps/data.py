@@ -162,12 +162,15 @@ class Cell:
 def cells(sd: SweepData, metric: str, keys: Sequence[str]) -> dict[tuple, Cell]:
     """Per combination of ``keys`` values: the metric, per seed averaged over the
     points that differ only in other parameters, with a :data:`CONF` interval."""
-    from ...sweep.stats import metric_interval
+    from ...sweep.stats import metric_interval, rate_counts
 
     by: dict[tuple, dict[str, dict[int, float]]] = {}
+    rows_of: dict[tuple, list[dict]] = {}
     for r in sd.ok_rows:
         k = tuple(_hashable(r[a]) for a in keys)
         pts = by.setdefault(k, {})
+        if _num(r.get(metric)) is not None:
+            rows_of.setdefault(k, []).append(r)
         x = _num(r.get(metric))
         pts.setdefault(r["point"], {})
         if x is not None:
@@ -179,7 +182,8 @@ def cells(sd: SweepData, metric: str, keys: Sequence[str]) -> dict[tuple, Cell]:
             for s, x in vals.items():
                 per_seed.setdefault(s, []).append(x)
         seeds = {s: statistics.fmean(xs) for s, xs in sorted(per_seed.items())}
-        ci = metric_interval(metric, list(seeds.values()), CONF)  # a proportion: Wilson, in [0, 1]
+        # a proportion: Wilson, in [0, 1]; a rate with its counts: also the pooled counts' (as summary.csv)
+        ci = metric_interval(metric, list(seeds.values()), CONF, rate_counts(metric, rows_of.get(k, [])))
         pm = [statistics.fmean(v.values()) for v in pts.values() if v]
         out[k] = Cell(ci.mean if ci.n else None, ci.se, ci.lo, ci.hi, ci.n, seeds, pm, len(pts))
     return out
@@ -224,6 +228,8 @@ def _ci(c: Any) -> str:
         return "–"
     if not math.isfinite(c.lo):
         return _g(c.mean)
+    if c.n >= 2 and c.lo == c.hi:  # seeds that agree: a zero-width interval would read as certainty
+        return f"{_g(c.mean)} (n={c.n}, all equal)"
     return f"{_g(c.mean)} [{_g(c.lo)}, {_g(c.hi)}]"
 
 

@@ -80,21 +80,47 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
     never = [p for p in pts if p["delay"] is None and p["fi"] is not None]
 
     bounds = {"fi": _observed(sd, fx), "delay": _observed(sd, fy)}
+    metric_of = {"fi": fx, "delay": fy}
+    # the view: the means and their bars as far as the values observed across the sweep reach (a bar
+    # of two seeds can span most of [0, 1]); the bars themselves are the Points table's intervals,
+    # cut only at the axes' frame, where an open arrowhead says that they go on
+    limits = limits or _limits(pts, sum(1 for p in full if p["pareto"]), bounds)
+    if limits:
+        ax.set_xlim(*limits[0])
+        ax.set_ylim(*limits[1])
+    clipped = False
 
-    def bar(p, k):  # asymmetric interval bar, clipped to the observed values; none without an interval
-        lo, hi = _clip(p[k + "_lo"], bounds[k]), _clip(p[k + "_hi"], bounds[k])
-        return (max(0.0, p[k] - lo), max(0.0, hi - p[k])) if math.isfinite(lo) else (0.0, 0.0)
+    def bar(p, k, lim):  # the table's interval, cut at the axes' limits ``lim``; None without an interval
+        lo, hi = _table_interval(p, k, metric_of[k])
+        if not math.isfinite(lo):
+            return None
+        a, b = (lim if lim else (-math.inf, math.inf))
+        return (max(0.0, p[k] - max(lo, a)), max(0.0, min(hi, b) - p[k])), (lo < a, hi > b)
 
     bad = [p for p in full if p["violates"]]
     full = [p for p in full if not p["violates"]]
     for p in full:
-        (xl, xh), (yl, yh) = bar(p, "fi"), bar(p, "delay")
+        bx, by_ = bar(p, "fi", limits[0] if limits else None), bar(p, "delay", limits[1] if limits else None)
+        (xl, xh), xcut = bx or ((0.0, 0.0), (False, False))
+        (yl, yh), ycut = by_ or ((0.0, 0.0), (False, False))
+        color = "#343a40" if p["pareto"] else "#ced4da"
         bars = ax.errorbar(p["fi"], p["delay"], xerr=[[xl], [xh]], yerr=[[yl], [yh]], fmt="none",
-                           ecolor="#343a40" if p["pareto"] else "#ced4da", elinewidth=0.9 if p["pareto"] else 0.7,
+                           ecolor=color, elinewidth=0.9 if p["pareto"] else 0.7,
                            capsize=2.5 if p["pareto"] else 1.5, capthick=0.8, alpha=0.7 if p["pareto"] else 1.0,
                            zorder=1)
         for art in bars.lines[1] + bars.lines[2]:  # caps and bars end at the axes' frame
             art.set_clip_on(True)
+        # caps in matplotlib's order: left, right, lower, upper; a cut end loses its cap for an arrowhead
+        ends = [(p["fi"] - xl, p["delay"], "<", xcut[0]), (p["fi"] + xh, p["delay"], ">", xcut[1]),
+                (p["fi"], p["delay"] - yl, "v", ycut[0]), (p["fi"], p["delay"] + yh, "^", ycut[1])]
+        caps = [c for c in bars.lines[1]]
+        for i, (ex, ey, marker, cut) in enumerate(ends):
+            if cut:
+                clipped = True
+                if i < len(caps):
+                    caps[i].set_visible(False)
+                ax.plot([ex], [ey], marker=marker, ms=4, mfc="none", mec=color, mew=0.8, ls="none",
+                        zorder=1, clip_on=False, gid="interval-cut")
     style = dict(s=[70 if p["pareto"] else 26 for p in full], linewidths=1.3, zorder=3,
                  edgecolors=["black" if p["pareto"] else "none" for p in full])
     sc = None
@@ -130,17 +156,13 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
         pars = {p["rank"]: " ".join(f"{names[a]}={_fmt(v)}" for a, v in p["values"].items() if a in vary)
                 or "(one point)" for p in front}
         width = max(len(t) for t in pars.values())
-        cis = {p["rank"]: _ci_short(p, "fi", bounds["fi"]) for p in front}
+        cis = {p["rank"]: _ci_short(p, "fi", fx) for p in front}
         cw = max(len(t) for t in cis.values())
         for p in front:
             mark = " " if p["distinct"] else "≈"
             lines.append(f"{mark}{p['rank']:>2} {pars[p['rank']]:<{width}}  {cis[p['rank']]:<{cw}}  "
-                         f"{_ci_short(p, 'delay', bounds['delay'])}  n={p['n']}" + ("  *" if p.get("recommended")
+                         f"{_ci_short(p, 'delay', fy)}  n={p['n']}" + ("  *" if p.get("recommended")
                                                                                     else ""))
-    limits = limits or _limits(pts, len(lines), bounds)
-    if limits:
-        ax.set_xlim(*limits[0])
-        ax.set_ylim(*limits[1])
     if never:
         top = max([p["delay"] for p in full] + [1.0]) * 1.08
         ax.scatter([p["fi"] for p in never], [top] * len(never), marker="x", color="#c92a2a", zorder=3,
@@ -159,12 +181,12 @@ def _tradeoff_panel(sd: SweepData, ax, metrics: Any, cnorm: Any, show_box: bool,
     ax.grid(alpha=0.3)
     if front or never:
         ax.legend(loc="best", fontsize=7.5)
-    return pts, sc, (full, front, vary)
+    return pts, sc, (full, front, vary), clipped
 
 
 def _limits(pts: list[dict], box_lines: int, bounds: Optional[dict] = None) -> Optional[tuple]:
-    """The means and their interval bars (clipped to the observed values, ``bounds``) set the
-    view, with room above for the front's box: every bar ends inside the frame, with its cap."""
+    """The means and their interval bars as far as the observed values reach (``bounds``) set the
+    view, with room above for the front's box (a bar that runs further is cut at the frame)."""
     full = [p for p in pts if p["delay"] is not None and p["fi"] is not None]
     if not full:
         return None
@@ -180,10 +202,26 @@ def _limits(pts: list[dict], box_lines: int, bounds: Optional[dict] = None) -> O
     return tuple(out)
 
 
-def _ci_short(p: dict, k: str, bounds: tuple[float, float] = (-math.inf, math.inf)) -> str:
-    if not math.isfinite(p[k + "_lo"]):
+def _table_interval(p: dict, k: str, metric: Optional[str]) -> tuple[float, float]:
+    """A point's interval of objective ``k`` as the Points table and summary.csv give it: clipped
+    only to the metric's own range (:func:`meshsim.sweep.stats.metric_bounds`)."""
+    from ...sweep.stats import metric_bounds
+
+    lo, hi = p[k + "_lo"], p[k + "_hi"]
+    if not math.isfinite(lo):
+        return lo, hi
+    a, b = metric_bounds(metric) if metric else (-math.inf, math.inf)
+    return min(max(lo, a), b), max(min(hi, b), a)
+
+
+def _ci_short(p: dict, k: str, metric: Optional[str] = None) -> str:
+    """``mean [lo, hi]`` as the Points table writes it (seeds that agree: ``(n=2, all equal)``)."""
+    lo, hi = _table_interval(p, k, metric)
+    if not math.isfinite(lo):
         return _g(p[k])
-    return f"{_g(p[k])} [{_g(_clip(p[k + '_lo'], bounds))}, {_g(_clip(p[k + '_hi'], bounds))}]"
+    if lo == hi == p[k] and p.get(k + "_seeds") and len(p[k + "_seeds"]) > 1:
+        return f"{_g(p[k])} (n={len(p[k + '_seeds'])}, all equal)"
+    return f"{_g(p[k])} [{_g(lo)}, {_g(hi)}]"
 
 
 def _label_points(ax, full: list[dict], front: list[dict], vary: Sequence[str], label_all: bool) -> None:
@@ -255,8 +293,10 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
     allpts = tradeoff_points(sd, metrics)
     limits = _limits(allpts, max(sum(1 for p in tradeoff_points(part, metrics) if p["pareto"]) for _v, part in panels)
                      + 2, {"fi": _observed(sd, fx), "delay": _observed(sd, fy)}) if facet is not None else None
+    cut = False
     for (v, part), a in zip(panels, axs):
-        _pts, s, lab = _tradeoff_panel(part, a, metrics, cnorm, show_box=True, label_all=label_all, limits=limits)
+        _pts, s, lab, c = _tradeoff_panel(part, a, metrics, cnorm, show_box=True, label_all=label_all, limits=limits)
+        cut = cut or c
         labels.append((a, lab))
         sc = sc or s
         if facet is not None:
@@ -285,8 +325,9 @@ def tradeoff(run: Any, ax=None, where: Any = None, facet: Optional[str] = None,
     info = search_info(sd)
     how = " (the search's objectives; constraint violators excluded)" if info and not metrics else \
         (" (all minimised)" if all(v > 0 for v in sense.values()) else "")
-    title = (f"{sd.name}{_unfinished(sd)}: {seed_counts(sd)}; bars: 95 % interval over seeds "
-             f"(clipped to the observed values)\nringed, numbered: Pareto-optimal on {objs}{how}")
+    title = (f"{sd.name}{_unfinished(sd)}: {seed_counts(sd)}; bars: 95 % interval over seeds, as in the "
+             f"Points table" + (" (clipped to the axes: open arrowheads)" if cut else "")
+             + f"\nringed, numbered: Pareto-optimal on {objs}{how}")
     sub = _slice_note(sd, sd.axes, facet, averaging=False)  # every point is drawn: only --where fixes some
     if label_all and vary:
         sub = f"grey labels: {'/'.join(names[a] for a in vary)}" + ("; " + sub if sub else "")

@@ -6,8 +6,8 @@ from typing import Any, Optional, Sequence
 
 from ...core.errors import InputError
 from ..canvas import _new_figure
-from .data import (DELAY, FALSE_ISO, HEADLINES, MISSED, SweepData, _check_rows, _clip, _default_metric, _facets, _fmt,
-                   _g, _grid, _hashable, _label, _metric_list, _observed, _positions, _slice_note, _unfinished, cells,
+from .data import (DELAY, FALSE_ISO, HEADLINES, MISSED, SweepData, _check_rows, _default_metric, _facets, _fmt,
+                   _g, _grid, _hashable, _in_range, _label, _metric_list, _positions, _slice_note, _unfinished, cells,
                    open_sweep)
 from .tradeoff import tradeoff_points
 
@@ -147,7 +147,6 @@ def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compa
     hidden = [a for a in sd.varying() if a not in keys]
     groups = sd.values(by) if by else [None]
     cmap = colormaps["viridis"]
-    bounds = _observed(sd, metric)
     thin = cells(sd, metric, tuple(keys) + tuple(hidden)) if hidden else {}
     for gi, g in enumerate(groups):
         color = cmap(gi / max(1, len(groups) - 1) * 0.8) if by else "#1c7ed6"  # no pale yellow end
@@ -167,8 +166,13 @@ def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compa
         xs = [p for p, _ in pts]
         ms = [c.mean for _, c in pts]
         if all(math.isfinite(c.lo) for _, c in pts):
-            ax.fill_between(xs, [_clip(c.lo, bounds) for _, c in pts], [_clip(c.hi, bounds) for _, c in pts],
-                            color=color, alpha=0.18, lw=0, zorder=2)
+            # the Points table's interval of each point (clipped to the metric's own range only), not
+            # bounded by other points' seeds; averaged over other parameters: the average's interval
+            band = [_in_range(c, metric) for _, c in pts]
+            what = ("95 % interval over seeds of the average over the other parameters, not any one point's"
+                    if hidden else "95 % interval over the point's seeds (as in the Points table)")
+            ax.fill_between(xs, [c.lo for c in band], [c.hi for c in band], color=color, alpha=0.18, lw=0,
+                            zorder=2, label=None if by or gi else "band: " + what)
         lab = f"{names[by]}={_fmt(g)}" if by else ("mean over seeds" + (" and the other parameters" if hidden else ""))
         ax.plot(xs, ms, marker="o", color=color, lw=1.8, ms=4, label=lab, zorder=3)
         if not hidden:

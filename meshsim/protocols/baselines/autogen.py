@@ -49,6 +49,7 @@ from simpy.events import Event
 
 from ...core.calls import CallKind
 from ...core.errors import InputError
+from ...core.names import node_order
 from ...net.messages import HEADER_BYTES
 from ..execution import Output, TaskState, generate, infer_pair
 from .common import Baseline, BaselineParams, ChainAgent
@@ -113,7 +114,7 @@ class AutoGenAgent(ChainAgent):
             M = sorted(set(X.R) - X.C)
             if not M:
                 break
-            names = sorted(set(self.neighbours()) | {self.name}, key=lambda a: (len(a), a))
+            names = sorted(set(self.neighbours()) | {self.name}, key=node_order)
             ctx = {"candidates": self.describe(names), "needed": M, "context_items": len(X.Y)}
             r = yield from self.llm.call(self.llm.request(CallKind.SELECT, X.task, (), ctx))
             pick = r.fields.get("agent") if r.error is None else None

@@ -29,6 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ...core.calls import CallKind
 from ...core.errors import InputError
+from ...core.names import node_order
 from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
@@ -130,7 +131,7 @@ class Baseline(ExecutionLayer):
         out = super().summary()
         out["method"] = self.name
         out["decentralized"] = self.decentralized
-        out["exclusions"] = {p: sorted(s, key=lambda a: (len(a), a)) for p, s in sorted(self.excluded_by.items())
+        out["exclusions"] = {p: sorted(s, key=node_order) for p, s in sorted(self.excluded_by.items())
                              if s}
         out.update(self.method_summary())
         return out
@@ -233,7 +234,7 @@ class ChainAgent:
 
     def neighbours(self) -> list[str]:
         """Peers on links that are up, in name order."""
-        return sorted(self.node.neighbors, key=lambda a: (len(a), a))
+        return sorted(self.node.neighbors, key=node_order)
 
     def holders(self, abilities: Any, among: Optional[list[str]] = None) -> list[str]:
         """Neighbours that declared any of ``abilities``."""

@@ -55,6 +55,7 @@ from pydantic import Field
 from simpy.events import Event
 
 from ...core.calls import CallKind
+from ...core.names import node_order
 from ...net.messages import HEADER_BYTES
 from ..consensus import refine_shown, sac_filter
 from ..execution import Output, TaskState, answer_of, infer_pair
@@ -86,7 +87,7 @@ class SACTeamsAgent(PlanAgent):
     def _coordinate(self, task) -> Generator[Any, Any, None]:
         p = self.params
         R = yield from infer_pair(self.llm, task, self.pairs)
-        pool = sorted(set(self.neighbours()) | {self.name}, key=lambda a: (len(a), a))
+        pool = sorted(set(self.neighbours()) | {self.name}, key=node_order)
         dealt = []
         for s in R:
             cands = [a for a in pool if s in (self.K if a == self.name else self.peer_abilities.get(a, ()))]
@@ -115,7 +116,7 @@ class SACTeamsAgent(PlanAgent):
         p = self.params
         t = X.task.index
         peers = sorted({r for r in body.get("reps", ()) if r != self.name and r in self.node.links},
-                       key=lambda a: (len(a), a))
+                       key=node_order)
         if not p.rounds or not peers:
             return y, answer
         drafts = X.Y[:-1]
@@ -126,7 +127,7 @@ class SACTeamsAgent(PlanAgent):
                 self.node.send(j, "sac_team", {"task": t, "round": rnd_i, "answer": own_answer, "text": own.text},
                                size=HEADER_BYTES + 440)
             got = yield from self._gather_round(t, rnd_i, peers)
-            senders = sorted(got, key=lambda a: (len(a), a))
+            senders = sorted(got, key=node_order)
             if not senders:
                 X.actions.append((self.name, f"sac_round{rnd_i}:nothing_received"))
                 continue

@@ -96,6 +96,7 @@ from typing import Annotated, Any, Generator, Literal, Optional
 from pydantic import BeforeValidator, Field
 from simpy.events import Event
 
+from ...core.names import node_order
 from ...net.messages import HEADER_BYTES
 from ...core.types import parse_duration
 from ..execution import Output, TaskState, infer_pair
@@ -247,11 +248,11 @@ class SymphonyAgent(PlanAgent):
         the run seed's stream ``symphony/registry/<agent>``, computed without advancing any stream,
         so it does not depend on who asks first, nor on the names' order."""
         if self.params.registry == "name":
-            return (len(a), a)
+            return node_order(a)
         key = self._registry.get(a)
         if key is None:
             draw = int(self.env.seed_sequence("symphony", "registry", a).generate_state(2, dtype="uint64")[0])
-            key = self._registry[a] = (draw, len(a), a)
+            key = self._registry[a] = (draw, *node_order(a))
         return key
 
     def declared(self, a: str) -> frozenset:
@@ -391,7 +392,7 @@ class Symphony(Baseline):
     Agent = SymphonyAgent
 
     def method_summary(self) -> dict[str, Any]:
-        return {"bandit_pulls": {a: dict(sorted(ag.pulls.items(), key=lambda kv: (len(kv[0]), kv[0])))
+        return {"bandit_pulls": {a: dict(sorted(ag.pulls.items(), key=lambda kv: node_order(kv[0])))
                                  for a, ag in sorted(self.agents.items())},
                 "bandit_updates": {a: ag.bandit.t for a, ag in sorted(self.agents.items())},
                 "bandit_theta": {a: [round(v, 4) for v in ag.bandit.theta()] for a, ag in sorted(self.agents.items())}}

@@ -298,6 +298,11 @@ class MeshHeal(ExecutionLayer):
             self._review_out(self._review)
             self._review = None
 
+    def evidence_outputs(self) -> dict[str, Any]:
+        """MeshHeal's evidence about an agent: its reviewed outputs (a final score q, so a
+        detector update; probes included; outputs accepted without a reviewer left out)."""
+        return self.reviews.outputs
+
     def output_tables(self) -> dict[str, list[dict]]:
         out = super().output_tables()
         out["reviews.jsonl"] = []  # streamed

@@ -12,9 +12,9 @@ configuration of one compromised controller; scenario events
 it was going to send anyway.
 
 A liar sends only messages an honest agent could send (same kinds, same
-fields, values in range: tests/test_payloads.py) and reads only its own state,
+fields, values in range: tests/network/test_payloads.py) and reads only its own state,
 the messages it received and — as scripted in the scenario — its coalition's
-member list and targets (tests/test_adversarial.py checks locality).
+member list and targets (tests/protocols/test_adversarial.py checks locality).
 """
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ class _Base:
         :meth:`update_lists` from their own indexes.
         """
         key = (task_type, ability)
-        mus = [summ[key].mu for summ in peers.values() if key in summ and summ[key].mu is not None]
+        mus = [sm.mu for summ in peers.values() if (sm := summ.get(key)) is not None and sm.mu is not None]
         pool = [sm.xbar for summ in peers.values() for (t, _s), sm in summ.items()
                 if t == task_type and sm.xbar is not None]
         return self.update_lists(task_type, ability, q, mus, pool, act)
@@ -267,6 +267,7 @@ class AbsoluteDetector(_Base):
         mu = self.mu(key)
         if self.matched[key] < p.min_obs or not act:
             return Update(True, None, None, None, None, None, self.state, False)
+        assert mu is not None  # (a score was just recorded)
         bad = mu < p.abs_isolate
         self.over_beta = self.over_beta + 1 if bad else 0
         s = self.state

@@ -4,7 +4,7 @@ A black hole (byzantine.py, ``hole: black``) acknowledges a handoff at the
 transport level and drops the task; MeshHeal has no end-to-end
 acknowledgement, so nobody notices (docs/adversarial.md). Three rules a
 controller can switch on, each using only the agent's own state and the
-messages it received (tests/test_routing_defences.py checks locality):
+messages it received (tests/network/test_routing_defences.py checks locality):
 
 * **End-to-end acknowledgement** (``e2e_ack``): the agent that finalizes a task
   sends a ``task_ack`` to the neighbour it got the task from, which passes it

@@ -22,7 +22,9 @@ class Points:
     def __init__(self, sp: SearchPlan):
         self.sp, self.plan = sp, sp.plan
         self.graphs: dict[str, Any] = {}
-        self.memo: dict[str, Any] = {}
+        from ...scenario.model import CheckMemo  # (the scenario package loads when a search runs)
+
+        self.memo = CheckMemo()
         self.cache: dict[str, Any] = {}
 
     def make(self, raw: dict[str, Any]):

@@ -17,7 +17,7 @@ from meshsim.backends.fake import FakeBackend, check_fake_spec
 from meshsim.core.errors import InputError
 from meshsim.protocols.meshheal.detector import DETECTORS, DetectorParams, NoDetector, register_detector
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BLACKHOLE = ROOT / "scenarios" / "adversarial" / "blackhole-6.yaml"
 
 

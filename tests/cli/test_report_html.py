@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from meshsim.cli import main
 from meshsim.plots.page import Markup, TEMPLATES, join, table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STAGGERED = str(ROOT / "scenarios" / "meshheal" / "staggered-math.yaml")
 EVIL = "</script><script>alert(1)</script>"
 SAFE = html.escape(EVIL)
@@ -36,7 +36,7 @@ def _escaped(text: str, times: int = 1) -> None:
 
 def test_values_are_escaped_and_markup_is_kept():
     out = TEMPLATES.render("figure.html", title=EVIL, image=Markup(IMG), caption="a & b")
-    assert out == f"<figure><h3>{SAFE}</h3>{IMG}<figcaption>a &amp; b</figcaption></figure>"
+    assert out == f"<figure data-figure=\"drawn\"><h3>{SAFE}</h3>{IMG}<figcaption>a &amp; b</figcaption></figure>"
     assert isinstance(out, Markup) and isinstance(join([out, EVIL]), Markup)
     assert table([EVIL], [[EVIL, Markup("<b>x</b>")]]) == (
         f"<table><thead><tr><th>{SAFE}</th></tr></thead><tbody><tr><td>{SAFE}</td><td><b>x</b></td></tr>"
