@@ -66,6 +66,7 @@ class _atomic:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             self.fh.close()
+            assert self.tmp is not None  # set by __enter__
             if exc_type is None:
                 os.chmod(self.tmp, 0o644 & ~_UMASK)
                 os.replace(self.tmp, self.path)

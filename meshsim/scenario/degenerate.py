@@ -34,10 +34,10 @@ def degenerate_notes(sc: Any, links: Optional[int] = None) -> list[str]:
     notes: list[str] = []
     if links == 0:
         notes.append("the graph has no links: no agent can send a message to another")
-    links = sc.network.links
-    lats = [links.latency] + [o.latency for o in sc.network.overrides if o.latency is not None]
+    spec = sc.network.links
+    lats = [spec.latency] + [o.latency for o in sc.network.overrides if o.latency is not None]
     fastest = min(_fastest(lat) for lat in lats)
-    losses = [links.loss] + [o.loss for o in sc.network.overrides if o.loss is not None]
+    losses = [spec.loss] + [o.loss for o in sc.network.overrides if o.loss is not None]
     duration: Optional[float] = sc.duration
     if duration is not None and fastest >= duration:
         notes.append(f"every link's latency is at least {_s(fastest)}, not below the run's duration "

@@ -117,13 +117,13 @@ class LinkDown(_LinkEvent):
     """Take a link down: messages on it are dropped; endpoints notice at once."""
 
     def apply(self, world: World) -> None:
-        world.set_link_up(*self.link, up=False)
+        world.set_link_up(self.link[0], self.link[1], up=False)
 
 
 @register_event("link_up")
 class LinkUp(_LinkEvent):
     def apply(self, world: World) -> None:
-        world.set_link_up(*self.link, up=True)
+        world.set_link_up(self.link[0], self.link[1], up=True)
 
 
 @register_event("set_link")
@@ -168,7 +168,7 @@ class AddLink(EventSpec):
         edges.add(frozenset(self.link))
 
     def apply(self, world: World) -> None:
-        world.add_link(*self.link, self.latency.spec() if self.latency else None, self.loss, self.bandwidth)
+        world.add_link(self.link[0], self.link[1], self.latency.spec() if self.latency else None, self.loss, self.bandwidth)
 
 
 @register_event("remove_link")

@@ -41,9 +41,9 @@ def scenario_schema() -> dict[str, Any]:
         events.append(r)
     schema["properties"]["events"] = {"type": "array", "items": {"oneOf": events}, "default": []}
     protocols = []
-    for name, cls in sorted(PROTOCOLS.items()):
-        params = add(f"params_{name}", cls.Params)
-        _widen_parsed(defs, f"params_{name}", cls.Params)
+    for name, proto in sorted(PROTOCOLS.items()):
+        params = add(f"params_{name}", proto.Params)
+        _widen_parsed(defs, f"params_{name}", proto.Params)
         protocols.append({"type": "object", "additionalProperties": False, "required": ["name"],
                           "properties": {"name": {"const": name}, "params": params}})
     schema["properties"]["protocol"] = {"oneOf": protocols, "default": {"name": "routing"}}

@@ -248,8 +248,9 @@ def input_files(sc: Scenario) -> dict[str, tuple[Path, bool]]:
         return q if q.is_absolute() or base is None else base / q
 
     topo = sc.network.topology
-    if topo.kind == "file" and isinstance((topo.model_extra or {}).get("path"), str):
-        out["topology"] = (rel(topo.model_extra["path"]), False)
+    topo_path = (topo.model_extra or {}).get("path")
+    if topo.kind == "file" and isinstance(topo_path, str):
+        out["topology"] = (rel(topo_path), False)
     if sc.tasks is not None and sc.tasks.file:
         out["tasks"] = (rel(sc.tasks.file), False)
     name = sc.agents.profile or (sc.tasks.dataset if sc.tasks is not None else None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, cast
 
 from ..core.names import node_order
 from ..io.records import read_records
@@ -76,8 +76,8 @@ def seed_lines(s: Mapping[str, Any], folder: Optional[Path] = None, reference: O
     (its ``states`` table tells when an agent isolated before its degradation was isolated);
     ``reference``: what the paper reports on false isolations (:func:`false_isolation_reference`)."""
     lines = [_headline(s)]
-    agents = s.get("agents") if isinstance(s.get("agents"), dict) else {}
-    det = s.get("detection") if isinstance(s.get("detection"), dict) else {}
+    agents = cast(dict[str, Any], s.get("agents") if isinstance(s.get("agents"), dict) else {})
+    det = cast(dict[str, Any], s.get("detection") if isinstance(s.get("detection"), dict) else {})
     episodes = {a: e for a, e in agents.items() if isinstance(e, dict) and "detection_delay" in e}
     if 0 < len(episodes) <= 4:
         states = None

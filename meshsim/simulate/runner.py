@@ -297,7 +297,7 @@ def _is_multi_folder(top: Path) -> bool:
     if (top / "aggregate.json").exists() or any(d.is_dir() for d in top.glob("seed-*")):
         return True
     prov = read_json(top / PROVENANCE)
-    return bool(prov) and prov.get("layout") == "seeds"
+    return bool(prov and prov.get("layout") == "seeds")
 
 
 def _run_api(scenario: Scenario, seed: Optional[int] = None, out: Optional[str | Path] = None,

@@ -173,7 +173,8 @@ class _Trace:
             self(env.now, type_, data)
 
 
-World = Generator[None, Optional[Progress], RunResult]
+# built, a world waits for what simulate() sends: the progress callback and the run folder's tables
+World = Generator[None, tuple[Optional[Progress], Optional[TableWriter]], RunResult]
 
 
 def build(scenario: Scenario, seed: int, G: Optional[nx.Graph] = None, backend: Optional[BackendPlan] = None,
@@ -305,10 +306,12 @@ def _run_world(scenario: Scenario, seed: int, G: nx.Graph, env: Environment, tra
     convergence.open("start", 0.0)
 
     # Scenario events: time events on the clock, task events via the protocol.
-    task_events: dict[int, list] = {}
+    task_events: dict[Optional[int], list] = {}  # (an event without ``at`` has ``at_task``)
     for i, ev in enumerate(scenario.events):
         if ev.at is not None:
-            env.call_later(ev.at, lambda _e, i=i, ev=ev: _fire(i, ev))
+            def fire_at(_e: Any, i: int = i, ev: Any = ev) -> None:
+                _fire(i, ev)
+            env.call_later(ev.at, fire_at)
         else:
             task_events.setdefault(ev.at_task, []).append((i, ev))
 

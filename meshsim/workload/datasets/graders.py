@@ -23,7 +23,7 @@ import ast
 import math
 import operator
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 __all__ = ["GRADERS", "grade_answer", "grader_kind", "extract_boxed", "extract_final", "extract_number",
            "extract_choice", "normalize_text", "normalize_math", "math_equal", "numeric_equal", "parse_number",
@@ -258,7 +258,7 @@ def normalize_math(s: Any) -> str:
 
 # ---------------------------------------------------------------- safe numeric evaluation
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+_OPS: dict[type[ast.AST], Callable[..., float]] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
@@ -319,7 +319,9 @@ def numeric_equal(a: Optional[float], b: Optional[float], rel_tol: float = 1e-6,
 
 
 def _split_top(t: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for c in t:
         if c in "([{":
             depth += 1
@@ -416,7 +418,7 @@ def grade_choice(text: str, gold: Any, choices: Sequence[str] = (), **_: Any) ->
     return g is not None and extract_choice(text, choices) == g
 
 
-GRADERS = {"exact": grade_exact, "numeric": grade_numeric, "math": grade_math, "choice": grade_choice}
+GRADERS: dict[str, Callable[..., bool]] = {"exact": grade_exact, "numeric": grade_numeric, "math": grade_math, "choice": grade_choice}
 
 
 def grader_kind(answer: Any = None, choices: Sequence[str] = (), dataset: str = "", task_type: str = "",

@@ -176,10 +176,14 @@ def _logical_deduction(rnd: random.Random, k: int) -> Item:
     for o in objs:
         pos = order.index(o)
         if pos != 1:
-            pool.append((stmt_pos(o, pos), lambda p, o=o, pos=pos: p.index(o) == pos))
+            def clue_pos(p: list[str], o: str = o, pos: int = pos) -> bool:
+                return p.index(o) == pos
+            pool.append((stmt_pos(o, pos), clue_pos))
     for a, b in itertools.permutations(objs, 2):
         if order.index(a) < order.index(b):
-            pool.append((stmt_rel(a, b), lambda p, a=a, b=b: p.index(a) < p.index(b)))
+            def clue_rel(p: list[str], a: str = a, b: str = b) -> bool:
+                return p.index(a) < p.index(b)
+            pool.append((stmt_rel(a, b), clue_rel))
     rnd.shuffle(pool)
     perms = [list(p) for p in itertools.permutations(objs)]
     for clue in pool:

@@ -298,7 +298,7 @@ def build_messages(request: Request, prompts: Optional[PromptSet] = None) -> lis
             vals["candidates"] = _NOT_GIVEN
         name = "takeover_candidate" if kind == CallKind.TAKEOVER_CANDIDATE else "synthesis"
     elif kind == CallKind.SAC_ANSWER:
-        attack = ctx.get("attack")
+        attack: Any = ctx.get("attack")  # a str or None; None falls to the plain solve
         vals["rank"] = int(ctx.get("rank", 0) or 0) + 1
         # "cached" (the authors' adversary: the weak model's own answer) is a plain solve
         name = {"ood": "sac_ood", "plausible_wrong": "sac_plausible_wrong",
