@@ -251,8 +251,14 @@ class ConsensusProtocol(Protocol):
     # -- setup ---------------------------------------------------------------------
     def attach(self, node, abilities):
         name = node.name
-        llm = LLMClient(self.ctx.env, self.ctx.backend, name, lambda _ab, name=name: self.model_for(name),
-                        self._llm_sink, fault=lambda name=name: self._client_fault(name), tasks=self.task_ref,
+
+        def model(_ab: Any, name: str = name) -> Any:
+            return self.model_for(name)
+
+        def fault(name: str = name) -> Any:
+            return self._client_fault(name)
+        llm = LLMClient(self.ctx.env, self.ctx.backend, name, model,
+                        self._llm_sink, fault=fault, tasks=self.task_ref,
                         bridge=self.ctx.bridge)
         ctrl = self.Agent(node, self.params, llm, self._sink, self.role(name))
         self.agents[name] = ctrl

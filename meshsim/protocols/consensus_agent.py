@@ -9,7 +9,7 @@ from typing import Any, Callable, Generator, Optional
 
 from simpy.events import Event
 
-from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
+from ..core.calls import CallKind, Request, Response, TaskInfo
 from ..core.names import node_order
 from ..net.messages import HEADER_BYTES
 from .consensus_rules import _ATTACK, ADVERSARIAL_ROLES, HONEST_ROLES, ConsensusParams, parse_answer, parse_score
@@ -104,6 +104,7 @@ class ConsensusAgent:
         deadline passes (query start + (t+1) x round_deadline: a lock-step schedule
         every agent knows, so one lost message does not push an agent's later rounds
         back); whatever came later is late, i.e. absent."""
+        assert self.q is not None  # set by _run before any round
         key = (self.q, t)
         d = self.buf.setdefault(key, {})
         left = self.t0 + (t + 1) * self.params.round_deadline - self.env.now
@@ -116,7 +117,7 @@ class ConsensusAgent:
         return self.buf.pop(key, {})
 
     # -- the query --------------------------------------------------------------
-    def _run(self, task: TaskRef):
+    def _run(self, task: TaskInfo):
         self.q = task.index
         self.t0 = self.env.now  # the query arrived: round t closes at t0 + (t+1) x round_deadline
         self.closed = -1
@@ -173,7 +174,7 @@ class ConsensusAgent:
         """Whether round t exchanges messages (CP-WBFT as the authors run it stops after one)."""
         return True
 
-    def _before_send(self, task: TaskRef, t: int):
+    def _before_send(self, task: TaskInfo, t: int):
         """An honest agent's step before it broadcasts in round t."""
         if self.score is None:
             yield from self._rescore(task)  # back from a Byzantine spell: score own answer
@@ -183,7 +184,7 @@ class ConsensusAgent:
         self.text = resp.text or ""
         self.resp_tokens = resp.completion_tokens
 
-    def _solve(self, kind: str, task: TaskRef):
+    def _solve(self, kind: str, task: TaskInfo):
         """Ask for a solution (a ``kind`` call) and keep its answer; the reply."""
         resp = yield from self.llm.call(self.llm.request(kind, task, ()))
         ans = parse_answer(resp)
@@ -194,11 +195,11 @@ class ConsensusAgent:
             self._set_response(resp, ans)
         return resp
 
-    def _initial(self, task: TaskRef):
+    def _initial(self, task: TaskInfo):
         yield from self._solve(CallKind.SAC_ANSWER, task)
         yield from self._rescore(task)
 
-    def _score_requests(self, task: TaskRef, responses: list[dict]) -> list[Request]:
+    def _score_requests(self, task: TaskInfo, responses: list[dict]) -> list[Request]:
         """phi_i(x, r) calls: the prompt shows the query and the response, nothing
         else (App. B.1) -- not the scorer's own answer, nor whose response it is."""
         return [self.llm.request(CallKind.SAC_SCORE, task, (),
@@ -206,7 +207,7 @@ class ConsensusAgent:
                                   "context_items": 1})
                 for r in responses]
 
-    def _rescore(self, task: TaskRef):
+    def _rescore(self, task: TaskInfo):
         """s_{i->i} = phi_i(x, r_i): the same prompt with the agent's own response."""
         if self.answer is None:
             self.score = 0.0  # nothing to stand on: every neighbour outranks "no answer"
@@ -216,12 +217,12 @@ class ConsensusAgent:
         s = parse_score(resp)
         self.score = self.params.parse_default if s is None else s
 
-    def _update(self, task: TaskRef, t: int, got: dict[str, dict]):  # pragma: no cover - abstract
+    def _update(self, task: TaskInfo, t: int, got: dict[str, dict]):  # pragma: no cover - abstract
         raise NotImplementedError
         yield
 
     # -- Byzantine behaviours (App. B.4 and ours) ------------------------------------
-    def _prepare_lies(self, task: TaskRef):
+    def _prepare_lies(self, task: TaskInfo):
         role = self.role
         if role in _ATTACK and role not in self.lies:
             resp = yield from self.llm.call(self.llm.request(CallKind.SAC_ANSWER, task, (), {"attack": _ATTACK[role]}))

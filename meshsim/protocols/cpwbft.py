@@ -49,7 +49,7 @@ from typing import Annotated, Any, Iterable, Literal, Optional
 
 from pydantic import Field
 
-from ..core.calls import TaskRef
+from ..core.calls import TaskInfo
 from .consensus import (ADVERSARIAL_ROLES, CPWBFT_AGGREGATE, CPWBFT_ANSWER, ConsensusAgent,
                         ConsensusParams, ConsensusProtocol, parse_answer)
 
@@ -86,6 +86,7 @@ def mean_confidence_choice(entries: Iterable[tuple[Optional[str], float]]) -> tu
         k = (sum(cs) / len(cs), len(cs))
         if key is None or k > key:  # strictly better: the first of equals stays
             best, key = a, k
+    assert key is not None  # groups is not empty
     return best, key[0]
 
 
@@ -108,23 +109,23 @@ class CPWBFTAgent(ConsensusAgent):
         return {"conf": self._reported()}
 
     # -- the honest steps -----------------------------------------------------------
-    def _initial(self, task: TaskRef):
+    def _initial(self, task: TaskInfo):
         """Solve and state a confidence in one reply (the authors' solve prompt)."""
         resp = yield from self._solve(CPWBFT_ANSWER, task)
         self.score = _conf((resp.fields or {}).get("confidence"), self.params.missing_confidence)
 
-    def _rescore(self, task: TaskRef):
+    def _rescore(self, task: TaskInfo):
         # back from a Byzantine spell: no confidence of its own yet, so solve again
         yield from self._initial(task)
 
     def _exchanges(self, t: int) -> bool:
         return self.params.rounds_mode != "authors" or t == 0
 
-    def _before_send(self, task: TaskRef, t: int):
+    def _before_send(self, task: TaskInfo, t: int):
         if self.score is None or (self.params.rounds_mode == "resolve" and t > 0):
             yield from self._initial(task)
 
-    def _update(self, task: TaskRef, t: int, got: dict[str, dict]):
+    def _update(self, task: TaskInfo, t: int, got: dict[str, dict]):
         senders = list(got)  # arrival order: the order ties are settled in
         peers = [{"answer": got[j].get("answer"), "text": got[j].get("text", ""),
                   "confidence": _conf(got[j].get("conf"))} for j in senders]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Generator, Optional
+from typing import Any, Generator, Optional, cast
 
 from simpy.events import Event
 
@@ -160,6 +160,7 @@ class ExecutionLayer(Protocol):
     #: a method's evidence about an agent: its reviewed outputs (MeshHeal's reviews.jsonl) or,
     #: when False, the producers the layer records per task
     reviews_are_evidence = False
+    params: Any  # each layer's own Params (every one has task_timeout); subclasses name theirs
 
     def __init__(self, params: Any, ctx):
         super().__init__(params, ctx)
@@ -175,7 +176,8 @@ class ExecutionLayer(Protocol):
         else:
             self.stream = make_stream(self.profile, spec.count, ctx.env.pyrandom("tasks"),
                                       getattr(spec, "block", None))
-        self.pairs = sorted({tuple(p) for p in self.profile.types.values()})
+        # each task type is a pair of abilities
+        self.pairs = cast(list[tuple[str, str]], sorted({tuple(p) for p in self.profile.types.values()}))
         self.agents: dict[str, Any] = {}
         self._names: Optional[list[str]] = None
         self.K: dict[str, frozenset] = {}

@@ -207,7 +207,7 @@ class ReviewLedger:
             "initial_score_healthy": mneg,
             "initial_score_degraded": mpos,
             # the reviewers' discrimination in score units: how far apart the two conditions' mean q0 are
-            "initial_score_gap": (mneg - mpos) if neg.n and pos.n else None,
+            "initial_score_gap": (mneg - mpos) if mneg is not None and mpos is not None else None,  # (None iff n == 0)
             "outputs_healthy": neg.n,
             "outputs_degraded": pos.n,
             "initial_recall": _frac(pos.flagged, pos.n),

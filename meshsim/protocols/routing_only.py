@@ -48,6 +48,7 @@ class RoutingParams(BaseModel):
 class RoutingProtocol(Protocol):
     name = "routing"
     Params = RoutingParams
+    params: RoutingParams
 
     def __init__(self, params, ctx):
         super().__init__(params, ctx)

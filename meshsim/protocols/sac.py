@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.calls import CallKind, TaskRef
+from ..core.calls import CallKind, TaskInfo
 from ..core.names import node_order
 from .consensus import (ConsensusAgent, ConsensusParams, ConsensusProtocol, parse_answer, parse_score, refine_shown,
                         sac_filter)
@@ -36,7 +36,7 @@ class SACParams(ConsensusParams):
 class SACAgent(ConsensusAgent):
     msg_kind = "sac"
 
-    def _update(self, task: TaskRef, t: int, got: dict[str, dict]):
+    def _update(self, task: TaskInfo, t: int, got: dict[str, dict]):
         senders = sorted(got, key=node_order)
         extra: dict[str, Any] = {"received": len(senders)}
         if not senders:  # R empty: the refinement step is skipped (App. B.2)
@@ -53,6 +53,7 @@ class SACAgent(ConsensusAgent):
                 s = self.params.parse_default
             scores[j] = s
         tiebreak = {j: self.rnd.random() for j in senders}
+        assert self.score is not None  # rescored before the round's send (_before_send)
         retained, dropped = sac_filter(self.score, scores, self.params.F, tiebreak)
         extra.update(scores=scores, retained=retained, dropped=dropped)
         if unparsed:

@@ -87,6 +87,8 @@ def next_weight(w: float, success: bool, p: AgentNetParams) -> tuple[float, bool
 class AgentNetAgent(ChainAgent):
     method = "agentnet"
 
+    params: AgentNetParams
+
     def __init__(self, *a: Any, **kw: Any):
         super().__init__(*a, **kw)
         self.w: dict[str, float] = {}
@@ -169,8 +171,10 @@ class AgentNetAgent(ChainAgent):
             if a == self.name:
                 self.update(X.task.index, success)
             else:
-                waits.append(self.reliable.send(a, "feedback", {"task": X.task.index, "success": success},
-                                                size=HEADER_BYTES + 8))
+                sent = self.reliable.send(a, "feedback", {"task": X.task.index, "success": success},
+                                          size=HEADER_BYTES + 8)
+                assert sent is not None  # (wait=True: an event)
+                waits.append(sent)
         if waits:
             yield self.env.all_of(waits)
         self.sink("done", task=X.task, state=X, output=y)

@@ -75,6 +75,8 @@ class AutoGenParams(BaselineParams):
 class AutoGenAgent(ChainAgent):
     method = "autogen"
 
+    params: AutoGenParams
+
     def __init__(self, *a: Any, **kw: Any):
         super().__init__(*a, **kw)
         self._waiting: dict[int, Event] = {}

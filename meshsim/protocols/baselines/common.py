@@ -69,6 +69,7 @@ class Baseline(ExecutionLayer):
 
     name = "baseline"
     Params = BaselineParams
+    params: BaselineParams
     Agent: type["ChainAgent"]
     #: False for a method that is centralized by design (AutoGen's manager)
     decentralized = True

@@ -19,7 +19,7 @@ went (its output and the round trip it measured).
 """
 from __future__ import annotations
 
-from typing import Any, Generator, Optional
+from typing import Any, Generator, Optional, cast
 
 from simpy.events import Event
 
@@ -40,7 +40,7 @@ class PlanAgent(ChainAgent):
         self.node.on("plan_step", self._on_plan_step)
 
     # -- the coordinator -------------------------------------------------------------------
-    def run_plans(self, plans: list[tuple[TaskState, list[str]]],
+    def run_plans(self, plans: list[tuple[TaskState, list[Optional[str]]]],
                   extra: Optional[dict] = None) -> Generator[Any, Any, dict[int, tuple[Output, Optional[str]]]]:
         """Drive every (state, chain) in parallel; their final outputs and answers by plan."""
         got: dict[int, tuple[Output, Optional[str]]] = {}
@@ -48,7 +48,7 @@ class PlanAgent(ChainAgent):
         yield self.env.all_of(procs) | self.env.timeout(self.params.round_timeout)
         return dict(got)
 
-    def _drive(self, k: int, X: TaskState, chain: list[str], extra: dict,
+    def _drive(self, k: int, X: TaskState, chain: list[Optional[str]], extra: dict,
                got: dict) -> Generator[Any, Any, None]:
         t = X.task.index
         y: Optional[Output] = None
@@ -76,7 +76,7 @@ class PlanAgent(ChainAgent):
             if not ok or ev not in res:
                 self.sink("note", task=t, note=f"plan {k}: step {i} at {a} did not come back")
                 return
-            X, y, answer = ev.value
+            X, y, answer = cast(tuple[TaskState, Output, Optional[str]], ev.value)  # the step's reply
             self.on_step(k, i, a, X, y, self.env.now - t0)
         if y is not None:
             got[k] = (y, answer)
@@ -112,6 +112,7 @@ class PlanAgent(ChainAgent):
         X: TaskState = body["state"]
         chain: list[str] = body["chain"]
         i = len(X.Y)
+        assert X.R is not None  # a plan's state carries its pairs
         s = X.R[i]
         last = i == len(chain) - 1
         action = "finalize" if last else "contribute"

@@ -79,6 +79,8 @@ class RAPSParams(BaselineParams):
 class RAPSAgent(ChainAgent):
     method = "raps"
 
+    params: RAPSParams
+
     def __init__(self, *a: Any, **kw: Any):
         super().__init__(*a, **kw)
         self.ab: dict[str, list[float]] = {}  # peer -> [alpha, beta]

@@ -74,6 +74,8 @@ class SACTeamsParams(BaselineParams):
 class SACTeamsAgent(PlanAgent):
     method = "sac_teams"
 
+    params: SACTeamsParams
+
     def __init__(self, *a: Any, **kw: Any):
         super().__init__(*a, **kw)
         self._buf: dict[tuple[int, int], dict[str, dict]] = {}
@@ -97,7 +99,7 @@ class SACTeamsAgent(PlanAgent):
                 return
             self.rnd.shuffle(cands)
             dealt.append(cands)
-        chains = [[c[k % len(c)] for c in dealt] for k in range(p.teams)]
+        chains: list[list[Optional[str]]] = [[c[k % len(c)] for c in dealt] for k in range(p.teams)]
         plans = [(TaskState(task=task, R=R, visits=[self.name], actions=[(self.name, "infer")]), chain)
                  for chain in chains]
         got = yield from self.run_plans(plans, {"reps": [c[-1] for c in chains]})

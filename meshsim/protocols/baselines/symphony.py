@@ -91,7 +91,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
-from typing import Annotated, Any, Generator, Literal, Optional
+from typing import Annotated, Any, Generator, Literal, Optional, cast
 
 from pydantic import BeforeValidator, Field
 from simpy.events import Event
@@ -224,6 +224,8 @@ class GlobalLinUCB:
 class SymphonyAgent(PlanAgent):
     method = "symphony"
 
+    params: SymphonyParams
+
     def __init__(self, *a: Any, **kw: Any):
         super().__init__(*a, **kw)
         p = self.params
@@ -309,8 +311,9 @@ class SymphonyAgent(PlanAgent):
     def _coordinate(self, task) -> Generator[Any, Any, None]:
         p = self.params
         planned = yield from self._plans(task)
+        unpicked: list[Optional[str]] = [None]  # each plan's agents, picked as its steps are reached
         plans = [(TaskState(task=task, R=R, visits=[self.name], actions=[(self.name, f"plan_by:{who}")]),
-                  [None] * len(R)) for R, who in planned]
+                  unpicked * len(R)) for R, who in planned]
         for k in range(len(plans)):
             self._steps[(task.index, k)] = {}
         got = yield from self.run_plans(plans)
@@ -322,7 +325,8 @@ class SymphonyAgent(PlanAgent):
             return
         # a plan's weight: the mean similarity of its steps' agents (_run_plan_chain_v1)
         weights = {k: sum(s[2] for s in steps[k].values()) / max(1, len(plans[k][1])) for k in done}
-        keys = {k: got[k][1] if got[k][1] is not None else f"text:{got[k][0].text}" for k in done}
+        keys = cast(dict[int, str], {k: got[k][1] if got[k][1] is not None else f"text:{got[k][0].text}"
+                                     for k in done})
         win = weighted_vote([keys[k] for k in done], [weights[k] for k in done])
         best = max((k for k in done if keys[k] == win), key=lambda k: (weights[k], -k))
         for k in done:  # the winner bonus, for every step of every plan that voted for the winner
@@ -330,7 +334,7 @@ class SymphonyAgent(PlanAgent):
                 for _i, (_a, x, _sim) in sorted(steps[k].items()):
                     self.bandit.update(x, p.win_bonus)
         self.sink("done", task=task, state=plans[best][0], output=got[best][0],
-                  extra={"plans": [c for _X, c in plans], "plan_pairs": [list(X.R) for X, _c in plans],
+                  extra={"plans": [c for _X, c in plans], "plan_pairs": [list(X.R or ()) for X, _c in plans],
                          "planners": [who for _R, who in planned],
                          "weights": [round(weights.get(k, 0.0), 4) for k in range(len(plans))],
                          "agree": [k in done and keys[k] == win for k in range(len(plans))],
@@ -339,6 +343,7 @@ class SymphonyAgent(PlanAgent):
     def pick_step(self, k: int, i: int, X: TaskState, chain: list) -> Generator[Any, Any, Optional[str]]:
         """``_select_agent_dynamic``: shortlist the top-L by similarity, then the global LinUCB."""
         p = self.params
+        assert X.R is not None  # a plan's state carries its pairs
         s = X.R[i]
         pool = self.pool()
         sims = {a: similarity(self.declared(a), s) for a in pool}
@@ -353,11 +358,11 @@ class SymphonyAgent(PlanAgent):
                 continue
             cands.append((a, context_vector(sims[a], load, lat, prior, avail, p.latency_scale)))
         if not cands:  # the code's fallback: the first available shortlisted agent, else the first
-            a = next((a for a in top if self.dynamic_state(a)[3]), top[0] if top else None)
-            if a is None:
+            first = next((a for a in top if self.dynamic_state(a)[3]), top[0] if top else None)
+            if first is None:
                 return None
-            load, lat, prior, avail = self.dynamic_state(a)
-            cands = [(a, context_vector(sims[a], load, lat, prior, avail, p.latency_scale))]
+            load, lat, prior, avail = self.dynamic_state(first)
+            cands = [(first, context_vector(sims[first], load, lat, prior, avail, p.latency_scale))]
         scores = [self.bandit.ucb(x) for _a, x in cands]
         if p.tie_break == "random":
             keyed = {j: (-scores[j], self.rnd.random()) for j in range(len(cands))}

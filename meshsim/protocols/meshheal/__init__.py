@@ -166,6 +166,7 @@ class MeshHeal(ExecutionLayer):
 
     name = "meshheal"
     Params = MeshHealParams
+    params: MeshHealParams
     supports_degradation = True
     reviews_are_evidence = True
 
@@ -257,11 +258,11 @@ class MeshHeal(ExecutionLayer):
                 row["takeovers"] += int(a.takeover)
         elif kind == "evidence":
             u = kw["update"]
-            rec = self._review
-            if rec is None or rec["task"] != kw["task"].index or rec["agent"] != kw["agent"]:
+            cur = self._review
+            if cur is None or cur["task"] != kw["task"].index or cur["agent"] != kw["agent"]:
                 raise SimulationError(f"detector evidence of {kw['agent']} on task {kw['task'].index} "
                                       "without its review")  # the controller's order broke
-            rec.setdefault("detector", []).append(
+            cur.setdefault("detector", []).append(
                 {"ability": kw["ability"], "matched": u.matched, "shortfall": u.shortfall, "xbar": u.xbar,
                  "m": u.m, "p25": u.p25, "z": u.z, "state": u.state.value,
                  **({"blocked": True} if u.blocked else {}), **({"warmup": True} if not kw["act"] else {})})
@@ -366,7 +367,9 @@ class MeshHeal(ExecutionLayer):
             out["low_credibility_scores"] = c["low_credibility_scores"]
             out["dropped_evidence"] = c["dropped_evidence"]
             # each agent's view of each reviewer at the end: (agent, reviewer) pairs, lowest credibility
-            creds = [credibility(*n, prior=p.credibility_prior) for name in sorted(self.agents)
+            # (n is [agree, disagree]: the unpacking never fills prior)
+            creds = [credibility(*n, prior=p.credibility_prior)  # type: ignore[misc]
+                     for name in sorted(self.agents)
                      for _j, n in sorted(self.agents[name].agreement.items())]
             out["credibility_pairs"] = len(creds)
             out["credibility_pairs_below_min"] = sum(1 for x in creds if x < p.credibility_min)

@@ -80,7 +80,7 @@ class MeshHealAgent:
         self.byz: Optional[Lies] = None
         # routing defences (issue 34; routing_defences.py), off by default: nothing below runs then
         if params.e2e_ack:
-            self.watch = ForwardWatch(params.e2e_timeout, params.e2e_retries, params.rate_prior, params.rate_min)
+            self.watch: Optional[ForwardWatch] = ForwardWatch(params.e2e_timeout, params.e2e_retries, params.rate_prior, params.rate_min)
             self._e2e_deadlines = Deadlines(self.env, self._e2e_expire)
             # task index -> the neighbours it came from, in order (a task may pass twice): acks go back to each
             self._upstream: dict[int, list[str]] = {}
@@ -377,6 +377,7 @@ class MeshHealAgent:
         retries first (routing_defences.ForwardWatch.timeout)."""
         t = X.task.index
         w = self.watch
+        assert w is not None  # only called with end-to-end acks on
         old = w.pending.get(t)
         if old is not None:  # the task came back through here: the newer forward is the one to watch
             Deadlines.cancel(old.deadline)
@@ -395,6 +396,7 @@ class MeshHealAgent:
 
     def _on_task_ack(self, msg) -> None:
         t = msg.payload["task"]
+        assert self.watch is not None  # the handler is registered only with a watch
         p = self.watch.acked(t, msg.src)
         if p is None:
             return  # not waiting (already acked, retried elsewhere, or never forwarded it)
@@ -404,6 +406,7 @@ class MeshHealAgent:
     def _e2e_expire(self, t: int) -> None:
         if not self.node.alive:
             return
+        assert self.watch is not None  # deadlines are set only with a watch
         p = self.watch.expired(t)
         if p is None:
             return
@@ -426,6 +429,7 @@ class MeshHealAgent:
     def _e2e_retry(self, p) -> Generator[Any, Any, None]:
         """No ack in time: send the task (as it left here) to another next hop."""
         X = p.state
+        assert self.watch is not None  # a retry comes from the watch's deadline
         missing = sorted(set(X.R) - X.C) if X.R is not None else [ANY]
         tried = set(p.tried) | set(self._upstream.get(X.task.index, ()))  # never back where it came from
         for s in missing:
@@ -459,6 +463,7 @@ class MeshHealAgent:
         act = task.index > p.warmup  # warm-up (App. C.2): collect evidence, change no state
         defended = a is not None and p.defended
         if defended:
+            assert a is not None  # (defended implies it)
             ev = self._evidence(q, a, task.index)
             if ev is None:
                 return  # no credible reviewer behind this score: no evidence
@@ -515,7 +520,8 @@ class MeshHealAgent:
             if c is None:
                 c = self.agreement[j] = [0, 0]
             c[0 if agreed else 1] += 1
-        cred = {j: credibility(*self.agreement.get(j, (0, 0)), prior=p.credibility_prior) for j, _s in entries}
+        cred = {j: credibility(*self.agreement.get(j, (0, 0)), prior=p.credibility_prior)  # type: ignore[misc]
+                for j, _s in entries}  # (the unpacked pair is agree, disagree: prior is never filled by it)
         ev = evidence_score(entries, cred, p.credibility, p.credibility_min)
         low = sum(1 for j, _s in entries if cred[j] < p.credibility_min)
         if low:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Generator, Optional, Protocol
+from typing import Any, Generator, Optional, Protocol, cast
 
 from ...core.calls import CallKind
 from ...core.types import RoutingState
@@ -29,7 +29,9 @@ class MeshHealAgent(Protocol):
     K_orig: frozenset
     K_sorted: tuple
     peer_state: dict
-    state: RoutingState
+
+    @property
+    def state(self) -> RoutingState: ...
 
     def eligible_reviewers(self, H: frozenset) -> list[str]: ...
 
@@ -120,6 +122,7 @@ def assess(agent: MeshHealAgent, y: Output, H: frozenset, X: TaskState,
     if initial is None:
         agent.sink_record("unreviewed", X.task.index, agent.name)
         return Assessment(q=None, output=y)
+    assert reviewer is not None  # the one whose scores are initial
     q0 = median3(initial)
     s_u = sample_sd(initial)
     res = Assessment(q=q0, output=y, q0=q0, s_u=s_u, initial=list(initial), reviewers=[reviewer],
@@ -148,15 +151,16 @@ def assess(agent: MeshHealAgent, y: Output, H: frozenset, X: TaskState,
     if any(r is None for r in r1):
         # A committee member became unreachable: fall back to the initial decision.
         return res
-    v1 = [r["score"] for r in r1]
-    expl = [r.get("explanation", "") for r in r1]
+    got1 = cast(list[dict], r1)  # (none is None: checked above)
+    v1 = [r["score"] for r in got1]
+    expl = [r.get("explanation", "") for r in got1]
     r2 = yield from agent.ask_all(
         members,
         [{"mode": "r2", "ctx": "A", "own": v1[0], "other": v1[1], "explanations": expl},
          {"mode": "r2", "ctx": "B", "own": v1[1], "other": v1[0], "explanations": expl[::-1]}], y, H, X)
     if any(r is None for r in r2):
         return res
-    v2 = [r["score"] for r in r2]
+    v2 = [r["score"] for r in cast(list[dict], r2)]  # (none is None: checked above)
     q = (v2[0] + v2[1]) / 2.0  # Alg. 2, line 7
     res.q = q
     res.round1, res.round2 = v1, v2
