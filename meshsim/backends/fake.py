@@ -104,7 +104,7 @@ import hashlib
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from ..core.errors import InputError
 from ..core.calls import Backend, LatencyModel, Request, Response, TaskRef
@@ -399,7 +399,7 @@ class FakeBackend(ReviewDraws, Backend):
         orig = self._read(req, req.context.get("output_text"))
         t = self.profile.takeover
         finalize = req.context.get("action") == "finalize"
-        act = "finalize" if finalize else "contribute"
+        act: Literal["contribute", "finalize"] = "finalize" if finalize else "contribute"
         hint = 1.0 - (1.0 - t.hint.get(act, 0.5)) ** sum(1 for c in cands if c.correct)
         keep = t.keep.get(act, 0.5)
         if orig.correct and rnd.random() < t.recognize:

@@ -278,6 +278,7 @@ def _check_behaviour_overrides(prof: Optional[ConsensusProfile], overrides: Opti
     if prof is None:
         from ..core.files import load_yaml
 
+        assert path is not None  # (a profile not yet loaded comes with its path)
         data = load_yaml(path, "profile")
         keys = data.get("score") if isinstance(data, dict) else None
         if not isinstance(keys, dict):
@@ -341,6 +342,7 @@ class ConsensusFakeBackend(Backend):
 
     def _features(self, req: Request, text: Any) -> frozenset:
         """What a reader notices in a received text (reading it = looking up its token)."""
+        assert req.task is not None  # (a consensus call carries its query)
         got = self.texts.get(req.task.id, text)
         return got.features if got is not None else frozenset()
 
@@ -349,6 +351,7 @@ class ConsensusFakeBackend(Backend):
         return self.profile.model_for(_role(req.model), req.task.dataset if req.task is not None else None)
 
     def _answered(self, req: Request, a: Optional[str], features: frozenset = frozenset(), **extra: Any):
+        assert req.task is not None  # (a consensus call carries its query)
         truth = str(req.task.answer)
         fields = {"answer": a, "_latent": Latent(correct=a == truth, answer=a, features=features)}
         fields.update(extra)
@@ -456,6 +459,7 @@ class ConsensusFakeBackend(Backend):
     # -- call kinds ------------------------------------------------------------
     def _sac_answer(self, req: Request, rnd: random.Random):
         task = req.task
+        assert task is not None  # (a consensus call carries its query)
         model = _role(req.model)
         attack = req.context.get("attack")
         feats = self.profile.features

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, cast
 
 from ..core.calls import Request
 from .fake_profile import CLASSES, VERDICTS, FakeProfile
@@ -92,7 +92,7 @@ class ReviewDraws:
 
     def _score(self, rnd: SplitMix64, verdict: str) -> float:
         r = self.profile.review
-        x = r.anchors[verdict] + (rnd.gauss(0.0, r.noise) if r.noise else 0.0)
+        x = cast(dict[str, float], r.anchors)[verdict] + (rnd.gauss(0.0, r.noise) if r.noise else 0.0)
         x = min(1.0, max(0.0, x))
         g = r.granularity
         if not g:
@@ -135,5 +135,5 @@ class ReviewDraws:
             verdict = self._verdict(req, rnd, out)
         return {"score": self._score(rnd, verdict)}, None
 
-def _nearest(anchors: dict[str, float], score: float) -> str:
+def _nearest(anchors: Mapping[Any, float], score: float) -> str:
     return min(anchors, key=lambda k: (abs(anchors[k] - score), k))

@@ -42,7 +42,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, cast
 
 import yaml
 
@@ -235,7 +235,8 @@ def tally(entries: list[dict[str, Any]]) -> Tally:
         if rq.get("kind") in (CallKind.CONTRIBUTE, CallKind.FINALIZE, CallKind.TAKEOVER_CANDIDATE,
                               CallKind.SYNTHESIS) and rs.get("text") and not rs.get("error"):
             c = rs.get("correct")
-            produced[text_digest(rs["text"])] = (c if isinstance(c, bool) else None, rq.get("model") == "weak")
+            produced[cast(str, text_digest(rs["text"]))] = (c if isinstance(c, bool) else None,
+                                                            rq.get("model") == "weak")
     for e in entries:
         rq, rs = e.get("request") or {}, e.get("response") or {}
         kind, role = rq.get("kind"), "weak" if rq.get("model") == "weak" else "strong"

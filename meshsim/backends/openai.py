@@ -63,7 +63,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, cast
 
 from ..core.errors import InputError
 from ..core.redact import register as register_secret, scrub, url_secrets
@@ -509,6 +509,7 @@ class OpenAIBackend(Backend):
         if failure is not None:
             return self._fail(failure.category, f"{failure}" + (f" after {attempt + 1} attempts" if attempt else ""),
                               body), meta
+        assert data is not None  # (no failure: the attempt returned the reply)
         resp = self._response(req, data, body)
         return resp, meta
 
@@ -529,7 +530,7 @@ class OpenAIBackend(Backend):
         if not isinstance(choices, list) or not choices:
             return self._fail("empty_choices", "reply has no choices", body)
         ch = choices[0] if isinstance(choices[0], dict) else {}
-        msg = ch.get("message") if isinstance(ch.get("message"), dict) else {}
+        msg = cast(dict[str, Any], ch.get("message") if isinstance(ch.get("message"), dict) else {})
         text = msg.get("content")
         if text is None:
             text = ch.get("text")  # legacy completions shape
@@ -547,7 +548,7 @@ class OpenAIBackend(Backend):
         fields, correct = parse_reply(req, text)
         if fields.get("parsed") is False:
             self.unparsed += 1
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        usage = cast(dict[str, Any], data.get("usage") if isinstance(data.get("usage"), dict) else {})
         pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if isinstance(pt, int) and isinstance(ct, int) and not isinstance(pt, bool) and pt >= 0 and ct >= 0:
             fields = dict(fields, usage_estimated=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Mapping, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError
@@ -156,7 +156,7 @@ def _key_vars(prof: OpenAIProfile) -> list[str]:
     return sorted(n for n in names if n)
 
 
-def check_openai(prof: OpenAIProfile, need_key: bool = True, environ: Optional[dict[str, str]] = None) -> None:
+def check_openai(prof: OpenAIProfile, need_key: bool = True, environ: Optional[Mapping[str, str]] = None) -> None:
     """Fail at start (one line) when a key variable the profile names is unset."""
     if not need_key:
         return

@@ -90,7 +90,7 @@ def load_validated(path: str | Path, model: type[M], overrides: Optional[dict[st
                     or str(k).startswith(f"{loc}.") or (not loc and str(k) in msg)), None)
         if hit is not None:  # the override is at fault, not the file: the caller names its scenario
             raise InputError(f"{msg} (profile {path.stem})", field=f"overrides.{hit}",
-                             value=overrides[hit]) from None
+                             value=(overrides or {})[hit]) from None
         raise InputError(msg, file=str(path), field=loc or None) from None
 
 

@@ -154,6 +154,8 @@ def _range_spec(key: str, spec: Any, src: str) -> tuple[Optional[tuple[float, fl
             raise InputError("scale must be [lo, hi] with 0 <= lo <= hi", file=src, field=f"ranges.{key}.scale",
                              value=sc)
         return None, (float(sc[0]), float(sc[1])), why.strip()
+    lo: Any
+    hi: Any
     lo, hi = spec.get("low"), spec.get("high")
     if not (num(lo) and num(hi) and lo <= hi):
         raise InputError("low and high must be finite numbers with low <= high", file=src,
@@ -197,7 +199,8 @@ def assumption_factors(data: dict[str, Any], src: str = "profile") -> list[Facto
         rows = []
         for path, value in leaves:
             is_int = isinstance(value, int)
-            lo, hi = absolute if absolute is not None else (value * scale[0], value * scale[1])
+            # (_range_spec gives one of absolute and scale)
+            lo, hi = absolute if absolute is not None else (value * scale[0], value * scale[1])  # type: ignore[index]
             rows.append((path, float(value), lo, hi, is_int))
         out.append(Factor(key, why, tuple(rows), scale))
     return out

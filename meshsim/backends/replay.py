@@ -429,7 +429,7 @@ class ReplayBackend(Backend):
     def _append(self, k: str, req: Request, resp: Response, meta: dict[str, Any]) -> Response:
         """Write the call; returns the reply as the cassette holds it (what a replay serves)."""
         self.misses += 1
-        entry = {"v": VERSION, "key": k, "backend": self.inner.name, "request": request_record(req),
+        entry: dict[str, Any] = {"v": VERSION, "key": k, "backend": self.inner.name, "request": request_record(req),
                  "call": key_material(self.inner, req), "response": response_to(resp),
                  **{m: meta[m] for m in ("wall", "attempts") if m in meta}}
         # the wrapped backend scrubs what it received; this catches a key that

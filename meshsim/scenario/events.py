@@ -168,7 +168,8 @@ class AddLink(EventSpec):
         edges.add(frozenset(self.link))
 
     def apply(self, world: World) -> None:
-        world.add_link(self.link[0], self.link[1], self.latency.spec() if self.latency else None, self.loss, self.bandwidth)
+        world.add_link(self.link[0], self.link[1], self.latency.spec() if self.latency else None, self.loss,
+                       self.bandwidth)
 
 
 @register_event("remove_link")

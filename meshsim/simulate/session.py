@@ -163,8 +163,8 @@ class FolderSession:
             ident = top_prov.get("scenario", {}).get("identity") if top_prov else None
             if ident and ident != self.identity and not self.force:
                 raise RunFolderError(f"holds runs of a different scenario "
-                                     f"({(top_prov or {}).get('scenario', {}).get('name')!r}); use --force to rerun the "
-                                     "seeds into it, or choose another --out", file=out)
+                                     f"({(top_prov or {}).get('scenario', {}).get('name')!r}); use --force to rerun "
+                                     "the seeds into it, or choose another --out", file=out)
             ours = {f"seed-{s}" for s in self.seed_list_all()}
             for d in seed_dirs:
                 if d.name not in ours and (d / "summary.json").exists() and _folder_identity(d) != self.identity:

@@ -80,7 +80,8 @@ class MeshHealAgent:
         self.byz: Optional[Lies] = None
         # routing defences (issue 34; routing_defences.py), off by default: nothing below runs then
         if params.e2e_ack:
-            self.watch: Optional[ForwardWatch] = ForwardWatch(params.e2e_timeout, params.e2e_retries, params.rate_prior, params.rate_min)
+            self.watch: Optional[ForwardWatch] = ForwardWatch(params.e2e_timeout, params.e2e_retries,
+                                                              params.rate_prior, params.rate_min)
             self._e2e_deadlines = Deadlines(self.env, self._e2e_expire)
             # task index -> the neighbours it came from, in order (a task may pass twice): acks go back to each
             self._upstream: dict[int, list[str]] = {}

@@ -258,7 +258,8 @@ def normalize_math(s: Any) -> str:
 
 # ---------------------------------------------------------------- safe numeric evaluation
 
-_OPS: dict[type[ast.AST], Callable[..., float]] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+_OPS: dict[type[ast.AST], Callable[..., float]] = {
+        ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
@@ -418,7 +419,8 @@ def grade_choice(text: str, gold: Any, choices: Sequence[str] = (), **_: Any) ->
     return g is not None and extract_choice(text, choices) == g
 
 
-GRADERS: dict[str, Callable[..., bool]] = {"exact": grade_exact, "numeric": grade_numeric, "math": grade_math, "choice": grade_choice}
+GRADERS: dict[str, Callable[..., bool]] = {"exact": grade_exact, "numeric": grade_numeric, "math": grade_math,
+                                           "choice": grade_choice}
 
 
 def grader_kind(answer: Any = None, choices: Sequence[str] = (), dataset: str = "", task_type: str = "",
