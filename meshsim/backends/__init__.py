@@ -17,7 +17,8 @@ from .registry import (BACKENDS, BackendPlan, build_null, check_backend, check_n
 __all__ = ["Backend", "CallKind", "LatencyModel", "NullBackend", "Request", "Response", "TaskRef",
            "make_backend", "check_backend", "find_profile", "BACKENDS", "register_backend", "BackendPlan", "plan_backend"]
 
-# the registrations, in the order error messages list the kinds
+# the built-in kinds, imported here only to fix the order error messages list them in; a new kind's
+# module needs no line here: BACKENDS imports every module that registers on its first lookup
 from . import fake  # noqa: E402,F401  kind: fake (MeshHeal's statistical fake)
 
 register_backend("null", check_null, build_null)

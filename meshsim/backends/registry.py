@@ -10,10 +10,13 @@ two functions:
   from that checked ``loaded`` (so a profile is read and validated once per
   backend built, not once to check and again to build).
 
-Each backend module registers its kind when it is imported (the package's
-``__init__`` imports them all), as the topology generators do
-(:mod:`meshsim.graphs.registry`), so adding a backend is one new module and
-one registration; nothing here imports upward.
+Each backend module registers its kind when it is imported, as the topology
+generators do (:mod:`meshsim.graphs.registry`): the first lookup imports every
+module of the package that calls :func:`register_backend`
+(:class:`meshsim.core.discovery.Registry`), so adding a backend is one new
+module and one registration call, nothing else edited. The package's
+``__init__`` imports the built-in kinds only to keep the order error messages
+list them in; nothing here imports upward.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..core.calls import Backend, NullBackend
+from ..core.discovery import Registry
 from ..core.errors import InputError
 
 __all__ = ["BACKENDS", "BackendKind", "BackendPlan", "register_backend", "check_backend", "plan_backend",
@@ -38,8 +42,9 @@ class BackendKind:
     build: Build
 
 
-#: backend kind -> its check and build (in registration order: error messages list them so)
-BACKENDS: dict[str, BackendKind] = {}
+#: backend kind -> its check and build (in registration order: error messages list them so); a lookup
+#: first imports every module of the package that calls :func:`register_backend` (:mod:`meshsim.core.discovery`)
+BACKENDS: Registry[BackendKind] = Registry(__package__ or "meshsim.backends", "register_backend")
 
 
 def register_backend(name: str, check: Check, build: Build) -> BackendKind:
