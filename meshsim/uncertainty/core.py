@@ -92,7 +92,7 @@ class Study:
         return len(self.factors)
 
     def state(self, top: Optional[list[int]] = None) -> dict[str, Any]:
-        from .. import __version__
+        from ..core.version import __version__
 
         a = self.alloc
         return {"format": FORMAT, "meshsim": __version__,

@@ -88,7 +88,7 @@ class VerdictPlan:
 
     def identity(self) -> dict[str, Any]:
         """What the folder is a verdict of (``verdict.plan.json``): no path, no time."""
-        from .. import __version__
+        from ..core.version import __version__
 
         return {"format": FORMAT, "meshsim": __version__,
                 "sizes": [{"label": s.label, "scenario": s.name, "file": s.file.name, "sha256": s.sha256,
