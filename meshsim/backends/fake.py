@@ -536,4 +536,4 @@ def make_fake(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_ke
     return FakeBackend(profile, seed=seed, draw=int(spec.get("draw", 0)), overrides=spec.get("overrides"))
 
 
-register_backend("fake", check_fake_spec, make_fake)
+register_backend("fake", check_fake_spec, make_fake, ranged_profile=FakeProfile)

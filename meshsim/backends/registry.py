@@ -28,7 +28,8 @@ from ..core.calls import Backend, NullBackend
 from ..core.discovery import Registry
 from ..core.errors import InputError
 
-__all__ = ["BACKENDS", "BackendKind", "BackendPlan", "register_backend", "check_backend", "plan_backend",
+__all__ = ["BACKENDS", "BackendKind", "BackendPlan", "register_backend", "backend_kind", "ranged_kinds",
+           "check_backend", "plan_backend",
            "make_backend", "build_backend", "check_fields", "check_null", "build_null"]
 
 Check = Callable[[dict[str, Any], Optional[Path], bool], Any]
@@ -37,9 +38,27 @@ Build = Callable[[dict[str, Any], int, Optional[Path], bool, Any], Backend]
 
 @dataclass(frozen=True)
 class BackendKind:
+    """A registered kind: its ``check`` and ``build``, and what the rest of meshsim asks of a kind
+    (declared at its registration, never read off its name)."""
+
     name: str
     check: Check
     build: Build
+    #: its calls reach outside the run (an endpoint; a cassette it writes): a Byzantine run's paired
+    #: attribution run (issue 34) is skipped, not sent to it again
+    calls_out: bool = False
+    #: spec fields that say where the answers come from, not what was run: left out of
+    #: ``scenario.resolved.yaml`` (a recorded run and its replay resolve alike)
+    unresolved: tuple[str, ...] = ()
+    #: the spec field holding a wrapped backend's spec (whose profile the scenario's inputs list)
+    wraps: Optional[str] = None
+    #: the files a spec names besides a profile: ``spec -> {name: (path, may be absent)}``
+    files: Optional[Callable[[dict[str, Any]], dict[str, tuple[str, bool]]]] = None
+    #: a fake whose profile's numbers are assumptions with plausible ranges (``meshsim
+    #: uncertainty`` varies them, ``meshsim profile check`` requires them): the profile's model
+    ranged_profile: Optional[type] = None
+    #: of a ranged profile's factors, those that can move a run on the given datasets (None: all)
+    factors_in_use: Optional[Callable[[list[Any], dict[str, Any], list[str]], list[Any]]] = None
 
 
 #: backend kind -> its check and build (in registration order: error messages list them so); a lookup
@@ -47,11 +66,22 @@ class BackendKind:
 BACKENDS: Registry[BackendKind] = Registry(__package__ or "meshsim.backends", "register_backend")
 
 
-def register_backend(name: str, check: Check, build: Build) -> BackendKind:
-    """Add a backend kind (see the module docstring for ``check`` and ``build``)."""
-    kind = BackendKind(name, check, build)
+def register_backend(name: str, check: Check, build: Build, **capabilities: Any) -> BackendKind:
+    """Add a backend kind (see the module docstring for ``check`` and ``build``; ``capabilities``:
+    the other fields of :class:`BackendKind`)."""
+    kind = BackendKind(name, check, build, **capabilities)
     BACKENDS[name] = kind
     return kind
+
+
+def backend_kind(name: Any) -> Optional[BackendKind]:
+    """The registered kind called ``name`` (``None``: not a registered name)."""
+    return BACKENDS.get(name) if isinstance(name, str) else None
+
+
+def ranged_kinds() -> list[str]:
+    """The kinds whose profiles carry assumption ranges (:attr:`BackendKind.ranged_profile`), in registration order."""
+    return [k.name for k in BACKENDS.values() if k.ranged_profile is not None]
 
 
 def check_fields(spec: dict[str, Any], allowed: set[str]) -> None:
@@ -65,7 +95,7 @@ def check_fields(spec: dict[str, Any], allowed: set[str]) -> None:
 
 def _kind(spec: dict[str, Any]) -> BackendKind:
     kind = spec.get("kind")
-    entry = BACKENDS.get(kind) if isinstance(kind, str) else None
+    entry = backend_kind(kind)
     if entry is None:
         raise InputError(f"unknown backend kind; choose one of {list(BACKENDS)}", field="kind", value=kind)
     return entry

@@ -50,13 +50,16 @@ def resolved_yaml(scenario: Scenario, seed: int) -> str:
 
 
 def _resolved_data(scenario: Scenario) -> dict[str, Any]:
+    from ..backends.registry import backend_kind
+
     data = portable_data(scenario)
     b = data.get("backend")
-    if isinstance(b, dict) and b.get("kind") == "replay":
+    kind = backend_kind(b.get("kind")) if isinstance(b, dict) else None
+    if isinstance(b, dict) and kind is not None:
         # where replies come from (cassette or endpoint) is not part of what was
         # run: a recorded run and its replay resolve to the same scenario
-        b.pop("mode", None)
-        b.pop("fsync", None)
+        for field in kind.unresolved:
+            b.pop(field, None)
     return data
 
 

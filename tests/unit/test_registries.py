@@ -250,3 +250,22 @@ def test_discovery_skips_modules_that_register_nothing():
     out = subprocess.run([sys.executable, "-c", "import meshsim.backends as b; b.BACKENDS.get('fake'); " + code],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_what_a_kind_can_do_is_declared_at_its_registration():
+    """No kind is named at the places that ask what a backend does: a new fake declaring a ranged
+    profile is varied by meshsim uncertainty like the built-in ones."""
+    from meshsim.backends.fake_profile import FakeProfile
+    from meshsim.backends.registry import ranged_kinds
+    from meshsim.uncertainty.core import profile_of
+
+    assert [k.name for k in BACKENDS.values() if k.calls_out] == ["openai", "replay"]
+    with pytest.raises(InputError, match="not 'fake' or 'fake_consensus'"):
+        profile_of({"backend": {"kind": "dummy_ranged", "profile": "fake-default"}}, "s.yaml", ROOT)
+    register_backend("dummy_ranged", _check, _build, ranged_profile=FakeProfile)
+    try:
+        assert ranged_kinds() == ["fake", "fake_consensus", "dummy_ranged"]
+        path, over = profile_of({"backend": {"kind": "dummy_ranged", "profile": "fake-default"}}, "s.yaml", ROOT)
+        assert path.name == "fake-default.yaml" and over == {}
+    finally:
+        del BACKENDS["dummy_ranged"]
