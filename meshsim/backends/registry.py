@@ -30,7 +30,7 @@ from ..core.errors import InputError
 
 __all__ = ["BACKENDS", "BackendKind", "BackendPlan", "register_backend", "backend_kind", "ranged_kinds",
            "check_backend", "plan_backend",
-           "make_backend", "build_backend", "check_fields", "check_null", "build_null"]
+           "make_backend", "build_backend", "check_fields"]
 
 Check = Callable[[dict[str, Any], Optional[Path], bool], Any]
 Build = Callable[[dict[str, Any], int, Optional[Path], bool, Any], Backend]
@@ -138,12 +138,3 @@ def make_backend(spec: Optional[dict[str, Any]], seed: int, base_dir: Optional[P
                  need_key: bool = True) -> Backend:
     """The backend a scenario's ``backend:`` section names (none: :class:`NullBackend`)."""
     return plan_backend(spec, base_dir, need_key).build(seed)
-
-
-def check_null(spec: dict[str, Any], base_dir: Optional[Path], need_key: bool) -> None:
-    """``kind: null``: every call answers nothing (routing-only scenarios)."""
-    check_fields(spec, {"kind"})
-
-
-def build_null(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: bool, loaded: Any) -> Backend:
-    return NullBackend()
