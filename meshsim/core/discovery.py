@@ -63,11 +63,12 @@ class Registry(dict[str, V]):
             self._busy = False
 
     def _registers(self, info: pkgutil.ModuleInfo) -> bool:
-        """Does the module call the registration function? (no source to read: import it to see)"""
+        """Does the module (a subpackage: its ``__init__``) call the registration function?
+        (no source to read: import it to see)"""
         finder: Any = info.module_finder
         spec = finder.find_spec(f"{self.package}.{info.name}") if hasattr(finder, "find_spec") else None
         origin = getattr(spec, "origin", None)
-        if info.ispkg or not origin or not origin.endswith(".py"):
+        if not origin or not origin.endswith(".py"):
             return True
         try:
             with open(origin, encoding="utf-8") as fh:
