@@ -15,6 +15,7 @@ import yaml
 
 from ..core import redact
 from ..core.errors import RunFolderError
+from ..core.files import read_output_yaml
 from ..io.records import json_default, write_atomic
 from ..io.runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment,
                             input_record, read_json, remove_stale_tmp, resume_problem)
@@ -88,8 +89,8 @@ def _identity_of(data: Any) -> Optional[str]:
 
 def _folder_identity(folder: Path) -> Optional[str]:
     try:
-        return _identity_of(yaml.safe_load((folder / "scenario.resolved.yaml").read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return _identity_of(read_output_yaml(folder / "scenario.resolved.yaml"))
+    except RunFolderError:
         return None
 
 

@@ -164,15 +164,12 @@ def read_search(folder: str | Path, front: Optional[int]) -> tuple[list[Candidat
 
 def _given(sets: list[str]) -> dict[str, Any]:
     """The ``--set`` items as {path: value} (for the table; values as YAML reads them)."""
-    import yaml
+    from ..core.files import parse_value
 
     out = {}
     for item in sets:
         p, _sep, v = item.partition("=")
-        try:
-            out[p.strip()] = yaml.safe_load(v) if v != "" else ""
-        except yaml.YAMLError:
-            out[p.strip()] = v
+        out[p.strip()] = parse_value(v, "--set", p.strip(), lenient=True)
     return out
 
 

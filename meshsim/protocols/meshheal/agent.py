@@ -272,7 +272,7 @@ class MeshHealAgent:
         if "state" in what:
             self._advertise_state()
         if "dv" in what:
-            self.dv._advertise_all()
+            self.dv.advertise_all()
         if "summary" in what:
             for key in sorted(self.detector.scores):
                 self._send_summary(key)
