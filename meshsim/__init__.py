@@ -10,11 +10,10 @@ Notebook use::
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import InputError, MeshsimError, ScenarioError
+from .core.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from .simulate.runner import MultiRunResult, RunResult, run

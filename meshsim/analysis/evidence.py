@@ -425,17 +425,14 @@ def _json(path: Path) -> Any:
 def explain_folder(path: Path | str, agent: Optional[str] = None) -> Explanation:
     """:func:`explain_records` of one seed's run folder (summary.json, scenario.resolved.yaml,
     reviews and states tables); one :class:`RunFolderError` line when something is missing."""
-    import yaml
+    from ..core.files import read_output_yaml
 
     p = Path(path)
     summary = _json(p / "summary.json")
     scen_file = p / "scenario.resolved.yaml"
-    try:
-        scen = yaml.safe_load(scen_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFolderError("missing", file=str(scen_file)) from None
-    except yaml.YAMLError as exc:
-        raise RunFolderError(f"not valid YAML ({str(exc).splitlines()[0]})", file=str(scen_file)) from None
+    if not scen_file.exists():
+        raise RunFolderError("missing", file=str(scen_file))
+    scen = read_output_yaml(scen_file)
     proto = (scen or {}).get("protocol") or {} if isinstance(scen, dict) else {}
     if proto.get("name") != "meshheal":
         raise RunFolderError(f"the evidence view reads MeshHeal's reviews; this run's protocol is "

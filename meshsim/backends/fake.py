@@ -294,13 +294,8 @@ class FakeBackend(ReviewDraws, Backend):
         return z < th
 
     def _read(self, req: Request, text: Any) -> Latent:
-        """Reading a text given in the prompt (an output under review, a draft, a candidate):
-        ``self.texts.read``, written out (several times on every review call's path)."""
-        if not text:
-            return UNREADABLE
-        texts = self.texts._by_task.get(req.task.id if req.task else "")
-        got = texts.get(text) if texts is not None else None
-        return UNREADABLE if got is None else got
+        """Reading a text given in the prompt (an output under review, a draft, a candidate)."""
+        return self.texts.read(req.task.id if req.task else "", text)
 
     def _half(self, req: Request, rnd: SplitMix64, ok: bool, final: Optional[bool] = None,
               answer: Optional[str] = None) -> Latent:
@@ -536,4 +531,4 @@ def make_fake(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_ke
     return FakeBackend(profile, seed=seed, draw=int(spec.get("draw", 0)), overrides=spec.get("overrides"))
 
 
-register_backend("fake", check_fake_spec, make_fake)
+register_backend("fake", check_fake_spec, make_fake, ranged_profile=FakeProfile)

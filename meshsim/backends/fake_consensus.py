@@ -588,4 +588,5 @@ def make_consensus(spec: dict[str, Any], seed: int, base_dir: Optional[Path], ne
     return ConsensusFakeBackend(profile, seed=seed, overrides=spec.get("overrides"))
 
 
-register_backend("fake_consensus", check_consensus_spec, make_consensus)
+register_backend("fake_consensus", check_consensus_spec, make_consensus, ranged_profile=ConsensusProfile,
+                 factors_in_use=factors_in_use)

@@ -46,9 +46,9 @@ from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
-from ..core.errors import InputError
+from ..core.errors import InputError, RunFolderError
 from ..core.calls import CallKind
-from ..core.files import load_yaml
+from ..core.files import load_yaml, read_output_yaml
 from .replay import read_cassette, text_digest
 
 __all__ = ["find_cassettes", "load_entries", "fit_profile", "write_profile", "tally", "Tally", "Fit", "FITTERS"]
@@ -78,8 +78,8 @@ def find_cassettes(source: str | Path) -> list[Path]:
     resolved = p / "scenario.resolved.yaml"
     if resolved.is_file():
         try:
-            sc = yaml.safe_load(resolved.read_text()) or {}
-        except yaml.YAMLError:
+            sc = read_output_yaml(resolved) or {}
+        except RunFolderError:
             sc = {}
         spec = sc.get("backend") or {}
         cas = spec.get("cassette") if spec.get("kind") == "replay" else None

@@ -582,4 +582,4 @@ def _build(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_key: 
     return make_openai(spec, seed, base_dir, require_key=need_key, profile=profile)
 
 
-register_backend("openai", check_openai_spec, _build)
+register_backend("openai", check_openai_spec, _build, calls_out=True)

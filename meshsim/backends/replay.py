@@ -512,4 +512,13 @@ def make_replay(spec: dict[str, Any], seed: int, base_dir: Optional[Path], need_
                          fsync=bool(spec.get("fsync", True)))
 
 
-register_backend("replay", check_replay_spec, make_replay)
+def _files(spec: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """The cassette a run reads or writes (absent before its first recording); none with ``mode: off``."""
+    cas = spec.get("cassette")
+    return {"cassette": (cas, True)} if spec.get("mode", "record-missing") != "off" and isinstance(cas, str) else {}
+
+
+# the cassette is written and the inner backend called: calls_out; mode and fsync say where answers
+# come from, not what was run
+register_backend("replay", check_replay_spec, make_replay, calls_out=True, unresolved=("mode", "fsync"),
+                 wraps="backend", files=_files)

@@ -71,7 +71,11 @@ class TextStore:
 
     def read(self, task_id: str, text: Optional[str]) -> Latent:
         """Like :meth:`get`, but an unknown or empty text reads as unusable."""
-        got = self.get(task_id, text)
+        # the lookup written out, not through get(): on every review call's path
+        if not text:
+            return UNREADABLE
+        texts = self._by_task.get(task_id)
+        got = texts.get(text) if texts is not None else None
         return UNREADABLE if got is None else got
 
     def forget(self, task_id: str) -> None:

@@ -82,6 +82,7 @@ def backends_explain(profile: str, only: str | None) -> None:
     or, in a fake profile, an assumption no range."""
     from ..backends import find_profile
     from ..backends.provenance import assumption_factors, explain_rows, load_profile_data, range_for
+    from ..backends.registry import ranged_kinds
 
     path = find_profile(profile, None)
     data = load_profile_data(path)
@@ -115,7 +116,7 @@ def backends_explain(profile: str, only: str | None) -> None:
     # a fake's numbers model LLM behaviour: each assumption is a factor of meshsim uncertainty
     # (an endpoint profile's assumptions are settings: timeouts, retries, budgets)
     unranged = [r["path"] for r in rows if r["kind"] == "assumption" and r["range"] == "none"]
-    if unranged and data.get("kind") in ("fake", "fake_consensus"):
+    if unranged and data.get("kind") in ranged_kinds():
         click.echo(f"error: {path}: ranges: {len(unranged)} assumption(s) without a plausible range, first: "
                    f"{unranged[0]}", err=True)
         sys.exit(2)

@@ -33,11 +33,11 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-from .errors import InputError
+from .errors import InputError, RunFolderError
 
 __all__ = ["MiB", "LIMITS", "MAX_DEPTH", "MAX_NODES", "INT64", "read_bytes", "read_text", "load_yaml",
            "parse_yaml", "check_numbers", "json_loads", "file_digest", "os_reason", "shipped", "is_input_file",
-           "is_input_dir"]
+           "is_input_dir", "parse_value", "read_output_yaml", "OUTPUT_LIMIT"]
 
 MiB = 1 << 20
 #: size caps per kind of input file (bytes); docs/scenarios.md lists them
@@ -346,6 +346,42 @@ def load_yaml(path: str | Path, kind: str, field: Optional[str] = None) -> Any:
     """A YAML input file: :func:`read_text` (size cap, regular file) then :func:`parse_yaml`."""
     return parse_yaml(read_text(path, kind, field=field), str(path), field,
                       max_values=YAML_VALUES.get(kind, MAX_NODES))
+
+
+def parse_value(text: str, source: str, field: Optional[str] = None, lenient: bool = False) -> Any:
+    """A value given on the command line (``--set``, ``--grid``, ``--where``
+    PATH=VALUE): YAML with this module's checks; text that is not YAML stays
+    text and an empty text is ``""``.
+
+    ``lenient``: a value the checks refuse (an alias bomb, a duplicate key,
+    ``.nan``) comes back as its text instead of an error: for code that only
+    shows or redacts a value, which is refused where it is applied."""
+    if text == "":
+        return ""
+    try:
+        return parse_yaml(text, source, field, syntax_error_as_text=True)
+    except InputError:
+        if lenient:
+            return text
+        raise
+
+
+#: largest YAML file of a run folder read back (a resolved scenario with every alias expanded)
+OUTPUT_LIMIT = 64 * MiB
+
+
+def read_output_yaml(path: str | Path) -> Any:
+    """A YAML file meshsim wrote into a run folder (``scenario.resolved.yaml``),
+    read back: capped in size and in values like an input, and a missing,
+    unreadable or damaged file is one :class:`RunFolderError` line naming it
+    (a folder is not trusted to be what meshsim left)."""
+    try:
+        text = read_text(path, "output", limit=OUTPUT_LIMIT)
+        return _parse(text, str(path), None, False, MAX_NODES)
+    except RunFolderError:
+        raise
+    except InputError as exc:
+        raise RunFolderError(exc.message, file=str(path), field=exc.field, value=exc.value) from None
 
 
 def _check_text(text: str, source: Optional[str], path: Optional[str]) -> None:

@@ -184,12 +184,10 @@ def redact_set(item: str) -> tuple[str, bool]:
     if not isinstance(item, str) or "=" not in item:
         return item, False
     path, raw = item.split("=", 1)
-    import yaml
+    from .files import parse_value
 
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else raw
-    except yaml.YAMLError:
-        value = raw
+    # lenient: a value the checks refuse is redacted as its text (it is refused where it is applied)
+    value = parse_value(raw, "--set", path, lenient=True) if raw.strip() else raw
     red = redact_value(path, value)
     if red == value:
         return item, False

@@ -1,8 +1,11 @@
 """The registry of topology kinds, at the bottom of :mod:`meshsim.graphs`.
 
 A generator is ``fn(params: dict, seed: int) -> nx.Graph`` on any node labels;
-each generator module registers its kinds here when it is imported (the
-package's ``__init__`` imports them all), so nothing here imports upward.
+each generator module registers its kinds here when it is imported. The first
+lookup imports every module of the package that calls
+:func:`register_generator` (:class:`meshsim.core.discovery.Registry`), so a new
+kind is one new module and one registration call, nothing else edited; nothing
+here imports upward.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Any, Callable
 
 import networkx as nx
 
+from ..core.discovery import Registry
 from ..core.errors import TopologyError
 from ..core.names import agent_name, node_order
 
@@ -18,7 +22,7 @@ __all__ = ["GENERATORS", "Generator", "register_generator", "need", "relabel"]
 Generator = Callable[[dict[str, Any], int], nx.Graph]
 
 #: topology kind -> generator (``file`` is handled by :func:`meshsim.graphs.build`)
-GENERATORS: dict[str, Generator] = {}
+GENERATORS: Registry[Generator] = Registry(__package__ or "meshsim.graphs", "register_generator")
 
 
 def register_generator(name: str, fn: Generator) -> Generator:

@@ -371,7 +371,7 @@ def environment() -> dict[str, Any]:
     if _ENV is None:
         from importlib import metadata
 
-        from .. import __version__
+        from ..core.version import __version__
 
         pkgs = {}
         for name in _PACKAGES:

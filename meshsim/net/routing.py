@@ -58,7 +58,7 @@ class DistanceVector:
         node.on(DV, self._on_dv)
         node.link_listeners.append(self._on_link)
         # First full advertisement right away, then periodic refresh.
-        node.call_later(0.0, self._advertise_all)
+        node.call_later(0.0, self.advertise_all)
         if self.refresh:
             node.call_later(self._period(), self._tick)
 
@@ -177,7 +177,7 @@ class DistanceVector:
             if link is not None and link.up:
                 node.send(peer, DV, self._vector_for(peer, abilities), size=size)
 
-    def _advertise_all(self) -> None:
+    def advertise_all(self) -> None:
         # Full table, including withdrawn abilities, as infinity.
         self._advertise(sorted(self.universe))
 
@@ -186,7 +186,7 @@ class DistanceVector:
         stale = [p for p, t in self.heard.items() if now - t > self.timeout]
         for p in stale:
             self._forget(p)
-        self._advertise_all()
+        self.advertise_all()
         self.node.call_later(self._period(), self._tick)
 
     def _forget(self, peer: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from ..core.errors import InputError
+from ..core.files import read_output_yaml
 from ..io.records import find_records, iter_records
 
 __all__ = ["recorded_accuracy", "simulated_accuracy", "compare", "calibrate"]
@@ -57,7 +58,7 @@ def _scenario_data(run_dir: Path, profile: Path) -> dict[str, Any]:
     path = run_dir / "scenario.resolved.yaml"
     if not path.is_file():
         raise InputError("no scenario.resolved.yaml in the run folder", file=str(run_dir))
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_output_yaml(path) or {}
     tasks = data.get("tasks") or {}
     if tasks.get("file"):
         found = _find(tasks["file"], run_dir)

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import yaml
-
 from ..core.errors import RunFolderError
+from ..core.files import read_output_yaml
 from ..core.dotted import get_path
 from ..core.names import node_order
 from ..io.records import find_records, has_records, iter_records
@@ -84,11 +83,7 @@ class RunFolder:
     def scenario(self) -> dict[str, Any]:
         if "scenario" not in self._cache:
             self.require("scenario.resolved.yaml")
-            try:
-                data = yaml.safe_load((self.path / "scenario.resolved.yaml").read_text(encoding="utf-8"))
-            except yaml.YAMLError as exc:
-                raise RunFolderError(f"not valid YAML ({str(exc).splitlines()[0]})",
-                                     file=str(self.path / "scenario.resolved.yaml")) from None
+            data = read_output_yaml(self.path / "scenario.resolved.yaml")
             self._cache["scenario"] = data if isinstance(data, dict) else {}
         return self._cache["scenario"]
 

@@ -472,7 +472,7 @@ def build_report(run: Any, seed: Optional[int] = None) -> str:
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..core.version import __version__
 
     return __version__
 

@@ -49,8 +49,7 @@ def _base_dir(folder: Path) -> Path:
 def rerun_records(folder: Path | str) -> list[str]:
     """Run ``folder``'s seed again and write its record tables there (see the module doc);
     returns the names written."""
-    import yaml
-
+    from ..core.files import read_output_yaml
     from ..io.records import write_records
     from ..io.runfolder import OwnFiles, RunLock
     from ..simulate.runner import dump_json, run_one
@@ -60,7 +59,7 @@ def rerun_records(folder: Path | str) -> list[str]:
     rf = RunFolder(folder)
     rf.require("summary.json", "scenario.resolved.yaml")
     src = folder / "scenario.resolved.yaml"
-    data = yaml.safe_load(src.read_text(encoding="utf-8"))
+    data = read_output_yaml(src)
     seed = rf.seed
     if seed is None:
         raise RunFolderError("no seed in summary.json or scenario.resolved.yaml: cannot rerun it", file=str(folder))

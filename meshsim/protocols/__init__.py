@@ -1,11 +1,14 @@
 """Protocol registry: ``protocol.name`` in a scenario looks up a class here."""
 from __future__ import annotations
 
+from ..core.discovery import Registry
 from .base import Protocol, ProtocolContext
 
 __all__ = ["PROTOCOLS", "register_protocol", "Protocol", "ProtocolContext"]
 
-PROTOCOLS: dict[str, type[Protocol]] = {}
+#: a lookup first imports every module of the package that calls register_protocol (meshsim.core.discovery),
+#: so a new protocol is one module with its register_protocol(cls) call
+PROTOCOLS: Registry[type[Protocol]] = Registry(__name__, "register_protocol")
 
 
 def register_protocol(cls: type[Protocol]) -> type[Protocol]:

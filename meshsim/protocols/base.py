@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from ..core.strict import Strict
 
 from ..core.errors import InputError
 
@@ -47,8 +49,8 @@ class TableRows:
         self.tables.setdefault(name, []).extend(rows)
 
 
-class NoParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class NoParams(Strict):
+    pass
 
 
 @dataclass

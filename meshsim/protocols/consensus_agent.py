@@ -61,7 +61,7 @@ class ConsensusAgent:
         self.stop()
         # per-query call seeds: the same query gets the same initial draws under
         # every protocol (common random numbers for SAC vs CP-WBFT comparisons)
-        self.llm._rnd = self.env.pyrandom("llm", self.name, "query", task.index)
+        self.llm.reseed(self.env.pyrandom("llm", self.name, "query", task.index))
         self._proc = self.node.spawn(self._run(task))
 
     def stop(self) -> None:

@@ -14,7 +14,9 @@ import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
+
+from ..core.strict import Strict
 
 from ..core.calls import Response, TaskRef
 from ..core.errors import InputError
@@ -232,10 +234,9 @@ def f_local_message(viol: dict[str, int], F: int) -> str:
             f"{items}{more} Byzantine neighbours (> F = {F}); SAC's guarantees (Property 4.3) do not apply")
 
 
-class ConsensusParams(BaseModel):
+class ConsensusParams(Strict):
     """Parameters shared by SAC and CP-WBFT; every field can be set in ``protocol.params``."""
 
-    model_config = ConfigDict(extra="forbid")
     F: Annotated[int, Field(ge=0)] = 3  # adversary bound: SAC drops at most F neighbours per round
     rounds: Annotated[int, Field(ge=1, le=1000)] = 6  # T
     round_deadline: _Dur = 180.0  # round t closes at query start + (t+1) x this (or when all answers are in)

@@ -11,6 +11,7 @@ came back first.
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any, Callable, Generator, Iterable, Optional
 
 from ..core.calls import Backend, Request, Response, TaskInfo, TaskRef
@@ -90,6 +91,11 @@ class LLMClient:
         self._rnd = env.pyrandom("llm", agent)
         self._fault_rnd = env.pyrandom("fault", agent)
         self._latency_models: dict[str, Any] = {}
+
+    def reseed(self, stream: random.Random) -> None:
+        """Draw the call seeds from ``stream`` from now on (a consensus agent gives each
+        query its own stream: common random numbers across protocols)."""
+        self._rnd = stream
 
     def request(self, kind: str, task: Optional[TaskRef | TaskInfo], abilities: Iterable[str],
                 context: Optional[dict] = None, sample: int = 0) -> Request:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from ..core.strict import Strict
 
 from ..net.routing import DistanceVector
 from ..core.types import parse_duration
@@ -20,8 +22,7 @@ from pydantic import BeforeValidator
 _Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 
 
-class RoutingParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RoutingParams(Strict):
     refresh: _Dur = 5.0
     timeout: Optional[_Dur] = None
     infinity: Annotated[int, Field(ge=2, le=255)] = 16

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Optional, Protocol
 
 from pydantic import Field, model_serializer
 
+from ..core.discovery import Registry
 from ..core.errors import InputError
 from .fields import AgentPair, EventSpec, Latency, Probability, Role
 from ..core.types import LatencySpec
@@ -83,7 +84,8 @@ class World(Protocol):
 
     def set_behaviour(self, agent: str, kind: str, spec: dict[str, Any]) -> None: ...
 
-EVENT_TYPES: dict[str, type[EventSpec]] = {}
+#: a lookup first imports every module of meshsim.scenario that calls register_event (meshsim.core.discovery)
+EVENT_TYPES: Registry[type[EventSpec]] = Registry(__package__ or "meshsim.scenario", "register_event")
 
 
 def register_event(name: str):

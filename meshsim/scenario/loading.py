@@ -238,6 +238,7 @@ def input_files(sc: Scenario) -> dict[str, tuple[Path, bool]]:
     replay backend) and ``cassette`` (append-only: later recordings append).
     Only files that exist; call after the checks."""
     from ..backends import find_profile
+    from ..backends.registry import backend_kind
     from ..workload.tasks import _profile_path
 
     base = sc.base_dir
@@ -261,10 +262,13 @@ def input_files(sc: Scenario) -> dict[str, tuple[Path, bool]]:
     def backend(spec: Any, role: str) -> None:
         if not isinstance(spec, dict):
             return
-        if spec.get("kind") == "replay":
-            if spec.get("mode", "record-missing") != "off" and isinstance(spec.get("cassette"), str):
-                out["cassette"] = (rel(spec["cassette"]), True)
-            backend(spec.get("backend"), "inner")
+        kind = backend_kind(spec.get("kind"))
+        if kind is not None and (kind.files is not None or kind.wraps is not None):
+            # a wrapper (replay): its own files (the cassette), then the wrapped backend's profile
+            for name, (p, may_lack) in (kind.files(spec) if kind.files is not None else {}).items():
+                out[name] = (rel(p), may_lack)
+            if kind.wraps is not None:
+                backend(spec.get(kind.wraps), "inner")
         elif isinstance(spec.get("profile"), str):
             try:
                 out[role] = (find_profile(spec["profile"], base), False)

@@ -28,6 +28,7 @@ from typing import Any, Optional
 import networkx as nx
 
 from ..backends import BackendPlan
+from ..backends.registry import backend_kind
 from ..core import redact
 from ..core.errors import InputError, MeshsimError, RunFolderError, SimulationError
 from ..core.files import os_reason
@@ -214,7 +215,8 @@ def _attribute(scenario: Scenario, seed: int, result: RunResult, G: Optional[nx.
     adv = result.summary.get("adversarial")
     if adv is None or not any(e.type in BYZANTINE_EVENTS for e in scenario.events):
         return  # (SAC's `adversarial` is about roles, not liar events: nothing to pair)
-    if scenario.backend is not None and scenario.backend.kind in ("openai", "replay"):
+    kind = backend_kind(scenario.backend.kind) if scenario.backend is not None else None
+    if kind is not None and kind.calls_out:
         # the paired run would call the endpoint again and write into the cassette (a replay of
         # the run would then be served the paired run's answers): counts stay as observed
         return

@@ -15,6 +15,7 @@ import yaml
 
 from ..core import redact
 from ..core.errors import RunFolderError
+from ..core.files import read_output_yaml
 from ..io.records import json_default, write_atomic
 from ..io.runfolder import (OWN_FILES, PROVENANCE, SEED_FILES, TOP_FILES, OwnFiles, RunLock, environment,
                             input_record, read_json, remove_stale_tmp, resume_problem)
@@ -50,13 +51,16 @@ def resolved_yaml(scenario: Scenario, seed: int) -> str:
 
 
 def _resolved_data(scenario: Scenario) -> dict[str, Any]:
+    from ..backends.registry import backend_kind
+
     data = portable_data(scenario)
     b = data.get("backend")
-    if isinstance(b, dict) and b.get("kind") == "replay":
+    kind = backend_kind(b.get("kind")) if isinstance(b, dict) else None
+    if isinstance(b, dict) and kind is not None:
         # where replies come from (cassette or endpoint) is not part of what was
         # run: a recorded run and its replay resolve to the same scenario
-        b.pop("mode", None)
-        b.pop("fsync", None)
+        for field in kind.unresolved:
+            b.pop(field, None)
     return data
 
 
@@ -85,8 +89,8 @@ def _identity_of(data: Any) -> Optional[str]:
 
 def _folder_identity(folder: Path) -> Optional[str]:
     try:
-        return _identity_of(yaml.safe_load((folder / "scenario.resolved.yaml").read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return _identity_of(read_output_yaml(folder / "scenario.resolved.yaml"))
+    except RunFolderError:
         return None
 
 

@@ -5,7 +5,7 @@ local process pool or Dask distributed, resumable, with tidy results
 ::
 
     from meshsim.sweep import plan_sweep, run_sweep, load_results
-    plan = plan_sweep("scenarios/sweeps/alpha-beta-6.yaml", smoke=True)
+    plan = plan_sweep("scenarios/sweeps/alpha-beta-staggered-6.yaml", smoke=True)
     outcome = run_sweep(plan, "runs/ab", workers=2)
     df = load_results("runs/ab")          # one row per run (pandas)
 

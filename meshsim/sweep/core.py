@@ -67,7 +67,7 @@ class Plan:
         return [(p.key, s) for p in self.points for s in self.seeds]
 
     def manifest(self) -> dict[str, Any]:
-        from .. import __version__
+        from ..core.version import __version__
 
         return {"format": FORMAT, "meshsim": __version__, "scenario": {"name": self.name, "source": self.source},
                 "base": self.base, "axes": self.spec.paths, "output": self.spec.output,

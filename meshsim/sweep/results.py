@@ -86,12 +86,12 @@ def _axis_value(folder: Path, manifest: dict, point: str, seed: int, path: str) 
     if path in vals:
         return vals[path]
     # a point made before this axis was added: the value it ran with
+    from ..core.files import read_output_yaml
     from ..scenario.model import get_path
-    import yaml
 
     f = run_dir(folder, point, seed) / "scenario.resolved.yaml"
     if f.is_file():
-        return get_path(yaml.safe_load(f.read_text()), path, None)
+        return get_path(read_output_yaml(f), path, None)
     return None
 
 

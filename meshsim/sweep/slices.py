@@ -71,12 +71,9 @@ def split_assignments(items: Iterable[str] | str | None) -> list[str]:
 
 
 def _parse_value(text: str) -> Any:
-    import yaml
+    from ..core.files import parse_value
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    return parse_value(text, "--where")
 
 
 def _fmt(v: Any) -> str:

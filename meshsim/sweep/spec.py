@@ -18,6 +18,7 @@ from typing import Any, Iterable, Optional
 import yaml
 
 from ..core.errors import InputError
+from ..core.files import parse_value
 from ..scenario.fields import parse_seeds
 
 __all__ = ["Axis", "SweepSpec", "OUTPUT_LEVELS", "parse_values", "parse_axis_arg", "spec_from_section",
@@ -76,10 +77,7 @@ class SweepSpec:
 
 
 def _scalar(text: str) -> Any:
-    try:
-        return yaml.safe_load(text) if text != "" else ""
-    except yaml.YAMLError:
-        return text
+    return parse_value(text, "--grid")
 
 
 def _range(text: str, where: dict[str, Any]) -> list[Any]:
@@ -114,10 +112,8 @@ def parse_values(raw: Any, where: dict[str, Any]) -> list[Any]:
     elif isinstance(raw, str):
         text = raw.strip()
         if text.startswith("["):
-            try:
-                parsed = yaml.safe_load(text)
-            except yaml.YAMLError:
-                raise InputError("malformed list of values", **where) from None
+            parsed = parse_value(text, str(where.get("file") or where.get("field") or "--grid"),
+                                 where.get("field") if where.get("file") else None)
             if not isinstance(parsed, list):
                 raise InputError("malformed list of values", **where)
             vals = parsed

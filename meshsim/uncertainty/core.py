@@ -92,7 +92,7 @@ class Study:
         return len(self.factors)
 
     def state(self, top: Optional[list[int]] = None) -> dict[str, Any]:
-        from .. import __version__
+        from ..core.version import __version__
 
         a = self.alloc
         return {"format": FORMAT, "meshsim": __version__,
@@ -112,11 +112,14 @@ class Study:
 
 def profile_of(base: dict[str, Any], source: str, base_dir: Path) -> tuple[Path, dict[str, Any]]:
     from ..backends import find_profile
+    from ..backends.registry import backend_kind, ranged_kinds
 
     b = base.get("backend") if isinstance(base, dict) else None
-    if not isinstance(b, dict) or b.get("kind") not in ("fake", "fake_consensus"):
+    kind = backend_kind(b.get("kind")) if isinstance(b, dict) else None
+    if not isinstance(b, dict) or kind is None or kind.ranged_profile is None:
         raise InputError("meshsim uncertainty varies the assumption ranges of a fake backend profile; this "
-                         "scenario's backend is not 'fake' or 'fake_consensus'", file=source, field="backend.kind",
+                         f"scenario's backend is not {' or '.join(repr(k) for k in ranged_kinds())}",
+                         file=source, field="backend.kind",
                          value=(b or {}).get("kind") if isinstance(b, dict) else b)
     prof = b.get("profile")
     if not prof:
@@ -160,15 +163,16 @@ def plan_uncertainty(path: str | Path, metrics: list[str] | tuple[str, ...] = ()
         raise InputError("the profile declares no assumption ranges (a 'ranges:' block; docs/backends.md): "
                          "nothing to vary", file=str(prof_path), field="ranges")
     factors = assumption_factors(data, str(prof_path))
-    if data.get("kind") == "fake_consensus":
+    from ..backends.registry import backend_kind
+
+    in_use = getattr(backend_kind(data.get("kind")), "factors_in_use", None)
+    if in_use is not None:
         # SAC / CP-WBFT: factors of models that play no role on the scenario's dataset move
         # nothing; screening them would only spend samples (fake_consensus.factors_in_use)
-        from ..backends.fake_consensus import factors_in_use
-
         params = base_sc.protocol.params
         ds = getattr(params, "dataset", None)
         if isinstance(ds, str):
-            factors = factors_in_use(factors, data, [ds])
+            factors = in_use(factors, data, [ds])
     if top < 1:
         raise InputError("must be >= 1", field="--top", value=top)
     alloc = allocate(DEFAULT_BUDGET if budget is None else int(budget), len(seed_list), len(factors), top)
@@ -232,11 +236,10 @@ def _check_profile(study: Study, sc: Any, over: dict[str, Any], checks: CheckMem
     from ..backends.profiles import override_profile
 
     if "profile" not in study.memo:
-        from ..backends.fake import FakeProfile
-        from ..backends.fake_consensus import ConsensusProfile
+        from ..backends.registry import BACKENDS
         from ..core.files import load_yaml
 
-        model = FakeProfile if study.base["backend"]["kind"] == "fake" else ConsensusProfile
+        model = BACKENDS[study.base["backend"]["kind"]].ranged_profile  # (profile_of checked it has one)
         study.memo["profile"] = (model, load_yaml(study.profile_path, "profile"))
     model, data = study.memo["profile"]
     from pydantic import ValidationError

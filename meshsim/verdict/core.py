@@ -88,7 +88,7 @@ class VerdictPlan:
 
     def identity(self) -> dict[str, Any]:
         """What the folder is a verdict of (``verdict.plan.json``): no path, no time."""
-        from .. import __version__
+        from ..core.version import __version__
 
         return {"format": FORMAT, "meshsim": __version__,
                 "sizes": [{"label": s.label, "scenario": s.name, "file": s.file.name, "sha256": s.sha256,
@@ -164,15 +164,12 @@ def read_search(folder: str | Path, front: Optional[int]) -> tuple[list[Candidat
 
 def _given(sets: list[str]) -> dict[str, Any]:
     """The ``--set`` items as {path: value} (for the table; values as YAML reads them)."""
-    import yaml
+    from ..core.files import parse_value
 
     out = {}
     for item in sets:
         p, _sep, v = item.partition("=")
-        try:
-            out[p.strip()] = yaml.safe_load(v) if v != "" else ""
-        except yaml.YAMLError:
-            out[p.strip()] = v
+        out[p.strip()] = parse_value(v, "--set", p.strip(), lenient=True)
     return out
 
 

@@ -128,7 +128,7 @@ def _cell(plan: Any, size: Any, cand: Any, folder: Path, paths: list[str]) -> di
 
 def judge_plan(plan: Any, out: Path) -> dict[str, Any]:
     """``verdict.json``'s content."""
-    from .. import __version__
+    from ..core.version import __version__
     from .common import FORMAT
 
     paths = _paths(plan)

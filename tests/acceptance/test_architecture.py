@@ -55,8 +55,8 @@ def test_the_docs_name_every_package_in_the_order_imports_flow():
 
 
 def test_the_top_package_loads_its_api_on_first_use():
-    """``from .. import __version__`` (io, sweep, plots, …) imports meshsim's ``__init__``: that must
-    not pull the simulator in, or those reads would be imports upward."""
+    """``import meshsim`` (for its ``__version__``, which lives in ``meshsim.core.version``, or its API)
+    must not pull the simulator in: the API loads on first use."""
     code = ("import sys, meshsim\n"
             "loaded = sorted({m.split('.')[1] for m in sys.modules if m.startswith('meshsim.')})\n"
             "assert loaded == ['core'], loaded\n"

@@ -19,7 +19,7 @@ import pytest
 import meshsim
 from meshsim.core.calls import TaskInfo
 from meshsim.net.node import Node
-from meshsim.protocols.meshheal.state import Output, TaskState
+from meshsim.protocols.execution import Output, TaskState
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ from meshsim.protocols.meshheal.defences import (committee_agreement, credibilit
                                                  msr_trim, weighted_mean)
 from meshsim.protocols.meshheal.detector import DetectorParams, RelativeDetector
 from meshsim.protocols.meshheal.review import Assessment
-from meshsim.protocols.meshheal.state import Output
+from meshsim.protocols.execution import Output
 from meshsim.core.types import RoutingState
 
 N, W, I = RoutingState.NORMAL, RoutingState.WATCHED, RoutingState.ISOLATED

@@ -219,6 +219,9 @@ class TestTempFoldersOfKilledPools:
         request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
         env = dict(os.environ, TMPDIR=str(tmp))
         env.pop("MESHSIM_DEBUG", None)
+        # the forkserver is what keeps a pymp-* socket folder; a single-threaded sweep forks its
+        # workers straight from itself (no such folder), so this test asks for the forkserver
+        env["MESHSIM_POOL_START"] = "forkserver"
         out = tmp_path / "s"
         args = [STAGGERED, "--smoke", "--grid", "protocol.params.beta=2,2.5,3,3.5", "--seeds", "1-4",
                 "--workers", "2", "-q", "--out", str(out)]

@@ -136,3 +136,136 @@ def test_the_closed_forms_name_the_detectors_they_cover(dummy_detector):
     with pytest.raises(InputError, match="choose relative, absolute or cusum") as exc:
         operating_characteristics(ScoreModel.__new__(ScoreModel), DetectorParams(), "dummy")
     assert exc.value.value == "dummy"
+
+
+# -- discovery: a new module with its registration call, nothing else edited -------------------------
+
+_MODULES = {
+    "meshsim.backends": ("reg31_backend", "zz31", '''
+from .fake import FakeBackend, check_fake_spec
+from .registry import register_backend
+
+
+class Zz31Backend(FakeBackend):
+    answered = 0
+
+    def complete_sync(self, req):
+        type(self).answered += 1
+        return super().complete_sync(req)
+
+
+def check(spec, base_dir, need_key):
+    return check_fake_spec({"kind": "fake", "profile": spec["profile"]}, base_dir, need_key)
+
+
+def build(spec, seed, base_dir, need_key, loaded):
+    return Zz31Backend(loaded, seed=seed)
+
+
+register_backend("zz31", check, build)
+'''),
+    "meshsim.graphs": ("reg31_graph", "zz31_wheel", '''
+import networkx as nx
+
+from .registry import need, register_generator
+
+
+def wheel(params, seed):
+    return nx.wheel_graph(need(params, "n", "zz31_wheel", low=4))
+
+
+register_generator("zz31_wheel", wheel)
+'''),
+    "meshsim.protocols.meshheal": ("reg31_detector", "zz31", '''
+from .detector import NoDetector, register_detector
+
+
+class Zz31Detector(NoDetector):
+    updates = 0
+
+    def update_lists(self, task_type, ability, q, mus, pool, act=True):
+        type(self).updates += 1
+        return super().update_lists(task_type, ability, q, mus, pool, act)
+
+
+register_detector("zz31", Zz31Detector, None)
+'''),
+}
+
+
+@pytest.fixture
+def plugged(tmp_path, monkeypatch):
+    """Each dummy module in a folder of its own, appended to its package's ``__path__``; nothing
+    imports it or registers it by hand. Afterwards its module and registration are removed."""
+    import importlib
+    import sys
+
+    from meshsim.graphs import GENERATORS
+
+    registries = {"meshsim.backends": BACKENDS, "meshsim.graphs": GENERATORS, "meshsim.protocols.meshheal": DETECTORS}
+    for package, (mod, name, source) in _MODULES.items():
+        assert name not in dict.keys(registries[package])  # not registered before any lookup
+        folder = tmp_path / mod
+        folder.mkdir()
+        (folder / f"{mod}.py").write_text(source)
+        pkg = importlib.import_module(package)
+        monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(folder)])
+    yield
+    for package, (mod, name, _source) in _MODULES.items():
+        sys.modules.pop(f"{package}.{mod}", None)
+        dict.pop(registries[package], name, None)
+
+
+def test_new_modules_are_found_by_name(plugged):
+    from meshsim.graphs import GENERATORS, build
+
+    assert "zz31" in BACKENDS and "zz31_wheel" in GENERATORS and "zz31" in DETECTORS
+    assert list(BACKENDS)[:5] == ["fake", "null", "fake_consensus", "openai", "replay"]  # built-ins keep their order
+    assert build("zz31_wheel", {"n": 5}, 0).number_of_edges() == 8
+    with pytest.raises(InputError) as exc:
+        make_backend({"kind": "nope"}, 0, None)
+    assert "'zz31'" in exc.value.message
+
+
+def test_new_modules_run_a_scenario(plugged, tmp_path):
+    import sys
+
+    sc = meshsim.load_scenario(BLACKHOLE, ["backend={kind: zz31, profile: fake-default}",
+                                           "network.topology={kind: zz31_wheel, n: 6}",
+                                           "protocol.params.detector=zz31"], smoke=True)
+    res = meshsim.run(sc, seed=1, out=tmp_path / "run")
+    assert res.summary["tasks"] > 0
+    assert sys.modules["meshsim.backends.reg31_backend"].Zz31Backend.answered > 0  # the run's calls went to it
+    assert sys.modules["meshsim.protocols.meshheal.reg31_detector"].Zz31Detector.updates > 0  # agents fed it
+    assert res.summary["network"]["links"] == 10  # the wheel on 6 agents: 5 spokes and a 5-ring
+
+
+def test_discovery_skips_modules_that_register_nothing():
+    """A package's other modules (graphs.reach: scipy) are not imported by a lookup."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from meshsim.graphs import GENERATORS; 'ring' in GENERATORS; "
+            "print('meshsim.graphs.reach' in sys.modules, 'meshsim.backends.fit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", "import meshsim.backends as b; b.BACKENDS.get('fake'); " + code],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_what_a_kind_can_do_is_declared_at_its_registration():
+    """No kind is named at the places that ask what a backend does: a new fake declaring a ranged
+    profile is varied by meshsim uncertainty like the built-in ones."""
+    from meshsim.backends.fake_profile import FakeProfile
+    from meshsim.backends.registry import ranged_kinds
+    from meshsim.uncertainty.core import profile_of
+
+    assert [k.name for k in BACKENDS.values() if k.calls_out] == ["openai", "replay"]
+    with pytest.raises(InputError, match="not 'fake' or 'fake_consensus'"):
+        profile_of({"backend": {"kind": "dummy_ranged", "profile": "fake-default"}}, "s.yaml", ROOT)
+    register_backend("dummy_ranged", _check, _build, ranged_profile=FakeProfile)
+    try:
+        assert ranged_kinds() == ["fake", "fake_consensus", "dummy_ranged"]
+        path, over = profile_of({"backend": {"kind": "dummy_ranged", "profile": "fake-default"}}, "s.yaml", ROOT)
+        assert path.name == "fake-default.yaml" and over == {}
+    finally:
+        del BACKENDS["dummy_ranged"]

@@ -23,7 +23,7 @@ from ...core.files import load_yaml, read_text
 __all__ = ["RunSpec", "Cell", "Experiment", "Sensitivity", "run_specs", "run_experiments", "run_sensitivities",
            "plot_sensitivities", "render_markdown", "PREDICTION", "TARGET"]
 
-#: where ``scenarios/...`` and ``backends/...`` paths are read: the package's data (meshsim.core.shipped), so that
+#: where ``scenarios/...`` and ``backends/...`` paths are read: the package's data (meshsim.core.bundled), so that
 #: reproduce runs from any folder, with a wheel as in a checkout
 ROOT = data_root()
 PREDICTION, TARGET = "prediction", "calibration target"

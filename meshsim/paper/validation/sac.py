@@ -41,7 +41,7 @@ from ...core.dotted import get_path
 __all__ = ["Setting", "SETTINGS", "ASSUMPTIONS", "METRICS", "scenario_path", "run_setting", "predict",
            "sensitivity", "format_table", "format_sweep"]
 
-#: the shipped scenarios/ and backends/ (meshsim.core.shipped): found from any folder
+#: the shipped scenarios/ and backends/ (meshsim.core.bundled): found from any folder
 ROOT = data_root()
 #: summary fields reported per setting (fractions; tables print percent)
 METRICS = ("iaa", "faa", "bfti", "ra", "ra_authors", "h_majority", "weak.iaa", "weak.faa", "strong.iaa",

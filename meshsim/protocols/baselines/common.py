@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Generator, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, Field
+
+from ...core.strict import Strict
 
 from ...core.calls import CallKind
 from ...core.errors import InputError
@@ -44,10 +46,9 @@ _Dur = Annotated[float, BeforeValidator(parse_duration), Field(ge=1e-6, le=1e9)]
 _Prob = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class BaselineParams(BaseModel):
+class BaselineParams(Strict):
     """Parameters every baseline shares (MeshHeal's values: App. B.7, Tab. B11)."""
 
-    model_config = ConfigDict(extra="forbid")
     route_limit: Annotated[int, Field(ge=1, le=255)] = 4  # App. B.7: hops per leg before the task is unanswered
     #: a judged output counts as a success when its rubric score is above this (App. D.1 / B.5:
     #: a score <= 0.40 must name a concrete error; MeshHeal's tau_TO)

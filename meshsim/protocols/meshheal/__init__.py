@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
+from pydantic import BeforeValidator, Field, model_serializer
+
+from ...core.strict import Strict
 
 from ...core.errors import InputError, SimulationError
 from ...core.types import parse_duration
@@ -43,10 +45,9 @@ _Detector = Annotated[str, BeforeValidator(_registered_detector),
                       Field(json_schema_extra=lambda s: s.update(enum=detector_names()))]
 
 
-class MeshHealParams(BaseModel):
+class MeshHealParams(Strict):
     """Tab. B11 defaults; every field can be set in ``protocol.params``."""
 
-    model_config = ConfigDict(extra="forbid")
     # fast timescale (Sec. 4.2.1, App. B.5)
     review: bool = True  # False: no review at all (with detector none: the no-healing control)
     review_calls: Annotated[int, Field(ge=1, le=9)] = 3

@@ -20,13 +20,12 @@ from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
 from ...core.sim import Deadlines
 from ...core.types import RoutingState
-from ..execution import generate, infer_pair
+from ..execution import Output, TaskState, generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
 from .routing_defences import ForwardWatch, advert_consistent
 from .byzantine import Lies, rescore, route_lies, state_lie, summary_lie
 from .detector import Update
 from .review import Assessment, assess, serve_review
-from .state import Output, TaskState
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..llm import LLMClient
@@ -273,7 +272,7 @@ class MeshHealAgent:
         if "state" in what:
             self._advertise_state()
         if "dv" in what:
-            self.dv._advertise_all()
+            self.dv.advertise_all()
         if "summary" in what:
             for key in sorted(self.detector.scores):
                 self._send_summary(key)

@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Literal, NamedTuple, Optional, Protocol
 
+from ...core.discovery import Registry
 from ...core.types import RoutingState
 from .defences import k_witnessed, weighted_mean
 
@@ -352,7 +353,8 @@ class DetectorKind:
 
 
 #: detector name -> its kind, in registration order (scenario checks and the CLI list them so)
-DETECTORS: dict[str, DetectorKind] = {}
+#: (a lookup first imports every module of the package that calls register_detector: meshsim.core.discovery)
+DETECTORS: Registry[DetectorKind] = Registry(__package__ or "meshsim.protocols.meshheal", "register_detector")
 
 
 def register_detector(name: str, make: Callable[[DetectorParams], Detector],

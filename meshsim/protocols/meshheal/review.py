@@ -15,7 +15,7 @@ from typing import Any, Generator, Optional, Protocol
 
 from ...core.calls import CallKind
 from ...core.types import RoutingState
-from .state import Output, TaskState
+from ..execution import Output, TaskState
 
 
 class MeshHealAgent(Protocol):
