@@ -52,3 +52,27 @@ def test_every_row_reads_runs_its_experiment_has(quick):
         assert mh._groups(" ".join(exp.runs)) <= used  # no run group left unread
         cells = exp.cells(by)
         assert len(cells) == len(table) - (7 if quick and exp.key == "scaling" else 0)
+
+
+def test_compare_tables_give_a_cell_per_row_and_method_and_baselines_never_isolate():
+    from meshsim.paper.reproduce import compare as cmp
+
+    methods = ("meshheal", "raps")
+    exps = {e.key: e for e in cmp.compare_experiments(2, quick=True, methods=methods)}
+    assert list(exps) == ["compare", "compare-staggered"]  # --quick: no model pairs, no assumptions
+    for exp, table in ((exps["compare"], cmp.PERSISTENT), (exps["compare-staggered"], cmp.STAGGERED)):
+        by = {k: [_s(0.5, 0.4, 1)] * len(v) for k, v in exp.runs.items()}
+        cells = exp.cells(by)
+        assert len(cells) == len(table) * len(methods)
+    cells = {c.row: c for c in exps["compare-staggered"].cells(by)}
+    mh_delay, raps_delay = cells["MeshHeal: A5 detection delay (tasks)"], cells["RAPS: A5 detection delay (tasks)"]
+    assert (mh_delay.paper, mh_delay.paper_sd) == (8.0, 5.2)
+    assert (raps_delay.paper, raps_delay.empty) == (cmp.NEVER, cmp.NEVER)
+    assert mh_delay.note == "isolated in 0 of 2 seeds"
+    assert cells["RAPS: A3 closure (fraction of seeds)"].paper == "not established"
+    assert cells["MeshHeal: agents isolated while healthy (of 6)"].paper == 0.0
+    assert cells["RAPS: agents isolated while healthy (of 6)"].paper == cmp.NR
+    persistent = {c.row: c for c in exps["compare"].cells({k: [_s(0.8, 0.7)] * 2 for k in exps["compare"].runs})}
+    change = persistent["RAPS, mean of datasets: paired phase change"]
+    assert (change.paper, change.paper_sd) == (-0.147, 0.045)
+    assert change.values == [pytest.approx(-0.1)] * 2

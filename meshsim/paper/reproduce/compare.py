@@ -9,7 +9,10 @@ between the runs of one seed.
 * :func:`compare_experiments` — the cells of ``meshsim reproduce meshheal``:
   paper value beside simulated mean ± sd for every method (``n/r`` where our
   copy of the paper quotes no number). All of them are *predictions*: no
-  parameter of any method or of the fake was chosen by looking at them.
+  parameter of any method or of the fake was chosen by looking at them. Each
+  experiment is data, as in :mod:`.meshheal`: its run groups (:class:`Group`)
+  and a table of :class:`MethodRow` s (one cell per method each), with one
+  function per experiment that pairs them.
 * :func:`comparison` — the wide table ``meshsim compare`` prints and saves:
   one row per method (and per dataset), the persistent-degradation columns of
   Tab. 2a / C1 / C2 or, for other phase schedules, accuracy per phase and the
@@ -22,14 +25,16 @@ import json
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from ...core.dotted import get_path
 from ...core.files import load_yaml
 from ...core.names import node_order
 from ...scenario.fields import seed_list as seed_list_of
 from .core import ROOT, Cell, Experiment, RunSpec, _pair, _vals, run_specs, seeds_of
+from .meshheal import NO_TRACE, Group, Metric, Row, _after_first_degradation, _closed, _values, table_cells
 
 __all__ = ["METHODS", "LABEL", "method_runs", "compare_experiments", "assumption_experiments",
            "compare_sensitivities", "comparison", "render_comparison", "run_comparison", "PAPER"]
@@ -106,216 +111,245 @@ def _mean_of(per_ds: list[list[Optional[float]]]) -> list[Optional[float]]:
     return out
 
 
+# ---------------------------------------------------------------------------------------- the tables as data
+
+@dataclass(frozen=True)
+class MethodRow:
+    """One row of a comparison table: a cell per method. ``{m}`` in ``runs`` is the method's
+    key and ``{label}`` in ``label`` its name; ``runs`` and ``metric`` read as in
+    :class:`~meshsim.paper.reproduce.meshheal.Row`. The paper's value and sd are
+    ``PAPER[paper][method]`` (n/r where it quotes none), unless ``meshheal`` / ``baseline``
+    give MeshHeal's / every other method's value (Sec. 6.2 says it for all baselines at once).
+    ``note``: a text, or a function of the cell's values."""
+    source: str
+    label: str
+    runs: str
+    metric: Metric
+    paper: str = ""
+    fmt: str = "{:.3f}"
+    scale: float = 1.0
+    note: Union[str, Callable[[list[Optional[float]]], str]] = ""
+    empty: str = "—"
+    meshheal: Any = None
+    baseline: Any = None
+
+    def cell(self, method: str, by: dict[str, list[dict]]) -> Cell:
+        row = Row(self.source, self.label.format(label=LABEL[method]), self.runs.format(m=method), self.metric,
+                  scale=self.scale)
+        values = _values(by, row, row.runs, row.metric)
+        paper, sd = _paper(self.paper, method)
+        fixed = self.meshheal if method == "meshheal" else self.baseline
+        note = self.note(values) if callable(self.note) else self.note
+        return Cell(self.source, row.label, paper if fixed is None else fixed, paper_sd=sd, values=values,
+                    fmt=self.fmt, note=note, empty=self.empty)
+
+
+def method_cells(rows: tuple[MethodRow, ...], methods: tuple[str, ...], by: dict[str, list[dict]]) -> list[Cell]:
+    """Every row's cell for each method in turn (method by method, as the paper's tables read)."""
+    return [r.cell(m, by) for m in methods for r in rows]
+
+
 def _paper(key: str, method: str) -> tuple[Any, Optional[float]]:
     return PAPER.get(key, {}).get(method, (NR, None))
 
 
-def _delay_cells(table: str, sums: list[dict], method: str, agent: str) -> list[Cell]:
-    label = LABEL[method]
-    delays = _vals(sums, f"agents.{agent}.detection_delay")
-    isolated = [0.0 if d is None else 1.0 for d in delays]
-    p_delay, p_sd = _paper(f"stag.{agent}.delay", method)
-    p_rein, p_rsd = _paper(f"stag.{agent}.rein", method)
-    never = method != "meshheal"  # the paper: no baseline fully isolates a degraded agent
-    cells = [
-        Cell(table, f"{label}: {agent} detection delay (tasks)", NEVER if never else p_delay, paper_sd=p_sd,
-             values=delays, fmt="{:.1f}", empty=NEVER,
-             note=f"isolated in {int(sum(isolated))} of {len(sums)} seeds"),
-        Cell(table, f"{label}: {agent} closure (fraction of seeds)", "not established" if never else 1.0,
-             values=[1.0 if get_path(x, f"agents.{agent}.closure", None) else 0.0 for x in sums], fmt="{:.2f}"),
-        Cell(table, f"{label}: {agent} reintegration delay (tasks)", "undefined" if never else p_rein,
-             paper_sd=p_rsd, values=_vals(sums, f"agents.{agent}.reintegration_delay"), fmt="{:.1f}",
-             empty="undefined"),
-    ]
-    return cells
+H, D = "accuracy.by_phase.healthy", "accuracy.by_phase.degraded"
+CHANGE = f"{D} - {H}"  # the paired phase change
+ALL_DATASETS = " ".join(f"{{m}}/{ds}" for ds, _ in DATASETS)
+
+#: Sec. 6.1, Tab. C1 / 2a / C2: persistent degradation, three datasets (runs "method/dataset")
+PERSISTENT = tuple(
+    MethodRow("Tab. C1", f"{{label}}, {name}: {what}", f"{{m}}/{ds}", metric, f"{ds.replace('-', '_')}.{key}", fmt)
+    for ds, name in DATASETS
+    for key, what, metric, fmt in (("healthy", "healthy-phase accuracy", H, "{:.3f}"),
+                                   ("degraded", "degraded-phase accuracy", D, "{:.3f}"),
+                                   ("change", "paired phase change", CHANGE, "{:+.3f}"))) + (
+    MethodRow("Tab. 2a", "{label}, mean of datasets: healthy-phase accuracy", f"mean {ALL_DATASETS}", H,
+              "mean.healthy"),
+    MethodRow("Tab. 2a", "{label}, mean of datasets: degraded-phase accuracy", f"mean {ALL_DATASETS}", D,
+              "mean.degraded"),
+    MethodRow("Tab. 2a", "{label}, mean of datasets: paired phase change", f"mean {ALL_DATASETS}", CHANGE,
+              "mean.change", "{:+.3f}"),
+    MethodRow("Tab. C2", "{label}: tokens per task (k), healthy phase", f"mean {ALL_DATASETS}",
+              "tokens_per_task_by_phase.healthy", "tokens.healthy", "{:.1f}", 1e-3),
+    MethodRow("Tab. C2", "{label}: model calls per task, healthy phase", f"mean {ALL_DATASETS}",
+              "calls_per_task_by_phase.healthy", "calls.healthy", "{:.1f}"),
+    MethodRow("Tab. C2", "{label}: tokens per task (k), degraded phase", f"mean {ALL_DATASETS}",
+              "tokens_per_task_by_phase.degraded", "tokens.degraded", "{:.1f}", 1e-3),
+    MethodRow("Tab. C2", "{label}: model calls per task, degraded phase", f"mean {ALL_DATASETS}",
+              "calls_per_task_by_phase.degraded", "calls.degraded", "{:.1f}"),
+    MethodRow("Sec. 6.1", "{label}: unanswered tasks (of 3 x 504, summed)", f"sum {ALL_DATASETS}", "unanswered",
+              fmt="{:.1f}"),
+)
 
 
-def compare_experiments(seeds: "int | list[int]" = 5, quick: bool = False,
-                        methods: tuple[str, ...] = METHODS) -> list[Experiment]:
-    """The comparison's cells for ``meshsim reproduce meshheal`` (all predictions)."""
-    exps: list[Experiment] = []
-    sets = ("output.trace=none",)
+def _isolated_in(delays: list[Optional[float]]) -> str:
+    return f"isolated in {sum(d is not None for d in delays)} of {len(delays)} seeds"
 
-    # Tab. 2a / C1 / C2: persistent degradation, three datasets, every method ---------------------
-    runs = {f"{m}/{ds}": specs for ds, _ in DATASETS
-            for m, specs in method_runs(f"{CMP}/persistent-{ds}.yaml", seeds, methods, sets).items()}
 
-    def persistent(by: dict[str, list[dict]]) -> list[Cell]:
-        cells: list[Cell] = []
-        for m in methods:
-            label = LABEL[m]
-            h = [_vals(by[f"{m}/{ds}"], "accuracy.by_phase.healthy") for ds, _ in DATASETS]
-            d = [_vals(by[f"{m}/{ds}"], "accuracy.by_phase.degraded") for ds, _ in DATASETS]
-            for i, (ds, name) in enumerate(DATASETS):
-                key = ds.replace("-", "_")
-                ph, phs = _paper(f"{key}.healthy", m)
-                pd, pds = _paper(f"{key}.degraded", m)
-                pc, pcs = _paper(f"{key}.change", m)
-                cells += [Cell("Tab. C1", f"{label}, {name}: healthy-phase accuracy", ph, paper_sd=phs, values=h[i]),
-                          Cell("Tab. C1", f"{label}, {name}: degraded-phase accuracy", pd, paper_sd=pds, values=d[i]),
-                          Cell("Tab. C1", f"{label}, {name}: paired phase change", pc, paper_sd=pcs,
-                               values=_pair(d[i], h[i], lambda a, b: a - b), fmt="{:+.3f}")]
-            mh, md = _mean_of(h), _mean_of(d)
-            for key, name, vals, fmt in (("healthy", "healthy-phase accuracy", mh, "{:.3f}"),
-                                         ("degraded", "degraded-phase accuracy", md, "{:.3f}"),
-                                         ("change", "paired phase change", _pair(md, mh, lambda a, b: a - b),
-                                          "{:+.3f}")):
-                p, ps = _paper(f"mean.{key}", m)
-                cells.append(Cell("Tab. 2a", f"{label}, mean of datasets: {name}", p, paper_sd=ps, values=vals,
-                                  fmt=fmt))
-            for phase in ("healthy", "degraded"):
-                tok = _mean_of([_vals(by[f"{m}/{ds}"], f"tokens_per_task_by_phase.{phase}", 1e-3)
-                                for ds, _ in DATASETS])
-                calls = _mean_of([_vals(by[f"{m}/{ds}"], f"calls_per_task_by_phase.{phase}") for ds, _ in DATASETS])
-                p, ps = _paper(f"tokens.{phase}", m)
-                cells.append(Cell("Tab. C2", f"{label}: tokens per task (k), {phase} phase", p, paper_sd=ps,
-                                  values=tok, fmt="{:.1f}"))
-                p, ps = _paper(f"calls.{phase}", m)
-                cells.append(Cell("Tab. C2", f"{label}: model calls per task, {phase} phase", p, paper_sd=ps,
-                                  values=calls, fmt="{:.1f}"))
-            unans = [sum(x) for x in zip(*[_vals(by[f"{m}/{ds}"], "unanswered") for ds, _ in DATASETS])]
-            cells.append(Cell("Sec. 6.1", f"{label}: unanswered tasks (of 3 x 504, summed)", NR, values=unans,
-                              fmt="{:.1f}"))
-        return cells
+def _healing(agent: str) -> tuple[MethodRow, ...]:
+    """Tab. 3b for one degraded agent: detection, closure, reintegration (never, for the baselines)."""
+    return (
+        MethodRow("Tab. 3b", f"{{label}}: {agent} detection delay (tasks)", "{m}",
+                  f"agents.{agent}.detection_delay", f"stag.{agent}.delay", "{:.1f}", note=_isolated_in, empty=NEVER,
+                  baseline=NEVER),
+        MethodRow("Tab. 3b", f"{{label}}: {agent} closure (fraction of seeds)", "{m}", _closed(agent), fmt="{:.2f}",
+                  meshheal=1.0, baseline="not established"),
+        MethodRow("Tab. 3b", f"{{label}}: {agent} reintegration delay (tasks)", "{m}",
+                  f"agents.{agent}.reintegration_delay", f"stag.{agent}.rein", "{:.1f}", empty="undefined",
+                  baseline="undefined"),
+    )
 
-    exps.append(Experiment("compare", "Six methods under persistent degradation (Sec. 6.1, Tab. 2a, C1, C2)",
-                           runs, persistent))
 
-    # Tab. 3: the staggered schedule, every method ---------------------------------------------------
-    st = method_runs(f"{CMP}/staggered-math.yaml", seeds, methods, sets)
+STAGGERED_PHASES = ("healthy", "a5_degraded", "both_degraded", "a3_degraded", "restored")
 
-    def staggered(by: dict[str, list[dict]]) -> list[Cell]:
-        cells: list[Cell] = []
-        phases = ("healthy", "a5_degraded", "both_degraded", "a3_degraded", "restored")
-        for m in methods:
-            s = by[m]
-            label = LABEL[m]
-            for ph in phases:
-                p, ps = _paper(f"stag.{ph}", m)
-                cells.append(Cell("Tab. 3a", f"{label}: accuracy, phase {ph}", p, paper_sd=ps,
-                                  values=_vals(s, f"accuracy.by_phase.{ph}")))
-            post = []
-            for x in s:
-                acc = x["accuracy"]["by_phase"]
-                xs = [acc[k] for k in phases[1:] if k in acc]
-                post.append(statistics.fmean(xs) if len(xs) == 4 else None)
-            p, ps = _paper("stag.post", m)
-            cells.append(Cell("Tab. 3a", f"{label}: accuracy over the 504 tasks after the first degradation", p,
-                              paper_sd=ps, values=post))
-            p, ps = _paper("stag.tokens", m)
-            cells.append(Cell("Tab. 3a", f"{label}: tokens per task (k)", p, paper_sd=ps,
-                              values=_vals(s, "tokens_per_task", 1e-3), fmt="{:.1f}"))
-            for agent in ("A5", "A3"):
-                cells += _delay_cells("Tab. 3b", s, m, agent)
-            cells.append(Cell("Tab. 3b", f"{label}: agents isolated while healthy (of 6)", 0.0 if m == "meshheal"
-                              else NR, values=_vals(s, "detection.false_isolations"), fmt="{:.1f}"))
-        return cells
+#: Sec. 6.2, Tab. 3: staggered degradation and recovery on MATH (runs: the method)
+STAGGERED = tuple(MethodRow("Tab. 3a", f"{{label}}: accuracy, phase {ph}", "{m}", f"accuracy.by_phase.{ph}",
+                            f"stag.{ph}") for ph in STAGGERED_PHASES) + (
+    MethodRow("Tab. 3a", "{label}: accuracy over the 504 tasks after the first degradation", "{m}",
+              _after_first_degradation, "stag.post"),
+    MethodRow("Tab. 3a", "{label}: tokens per task (k)", "{m}", "tokens_per_task", "stag.tokens", "{:.1f}", 1e-3),
+) + _healing("A5") + _healing("A3") + (
+    MethodRow("Tab. 3b", "{label}: agents isolated while healthy (of 6)", "{m}", "detection.false_isolations",
+              fmt="{:.1f}", meshheal=0.0),
+)
 
-    exps.append(Experiment("compare-staggered", "Six methods under staggered degradation and recovery "
-                           "(Sec. 6.2, Tab. 3)", st, staggered))
+PAIR_METHODS = ("meshheal", "symphony")  # the methods the paper quotes under model pairs A and B
 
-    # Tab. C3 / C4: model pairs A and B (MeshHeal and Symphony, the methods the paper quotes) ----------
-    pair_runs: dict[str, list[RunSpec]] = {}
-    pairs = []
-    for pair in ("a", "b"):
-        if not _profile_exists(f"fake-pair-{pair}"):
-            continue
-        pairs.append(pair)
-        for ds, _ in DATASETS:
-            for m, specs in method_runs(f"{CMP}/persistent-{ds}.yaml", seeds, ("meshheal", "symphony"), sets,
-                                        profile=f"fake-pair-{pair}").items():
-                pair_runs[f"{pair}/{m}/{ds}"] = specs
-    if pairs and not quick:
-        def model_pairs(by: dict[str, list[dict]]) -> list[Cell]:
-            cells: list[Cell] = []
-            for pair in pairs:
-                tab = "Tab. C3" if pair == "a" else "Tab. C4"
-                for m in ("meshheal", "symphony"):
-                    h = _mean_of([_vals(by[f"{pair}/{m}/{ds}"], "accuracy.by_phase.healthy") for ds, _ in DATASETS])
-                    d = _mean_of([_vals(by[f"{pair}/{m}/{ds}"], "accuracy.by_phase.degraded") for ds, _ in DATASETS])
-                    tok = _mean_of([_vals(by[f"{pair}/{m}/{ds}"], "tokens_per_task", 1e-3) for ds, _ in DATASETS])
-                    p, ps = _paper(f"pair_{pair}.degraded", m)
-                    cells.append(Cell(tab, f"pair {pair.upper()}, {LABEL[m]}: degraded-phase accuracy", p,
-                                      paper_sd=ps, values=d))
-                    p, ps = _paper(f"pair_{pair}.change", m)
-                    cells.append(Cell(tab, f"pair {pair.upper()}, {LABEL[m]}: paired phase change", p, paper_sd=ps,
-                                      values=_pair(d, h, lambda a, b: a - b), fmt="{:+.3f}"))
-                    p, ps = _paper(f"pair_{pair}.tokens", m)
-                    cells.append(Cell(tab, f"pair {pair.upper()}, {LABEL[m]}: tokens per task (k)", p, paper_sd=ps,
-                                      values=tok, fmt="{:.1f}"))
-            return cells
 
-        exps.append(Experiment("compare-pairs", "MeshHeal and Symphony under model pairs A and B (Tab. C3, C4)",
-                               pair_runs, model_pairs, quick_skip=True))
-    if not quick:
-        exps += assumption_experiments(seeds)
-    return exps
+def _pair_rows(pair: str) -> tuple[MethodRow, ...]:
+    """Tab. C3 (pair A) / C4 (pair B), means of datasets (runs "pair/method/dataset")."""
+    tab, name, runs = "Tab. C3" if pair == "a" else "Tab. C4", f"pair {pair.upper()}", \
+        "mean " + " ".join(f"{pair}/{{m}}/{ds}" for ds, _ in DATASETS)
+    return (
+        MethodRow(tab, f"{name}, {{label}}: degraded-phase accuracy", runs, D, f"pair_{pair}.degraded"),
+        MethodRow(tab, f"{name}, {{label}}: paired phase change", runs, CHANGE, f"pair_{pair}.change", "{:+.3f}"),
+        MethodRow(tab, f"{name}, {{label}}: tokens per task (k)", runs, "tokens_per_task", f"pair_{pair}.tokens",
+                  "{:.1f}", 1e-3),
+    )
+
+
+#: the baselines' assumed readings and parameters moved one at a time: variant -> (method, params, why)
+ASSUMPTIONS: dict[str, tuple[str, str, str]] = {
+    "symphony": ("symphony", "", ""),
+    "symphony-random-ties": ("symphony", "tie_break: random",
+                             "equal UCB broken at random (default: the first shortlisted, as the code's strict > in "
+                             "registry order does)"),
+    "symphony-top-6": ("symphony", "top_l: 6",
+                       "every candidate shortlisted (the authors' BBH runner passes topL 32; default: the "
+                       "orchestrator's 3)"),
+    "symphony-name-registry": ("symphony", "registry: name",
+                               "the registry in name order, so every tie goes to the first agents by name (the "
+                               "reading before issue 34; default: an order drawn per run)"),
+    "autogen": ("autogen", "", ""),
+    "autogen-reflection": ("autogen", "summary: reflection",
+                           "the manager summarises with its model (AutoGen's reflection_with_llm) instead of "
+                           "returning the last message (AutoGen's default summary_method)"),
+    "raps": ("raps", "", ""),
+    "raps-0.3": ("raps", "isolate_below: 0.3", "RAPS blacklists below reputation 0.3 (default 0.5)"),
+    "raps-0.7": ("raps", "isolate_below: 0.7", "RAPS blacklists below reputation 0.7 (default 0.5)"),
+    "raps-reactive": ("raps", "reactive: true",
+                      "RAPS Reactive Subscription as we read it: a producer withdraws from abilities its verdicts "
+                      "condemn (default off: the paper's rule is not in our sources)"),
+    "agentnet": ("agentnet", "", ""),
+    "agentnet-judge-0.6": ("agentnet", "judge_threshold: 0.6",
+                           "AgentNet's entry judge counts success only above 0.6 (default 0.40)"),
+    "sac_teams": ("sac_teams", "", ""),
+    "sac_teams-no-rounds": ("sac_teams", "rounds: 0",
+                            "ablation: no filter-and-refine round, the three teams' answers go straight to the "
+                            "majority (the paper's SAC runs two)"),
+}
+
+
+def _isolated_of_2(x: dict) -> Optional[float]:
+    v = get_path(x, "missed", None)
+    return None if v is None or isinstance(v, bool) else 2.0 - float(v)
+
+
+def _assumption_rows(variant: str) -> tuple[Row, ...]:
+    """A variant beside its method's defaults (the paper reports none of these)."""
+    method, _params, why = ASSUMPTIONS[variant]
+    return (
+        Row("assumption", f"{variant}: degraded-phase accuracy (minus default)", f"{variant} - {method}", D, NR,
+            fmt="{:+.3f}", note=why),
+        Row("assumption", f"{variant}: healthy-phase accuracy (minus default)", f"{variant} - {method}", H, NR,
+            fmt="{:+.3f}", note=why),
+        Row("assumption", f"{variant}: degraded-phase accuracy", variant, D, NR),
+        Row("assumption", f"{variant}: tokens per task (k)", variant, "tokens_per_task", NR, fmt="{:.1f}",
+            scale=1e-3),
+        Row("assumption", f"{variant}: degraded agents isolated (of 2)", variant, _isolated_of_2, NR, fmt="{:.1f}"),
+    )
+
+
+# ---------------------------------------------------------------------------------------- the run groups
+
+def _method_group(scenario: str, method: str, profile: Optional[str] = None) -> Group:
+    return Group(scenario, method_sets(scenario, method, NO_TRACE), profile)
+
+
+def _specs(groups: dict[str, Group], seeds: "int | list[int]") -> dict[str, list[RunSpec]]:
+    return {k: g.specs(seeds) for k, g in groups.items()}
+
+
+def persistent_runs(methods: tuple[str, ...]) -> dict[str, Group]:
+    return {f"{m}/{ds}": _method_group(f"{CMP}/persistent-{ds}.yaml", m) for ds, _ in DATASETS for m in methods}
+
+
+def staggered_runs(methods: tuple[str, ...]) -> dict[str, Group]:
+    return {m: _method_group(f"{CMP}/staggered-math.yaml", m) for m in methods}
+
+
+def pair_runs(pairs: tuple[str, ...]) -> dict[str, Group]:
+    return {f"{pair}/{m}/{ds}": _method_group(f"{CMP}/persistent-{ds}.yaml", m, f"fake-pair-{pair}")
+            for pair in pairs for ds, _ in DATASETS for m in PAIR_METHODS}
+
+
+def assumption_runs() -> dict[str, Group]:
+    """BBH, persistent, the first three seeds."""
+    return {k: Group(f"{CMP}/persistent-bbh.yaml",
+                     NO_TRACE + (f"protocol={{name: {m}" + (f", params: {{{p}}}" if p else "") + "}",), max_seeds=3)
+            for k, (m, p, _why) in ASSUMPTIONS.items()}
+
+
+# ---------------------------------------------------------------------------------------- the experiments
+
+def persistent_experiment(seeds: "int | list[int]", methods: tuple[str, ...]) -> Experiment:
+    return Experiment("compare", "Six methods under persistent degradation (Sec. 6.1, Tab. 2a, C1, C2)",
+                      _specs(persistent_runs(methods), seeds), lambda by: method_cells(PERSISTENT, methods, by))
+
+
+def staggered_experiment(seeds: "int | list[int]", methods: tuple[str, ...]) -> Experiment:
+    return Experiment("compare-staggered", "Six methods under staggered degradation and recovery "
+                      "(Sec. 6.2, Tab. 3)", _specs(staggered_runs(methods), seeds),
+                      lambda by: method_cells(STAGGERED, methods, by))
+
+
+def pairs_experiment(seeds: "int | list[int]", pairs: tuple[str, ...]) -> Experiment:
+    return Experiment("compare-pairs", "MeshHeal and Symphony under model pairs A and B (Tab. C3, C4)",
+                      _specs(pair_runs(pairs), seeds),
+                      lambda by: [c for p in pairs for c in method_cells(_pair_rows(p), PAIR_METHODS, by)],
+                      quick_skip=True)
 
 
 def assumption_experiments(seeds: "int | list[int]" = 5) -> list[Experiment]:
     """The baselines' assumed readings and parameters moved one at a time (BBH, persistent):
     how much of each prediction an assumption carries. Defaults are not chosen from these."""
-    sets = ("output.trace=none",)
-    sc = f"{CMP}/persistent-bbh.yaml"
-    first = seeds_of(seeds)[:3]
-    variants = {
-        "symphony": ("symphony", ""),
-        "symphony-random-ties": ("symphony", "tie_break: random"),
-        "symphony-top-6": ("symphony", "top_l: 6"),
-        "symphony-name-registry": ("symphony", "registry: name"),
-        "autogen": ("autogen", ""),
-        "autogen-reflection": ("autogen", "summary: reflection"),
-        "raps": ("raps", ""),
-        "raps-0.3": ("raps", "isolate_below: 0.3"),
-        "raps-0.7": ("raps", "isolate_below: 0.7"),
-        "raps-reactive": ("raps", "reactive: true"),
-        "agentnet": ("agentnet", ""),
-        "agentnet-judge-0.6": ("agentnet", "judge_threshold: 0.6"),
-        "sac_teams": ("sac_teams", ""),
-        "sac_teams-no-rounds": ("sac_teams", "rounds: 0"),
-    }
-    why = {
-        "symphony-random-ties": "equal UCB broken at random (default: the first shortlisted, as the code's "
-                                "strict > in registry order does)",
-        "symphony-top-6": "every candidate shortlisted (the authors' BBH runner passes topL 32; default: the "
-                          "orchestrator's 3)",
-        "symphony-name-registry": "the registry in name order, so every tie goes to the first agents by name "
-                                  "(the reading before issue 34; default: an order drawn per run)",
-        "autogen-reflection": "the manager summarises with its model (AutoGen's reflection_with_llm) "
-                              "instead of returning the last message (AutoGen's default summary_method)",
-        "raps-0.3": "RAPS blacklists below reputation 0.3 (default 0.5)",
-        "raps-0.7": "RAPS blacklists below reputation 0.7 (default 0.5)",
-        "raps-reactive": "RAPS Reactive Subscription as we read it: a producer withdraws from abilities its "
-                         "verdicts condemn (default off: the paper's rule is not in our sources)",
-        "agentnet-judge-0.6": "AgentNet's entry judge counts success only above 0.6 (default 0.40)",
-        "sac_teams-no-rounds": "ablation: no filter-and-refine round, the three teams' answers go straight to "
-                               "the majority (the paper's SAC runs two)",
-    }
-    runs = {k: [RunSpec(sc, sets + (f"protocol={{name: {m}" + (f", params: {{{p}}}" if p else "") + "}",),
-                        seed=j) for j in first] for k, (m, p) in variants.items()}
-
-    def cells(by: dict[str, list[dict]]) -> list[Cell]:
-        out: list[Cell] = []
-        for k, (m, _p) in variants.items():
-            if k == m:
-                continue
-            base = by[m]
-            alt = by[k]
-            note = why[k]
-            for label, path, fmt in (("degraded-phase accuracy", "accuracy.by_phase.degraded", "{:.3f}"),
-                                     ("healthy-phase accuracy", "accuracy.by_phase.healthy", "{:.3f}")):
-                out.append(Cell("assumption", f"{k}: {label} (minus default)", NR, note=note, fmt="{:+.3f}",
-                                values=_pair(_vals(alt, path), _vals(base, path), lambda a, b: a - b)))
-            out.append(Cell("assumption", f"{k}: degraded-phase accuracy", NR,
-                            values=_vals(alt, "accuracy.by_phase.degraded")))
-            out.append(Cell("assumption", f"{k}: tokens per task (k)", NR, values=_vals(alt, "tokens_per_task", 1e-3),
-                            fmt="{:.1f}"))
-            out.append(Cell("assumption", f"{k}: degraded agents isolated (of 2)", NR, fmt="{:.1f}",
-                            values=[2.0 - v if v is not None else None for v in _vals(alt, "missed")]))
-        return out
-
+    rows = tuple(r for k, (m, _p, _why) in ASSUMPTIONS.items() if k != m for r in _assumption_rows(k))
     return [Experiment("compare-assumptions", "Baselines: assumed readings moved one at a time (BBH, persistent)",
-                       runs, cells)]
+                       _specs(assumption_runs(), seeds), lambda by: table_cells(rows, by))]
+
+
+def compare_experiments(seeds: "int | list[int]" = 5, quick: bool = False,
+                        methods: tuple[str, ...] = METHODS) -> list[Experiment]:
+    """The comparison's cells for ``meshsim reproduce meshheal`` (all predictions); ``quick``
+    leaves out the model pairs and the assumptions."""
+    exps = [persistent_experiment(seeds, methods), staggered_experiment(seeds, methods)]
+    if quick:
+        return exps
+    pairs = tuple(p for p in ("a", "b") if _profile_exists(f"fake-pair-{p}"))
+    if pairs:
+        exps.append(pairs_experiment(seeds, pairs))
+    return exps + assumption_experiments(seeds)
 
 
 def compare_sensitivities() -> list[Any]:
