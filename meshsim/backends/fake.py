@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from math import exp as _exp
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Literal, Optional
@@ -195,10 +196,11 @@ class FakeBackend(ReviewDraws, Backend):
         text = ""
         latent = fields.pop("_latent", None)
         if latent is not None:
-            text = self.texts.put(req.task.id if req.task else "", req.seed, latent)
+            tid = req.task.id if req.task else ""
+            text = self.texts.put(tid, req.seed, latent)
             if latent.answer is not None and req.kind != "committee_round":
                 # what a parser extracts from a final text: comparable, but opaque
-                fields["answer"] = self._answer_id(req.task.id if req.task else "", latent.answer)
+                fields["answer"] = self._answer_id(tid, latent.answer)
         pt, ct = self._tokens(req, rnd)
         return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
 
@@ -483,8 +485,8 @@ class FakeBackend(ReviewDraws, Backend):
             return 0, 0
         prompt, per_context, completion, spread, shift = spec
         items = int(req.context.get("context_items", 0) or 0)
-        completion = int(round(completion * math.exp(rnd.gauss(0.0, spread) - shift)))
-        return prompt + per_context * items, max(1, completion)
+        completion = round(completion * _exp(rnd.gauss(0.0, spread) - shift))  # round(float) is an int already
+        return prompt + per_context * items, (completion if completion > 1 else 1)  # max(1, .), without a call
 
 
 _TYPE_Z: dict[str, dict[str, float]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+from math import cos as _cos, log as _log, sqrt as _sqrt
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
@@ -153,7 +154,8 @@ class SplitMix64:
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
         u2 = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0)
-        return mu + sigma * math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+        # math's functions bound at import (the same functions: one attribute lookup less each)
+        return mu + sigma * _sqrt(-2.0 * _log(u1)) * _cos(6.283185307179586 * u2)
 
     def randrange(self, n: int) -> int:
         return min(n - 1, int(self.random() * n))
