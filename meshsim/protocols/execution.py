@@ -108,8 +108,16 @@ def generate(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
     ``declared``) for the abilities ``H``: the worker prompt shows the task,
     the inferred requirement and the accepted outputs so far (App. B.4: the
     same worker prompts for every method)."""
-    y, _answer = yield from generate_answer(llm, agent, declared, action, H, X)
-    return y
+    # generate_answer's body without its answer, written out: a generator level less on every
+    # Contribute/Finalize (deliberate repetition; change both together)
+    kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
+    ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
+           "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
+    req = llm.request(kind, X.task, sorted(H), ctx)
+    r = yield from llm.call(req)
+    # req.abilities is tuple(sorted(H)) (LLMClient.request): not sorted again
+    return Output(agent=agent, abilities=req.abilities, action=action,
+                  text=(r.text or "") if r.error is None else "")
 
 
 def generate_answer(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
@@ -120,9 +128,11 @@ def generate_answer(llm: LLMClient, agent: str, declared: Any, action: str, H: A
     kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
     ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
            "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
-    r = yield from llm.call(llm.request(kind, X.task, sorted(H), ctx))
+    req = llm.request(kind, X.task, sorted(H), ctx)
+    r = yield from llm.call(req)
     # a failed call leaves no usable text: reviewers will see an empty output
-    y = Output(agent=agent, abilities=tuple(sorted(H)), action=action,
+    # (req.abilities is tuple(sorted(H)): LLMClient.request)
+    y = Output(agent=agent, abilities=req.abilities, action=action,
                text=(r.text or "") if r.error is None else "")
     return y, answer_of(r)
 

@@ -108,11 +108,12 @@ class LLMClient:
         spec = self.fault() if self.fault is not None else None
         if spec:
             context = _inject(spec, dict(context), self._fault_rnd)
-        return Request(kind=kind, agent=self.agent, model=self.model_for(abilities), task=task,
-                       abilities=abilities, context=context, sample=sample,
-                       seed=self._rnd.getrandbits(62))
+        # positional (kind, agent, model, task, abilities, context, sample, seed): cheaper than keywords
+        return Request(kind, self.agent, self.model_for(abilities), task, abilities, context, sample,
+                       self._rnd.getrandbits(62))
 
     def _latency(self, req: Request, resp: Response) -> float:
+        # (written out in call(): change both together)
         if resp.latency is not None:
             lat = resp.latency
         else:
@@ -159,7 +160,15 @@ class LLMClient:
                     resp = Response(error="injected fault", prompt_tokens=resp.prompt_tokens)
         else:
             (resp,) = yield from self._answers([req])
-        lat = self._latency(req, resp)
+        # _latency, inline (every call's path; change both together)
+        lat = resp.latency
+        if lat is None:
+            model = self._latency_models.get(req.model)
+            if model is None:
+                model = self._latency_models[req.model] = self.backend.latency_model(req.model)
+            lat = model(resp.prompt_tokens, resp.completion_tokens)
+        if "latency_factor" in req.context:
+            lat *= float(req.context["latency_factor"])
         if lat > 0:
             yield self.env.timeout(lat)
         if self.sink is not None:

@@ -91,7 +91,11 @@ def median(values: list[float]) -> float:
 
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolation percentile (numpy's default), without numpy's overhead."""
-    xs = sorted(values)
+    return _percentile_sorted(sorted(values), q)
+
+
+def _percentile_sorted(xs: list[float], q: float) -> float:
+    """:func:`percentile` of values already sorted (one sort for several percentiles)."""
     if not xs:
         raise ValueError("percentile of an empty list")
     pos = (len(xs) - 1) * q / 100.0
@@ -199,8 +203,9 @@ class RelativeDetector(_Base):
         # Normal range: pooled x̄_{j,T,s'} of normal neighbours over all abilities of T (C_{i,T}).
         if self.matched[key] < p.min_obs or not pool:
             return Update(True, x, xbar, None, None, None, self.state, False)
-        m = median(pool)
-        p25 = percentile(pool, 25.0)
+        xs = sorted(pool)  # one sort for both percentiles (every update's path)
+        m = _percentile_sorted(xs, 50.0)  # the median
+        p25 = _percentile_sorted(xs, 25.0)
         spread = max(m - p25, p.spread_floor)
         z = (xbar - m) / spread
         if not act:  # warm-up: evidence only; no crossing counted, no transition

@@ -116,7 +116,8 @@ def assess(agent: MeshHealAgent, y: Output, H: frozenset, X: TaskState,
     candidates = list(eligible)
     while candidates and initial is None:
         reviewer = candidates.pop(rnd.randrange(len(candidates)))
-        rep = yield from agent.ask(reviewer, {"mode": "initial", "n": p.review_calls}, y, H, X)
+        # ask_all, not ask: a generator level less (the same request and wait)
+        (rep,) = yield from agent.ask_all([reviewer], [{"mode": "initial", "n": p.review_calls}], y, H, X)
         if rep is not None:
             initial = rep["scores"]
     if initial is None:
