@@ -153,8 +153,10 @@ class Network:
     def deliver_batch(self, ev: Event) -> None:
         """Deliver a multicast's messages that share one delay (see Node.multicast)."""
         nodes = self.nodes
+        stats = self.stats
+        traced = self.trace_messages  # (set once, when the network is made)
         for link, dst, msg, epoch in event_value(ev):
-            st = self.stats[msg.kind]
+            st = stats[msg.kind]
             if epoch != link.epoch or not link.up:
                 st.dropped_down += 1
                 self.on_drop(msg, "down")
@@ -163,7 +165,7 @@ class Network:
             if node is None or not node.alive:
                 st.dropped_down += 1
                 continue
-            if self.trace_messages:
+            if traced:
                 self.trace("deliver", kind=msg.kind, src=msg.src, dst=dst, size=msg.size, sent_at=msg.sent_at)
             st.delivered += 1
             node.receive(msg)
