@@ -101,8 +101,7 @@ Every number in a profile carries its source (``sources:``,
 from __future__ import annotations
 
 import hashlib
-import math
-from math import exp as _exp
+from math import exp as _exp, sqrt as _sqrt
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Literal, Optional
@@ -124,6 +123,7 @@ __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "load_fake", "chec
 
 _N = NormalDist()
 _MISSING = object()
+_NO_FEATURES: frozenset = frozenset()  # one shared empty set of features (immutable: nothing tells them apart)
 _new = object.__new__
 
 
@@ -202,7 +202,8 @@ class FakeBackend(ReviewDraws, Backend):
                 # what a parser extracts from a final text: comparable, but opaque
                 fields["answer"] = self._answer_id(tid, latent.answer)
         pt, ct = self._tokens(req, rnd)
-        return Response(text=text, fields=fields, correct=correct, prompt_tokens=pt, completion_tokens=ct)
+        # positional (text, fields, correct, prompt_tokens, completion_tokens): cheaper than keywords, every call
+        return Response(text, fields, correct, pt, ct)
 
     def _answer_id(self, task_id: str, answer: str) -> str:
         """An answer as a parser would hand it to a controller: the same answer to
@@ -283,16 +284,16 @@ class FakeBackend(ReviewDraws, Backend):
         zt = memo.get(ability)
         if zt is None:
             zt = self._z_task(task, ability)
-        z = math.sqrt(rho) * zt
+        z = _sqrt(rho) * zt
         rest = 1.0 - rho
         if not persist:
-            return z + math.sqrt(rest) * rnd.gauss(0.0, 1.0) < th  # rest * (1.0 - 0.0) == rest exactly
+            return z + _sqrt(rest) * rnd.gauss(0.0, 1.0) < th  # rest * (1.0 - 0.0) == rest exactly
         vkey = ("view", req.agent, ability)
         view = memo.get(vkey)
         if view is None:  # the reviewer's lasting view: the same for its three calls
             view = memo[vkey] = _N.inv_cdf(hash_unit(self.seed, "view", req.agent, tid, ability))
-        z += math.sqrt(rest * persist) * view
-        z += math.sqrt(rest * (1.0 - persist)) * rnd.gauss(0.0, 1.0)
+        z += _sqrt(rest * persist) * view
+        z += _sqrt(rest * (1.0 - persist)) * rnd.gauss(0.0, 1.0)
         return z < th
 
     def _read(self, req: Request, text: Any) -> Latent:
@@ -302,7 +303,8 @@ class FakeBackend(ReviewDraws, Backend):
     def _half(self, req: Request, rnd: SplitMix64, ok: bool, final: Optional[bool] = None,
               answer: Optional[str] = None) -> Latent:
         garbage = not ok and rnd.random() < self.model(req).garbage
-        return Latent(correct=ok, final=final, answer=answer, features=INCOHERENT if garbage else frozenset())
+        # positional (correct, final, answer, features): on every worker call's path
+        return Latent(ok, final, answer, INCOHERENT if garbage else _NO_FEATURES)
 
     def _route_ok(self, req: Request) -> bool:
         """Did the route cover the true pair? The prompt names the inferred

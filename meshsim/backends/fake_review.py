@@ -56,7 +56,8 @@ class ReviewDraws:
         else:
             cls = "unverifiable"
         action = "finalize" if req.context.get("action") == "finalize" else "contribute"
-        return self._draw_verdict(rnd, _role(req.model), action, cls, req)
+        # _role, inline: every review call's path
+        return self._draw_verdict(rnd, "weak" if req.model == "weak" else "strong", action, cls, req)
 
     def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
         tables = self._tables
