@@ -102,7 +102,11 @@ class Node:
             n += 1
             if link.batchable:
                 msg = shared or Message(kind, name, peer, payload, size, now, 0)
-                groups.setdefault(link.latency.value, []).append((link, peer, msg, link.epoch))
+                # (get, not setdefault: no empty list made per peer)
+                group = groups.get(link.latency.value)
+                if group is None:
+                    group = groups[link.latency.value] = []
+                group.append((link, peer, msg, link.epoch))
             else:
                 link.transmit(Message(kind, name, peer, payload, size, now, 0))
         if groups:

@@ -183,6 +183,8 @@ class MeshHealAgent:
         as tasks this agent handled since it heard of them (``local``: at scale
         the stream runs 96x faster than any one neighbourhood).
         """
+        if ISOLATED not in self.peer_state.values():
+            return None  # no isolated neighbour (nearly always): the same answer, without the search below
         every = self.params.probe_every
         links = self.node.links
         if self.params.probe_clock == "local":
