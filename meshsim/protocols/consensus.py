@@ -72,6 +72,7 @@ __all__ = ["ROLES", "HONEST_ROLES", "ADVERSARIAL_ROLES", "DATASETS", "ConsensusD
 class ConsensusProtocol(Protocol):
     """Query stream, roles and records; the per-agent work is in ``Agent``."""
 
+    # deliberate repetition: every protocol class declares its name, Params and Agent type like this (typed, issue 31)
     name = "consensus"
     Params = ConsensusParams
     params: ConsensusParams

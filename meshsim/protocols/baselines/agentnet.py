@@ -85,6 +85,7 @@ def next_weight(w: float, success: bool, p: AgentNetParams) -> tuple[float, bool
 
 
 class AgentNetAgent(ChainAgent):
+    # deliberate repetition: each baseline agent declares its method, Params type and state like this (typed, issue 31)
     method = "agentnet"
 
     params: AgentNetParams

@@ -73,6 +73,7 @@ class AutoGenParams(BaselineParams):
 
 
 class AutoGenAgent(ChainAgent):
+    # deliberate repetition: each baseline agent declares its method, Params type and state like this (typed, issue 31)
     method = "autogen"
 
     params: AutoGenParams

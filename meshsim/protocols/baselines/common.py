@@ -68,6 +68,7 @@ class BaselineParams(Strict):
 class Baseline(ExecutionLayer):
     """The shared harness plus exclusion records; subclasses set ``Agent``."""
 
+    # deliberate repetition: every protocol class declares its name, Params and Agent type like this (typed, issue 31)
     name = "baseline"
     Params = BaselineParams
     params: BaselineParams
