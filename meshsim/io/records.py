@@ -18,7 +18,7 @@ import os
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from ..core.errors import RunFolderError
 from ..core.redact import scrub
@@ -95,19 +95,6 @@ def json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def _row_encoder() -> Callable[[Any], str]:
-    """``json.JSONEncoder(separators=(",", ":"), default=json_default).encode``: the same C
-    encoder with the same settings, made once per table instead of once per row
-    (``JSONEncoder.iterencode`` builds it, and a closure, on every call; a table gets a row
-    per task or review). Without the circular-reference check: rows are trees."""
-    from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-
-    if c_make_encoder is None:  # no C accelerator (not CPython): the encoder as it is
-        return json.JSONEncoder(separators=(",", ":"), default=json_default).encode
-    enc = c_make_encoder(None, json_default, encode_basestring_ascii, None, ":", ",", False, False, True)
-    return lambda row: "".join(enc(row, 0))
-
-
 def write_records(folder: Path, name: str, rows: Iterable[dict[str, Any]], fmt: str = "jsonl.gz") -> Path:
     """Write ``rows`` as ``folder/NAME`` (``fmt`` ``jsonl``) or ``folder/NAME.gz``
     (``jsonl.gz``), streaming: the table is never held as one string. Removes
@@ -138,7 +125,7 @@ class _Table:
         self._raw = self._file.__enter__()
         self._out = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=_GZIP_LEVEL, mtime=0) \
             if fmt == "jsonl.gz" else self._raw
-        self._dumps = _row_encoder()
+        self._dumps = json.JSONEncoder(separators=(",", ":"), default=json_default).encode
         self._buf: list[str] = []
         self.rows = 0
 

@@ -59,13 +59,10 @@ class Reliable:
         state = [dst, kind, payload, size, self.retries if retries is None else retries,
                  self.timeout if timeout is None else timeout, done, None]
         self._pending[rid] = state
-        # _transmit, inline (every reliable message's first send; change both together)
-        self.node.send(dst, kind, payload, size, rid=rid)
-        state[7] = self._deadlines.add(state[5], rid)
+        self._transmit(rid, state)
         return done
 
     def _transmit(self, rid: int, state: list[Any]) -> None:
-        # (written out in send: change both together)
         dst, kind, payload, size, _left, timeout, _done, _timer = state
         self.node.send(dst, kind, payload, size, rid=rid)
         state[7] = self._deadlines.add(timeout, rid)

@@ -102,22 +102,31 @@ def infer_pair(llm: LLMClient, task: TaskInfo, pairs: list, sample: int = 0) -> 
     return tuple(pair) if (r.error is None and pair) else tuple(pairs[0])
 
 
+def _worker_request(llm: LLMClient, declared: Any, action: str, H: Any, X: TaskState) -> Request:
+    """The Contribute/Finalize call (App. B.4: the same worker prompts for every method)."""
+    kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
+    ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
+           "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
+    return llm.request(kind, X.task, sorted(H), ctx)
+
+
+def _worker_output(agent: str, action: str, req: Request, r: Response) -> Output:
+    # a failed call leaves no usable text: reviewers will see an empty output
+    # (req.abilities is tuple(sorted(H)), made by LLMClient.request: not sorted again)
+    return Output(agent=agent, abilities=req.abilities, action=action,
+                  text=(r.text or "") if r.error is None else "")
+
+
 def generate(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
              X: TaskState) -> Generator[Any, Any, Output]:
     """Contribute or Finalize (Sec. 4.1) by ``agent`` (declared abilities
     ``declared``) for the abilities ``H``: the worker prompt shows the task,
     the inferred requirement and the accepted outputs so far (App. B.4: the
     same worker prompts for every method)."""
-    # generate_answer's body without its answer, written out: a generator level less on every
-    # Contribute/Finalize (deliberate repetition; change both together)
-    kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
-    ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
-           "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
-    req = llm.request(kind, X.task, sorted(H), ctx)
+    # not via generate_answer: a generator level less on every Contribute/Finalize
+    req = _worker_request(llm, declared, action, H, X)
     r = yield from llm.call(req)
-    # req.abilities is tuple(sorted(H)) (LLMClient.request): not sorted again
-    return Output(agent=agent, abilities=req.abilities, action=action,
-                  text=(r.text or "") if r.error is None else "")
+    return _worker_output(agent, action, req, r)
 
 
 def generate_answer(llm: LLMClient, agent: str, declared: Any, action: str, H: Any,
@@ -125,16 +134,9 @@ def generate_answer(llm: LLMClient, agent: str, declared: Any, action: str, H: A
     """:func:`generate`, plus the final answer a parser extracts from the reply
     (an opaque identifier with fakes; None for a half or an unparsable reply):
     what a vote over final answers compares."""
-    kind = CallKind.CONTRIBUTE if action == "contribute" else CallKind.FINALIZE
-    ctx = {"context_items": len(X.Y), "required": list(X.R or ()),
-           "agent_abilities": sorted(declared), "drafts": [o.text for o in X.Y]}
-    req = llm.request(kind, X.task, sorted(H), ctx)
+    req = _worker_request(llm, declared, action, H, X)
     r = yield from llm.call(req)
-    # a failed call leaves no usable text: reviewers will see an empty output
-    # (req.abilities is tuple(sorted(H)): LLMClient.request)
-    y = Output(agent=agent, abilities=req.abilities, action=action,
-               text=(r.text or "") if r.error is None else "")
-    return y, answer_of(r)
+    return _worker_output(agent, action, req, r), answer_of(r)
 
 
 def _open_gate(gate: Event, _ev: Any = None) -> None:

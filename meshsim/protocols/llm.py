@@ -113,7 +113,6 @@ class LLMClient:
                        self._rnd.getrandbits(62))
 
     def _latency(self, req: Request, resp: Response) -> float:
-        # (written out in call(): change both together)
         if resp.latency is not None:
             lat = resp.latency
         else:
@@ -160,15 +159,7 @@ class LLMClient:
                     resp = Response(error="injected fault", prompt_tokens=resp.prompt_tokens)
         else:
             (resp,) = yield from self._answers([req])
-        # _latency, inline (every call's path; change both together)
-        lat = resp.latency
-        if lat is None:
-            model = self._latency_models.get(req.model)
-            if model is None:
-                model = self._latency_models[req.model] = self.backend.latency_model(req.model)
-            lat = model(resp.prompt_tokens, resp.completion_tokens)
-        if "latency_factor" in req.context:
-            lat *= float(req.context["latency_factor"])
+        lat = self._latency(req, resp)
         if lat > 0:
             yield self.env.timeout(lat)
         if self.sink is not None:
