@@ -100,6 +100,8 @@ Every number in a profile carries its source (``sources:``,
 """
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 import hashlib
 from math import exp as _exp, sqrt as _sqrt
 from pathlib import Path
@@ -124,7 +126,6 @@ __all__ = ["FakeBackend", "FakeProfile", "load_fake_profile", "load_fake", "chec
 _N = NormalDist()
 _MISSING = object()
 _NO_FEATURES: frozenset = frozenset()  # one shared empty set of features (immutable: nothing tells them apart)
-_new = object.__new__
 
 
 
@@ -135,6 +136,7 @@ def _boost(p: float, hint: float) -> float:
     return 1.0 - (1.0 - p) * (1.0 - hint)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FakeBackend(ReviewDraws, Backend):
     synchronous = True
 
@@ -185,8 +187,7 @@ class FakeBackend(ReviewDraws, Backend):
         return out
 
     def complete_sync(self, req: Request) -> Response:
-        rnd = _new(SplitMix64)  # SplitMix64(seed), without the constructor's frame
-        rnd.s = (req.seed ^ self._mix) & _M64
+        rnd = SplitMix64(req.seed ^ self._mix)
         fn = self._kinds.get(req.kind)
         if fn is None:
             fn = self._kinds[req.kind] = getattr(self, "_" + req.kind, None)

@@ -10,6 +10,8 @@ distribution). :class:`ReviewDraws` is the part of
 """
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 import math
 from statistics import NormalDist
 from typing import Any, Mapping, Optional
@@ -25,6 +27,7 @@ _N = NormalDist()
 _role = model_role
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ReviewDraws:
     """Review and committee calls of the MeshHeal fake (a part of :class:`FakeBackend`, which
     sets the attributes below and provides ``_derive``, ``_read`` and ``_task_memo``)."""
@@ -37,7 +40,7 @@ class ReviewDraws:
     _tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str], float]]
 
     def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0,
-                *a: Any, **kw: Any) -> bool:
+                ability: Optional[str] = None) -> bool:
         raise NotImplementedError
 
     def _read(self, req: Request, text: Any) -> Latent:
@@ -105,11 +108,11 @@ class ReviewDraws:
             level = self._levels[k] = round(k * g, 4)
         return level
 
-    def _review(self, req, rnd):
+    def _review(self, req: Request, rnd: SplitMix64) -> tuple[dict[str, Any], Any]:
         verdict = self._verdict(req, rnd, self._read(req, req.context.get("output_text")))
         return {"score": self._score(rnd, verdict)}, None
 
-    def _committee_round(self, req, rnd):
+    def _committee_round(self, req: Request, rnd: SplitMix64) -> tuple[dict[str, Any], Any]:
         ctx = req.context
         out = self._read(req, ctx.get("output_text"))
         if int(ctx.get("round", 1)) == 1:

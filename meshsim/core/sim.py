@@ -75,9 +75,6 @@ class Environment(simpy.Environment):
         #: the deadline lines of every :class:`Deadlines` on this clock, by delay
         self.deadline_lines: dict[float, _Line] = {}
 
-    #: the current simulation time (SimPy's ``now``, read by a C getter: it is read once per message)
-    now = property(attrgetter("_now"))
-
     def seed_sequence(self, *names: Any) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=stream_key(*names))
 
@@ -186,6 +183,11 @@ class Environment(simpy.Environment):
         return ev
 
 
+
+# the current simulation time (SimPy's ``now``) read by a C getter: it is read once per message. Set after the
+# class body, as the compiled build (docs/scaling.md) would otherwise keep the property object as a plain value.
+setattr(Environment, "now", property(attrgetter("_now")))
+
 def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dict[Any, None]) -> Process:
     """Run ``gen`` as a process that nothing waits on, starting now (see ``Node.start``).
 
@@ -195,7 +197,7 @@ def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dic
     raises is scheduled as a failed event, so the run stops with it as
     SimPy's would; it can be interrupted like any process.
     """
-    proc = _new(_Detached)
+    proc = _Detached.__new__(_Detached)
     proc.env = env
     proc.callbacks = []
     proc._generator = gen
@@ -224,7 +226,7 @@ class _Detached(Process):
 
     table: dict[Any, None]
 
-    def _resume(self, event: Event) -> None:
+    def _resume(self, event: Any) -> None:  # Any: its callbacks are None once processed (SimPy types them a list)
         env = self.env
         env._active_proc = self
         gen = self._generator

@@ -46,7 +46,7 @@ class Link:
     """
 
     __slots__ = ("u", "v", "net", "env", "latency", "_loss", "_bandwidth", "up", "epoch", "batchable",
-                 "_delay", "_const", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
+                 "_delay", "_fixed", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
 
     def __init__(self, net: Fabric, u: str, v: str, latency: LatencySpec, loss: float,
                  bandwidth: float | None, rnd: "random.Random | Callable[[], random.Random]"):
@@ -71,7 +71,7 @@ class Link:
         # constant delay, lossless, no queueing: deliveries can share one event
         self.batchable = self.latency.dist == "constant" and not self._loss and not self._bandwidth
         # a constant delay is read, not sampled (no call per message)
-        self._const = float(self.latency.value) if self.latency.dist == "constant" else None
+        self._fixed = float(self.latency.value) if self.latency.dist == "constant" else None
 
     @property
     def loss(self) -> float:
@@ -130,7 +130,7 @@ class Link:
             st.dropped_loss += 1
             self.net.on_drop(msg, "loss")
             return True  # sent, lost on the way: the sender cannot tell
-        delay = self._const
+        delay = self._fixed
         if delay is None:
             delay = self._delay()
         if self._bandwidth:

@@ -26,6 +26,8 @@ A method only decides routing, selection and aggregation.
 """
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 import heapq
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -158,6 +160,7 @@ def answer_of(resp: Response) -> Optional[str]:
 _NO_ABILITIES: frozenset = frozenset()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ExecutionLayer(Protocol):
     """Task stream, Model-Backed MAS Evaluation, degradation, records and accounting.
 

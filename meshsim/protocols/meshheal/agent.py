@@ -52,7 +52,7 @@ class MeshHealAgent:
         self.K_orig = frozenset(abilities)
         self.K_sorted = tuple(sorted(self.K_orig))
         self.rnd = node.env.pyrandom("meshheal", node.name)
-        self.probe_at: float = float("-inf")  # p_i^probe: task index of isolation / last probe
+        self.probe_at: int | float = float("-inf")  # p_i^probe: task index of isolation / last probe
         # L_i: what neighbours told us
         self.peer_abilities: dict[str, frozenset] = {}
         self.peer_state: dict[str, RoutingState] = {}
@@ -249,7 +249,7 @@ class MeshHealAgent:
 
     # ------------------------------------------------------------ Byzantine
     @property
-    def rnd_byz(self):
+    def rnd_byz(self) -> Any:
         """The liar's own stream (grey-hole draws): honest streams stay untouched."""
         return self.env.pyrandom("byzantine", self.name)
 

@@ -265,7 +265,8 @@ class RelativeDetector(_Base):
 class AbsoluteDetector(_Base):
     """Fixed thresholds on the agent's own recent mean score (Sec. 6.4 comparison)."""
 
-    def update_lists(self, task_type, ability, q, mus, pool, act=True):
+    def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
+                     pool: list[float], act: bool = True) -> Update:
         p = self.p
         key = (task_type, ability)
         self._record_score(key, q)
@@ -298,7 +299,8 @@ class CusumDetector(_Base):
         super().__init__(params)
         self.cusum = 0.0
 
-    def update_lists(self, task_type, ability, q, mus, pool, act=True):
+    def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
+                     pool: list[float], act: bool = True) -> Update:
         p = self.p
         key = (task_type, ability)
         self._record_score(key, q)
@@ -323,7 +325,8 @@ class CusumDetector(_Base):
 class NoDetector(_Base):
     """Never changes state: the no-healing control."""
 
-    def update_lists(self, task_type, ability, q, mus, pool, act=True):
+    def update_lists(self, task_type: str, ability: str, q: float, mus: list[float],
+                     pool: list[float], act: bool = True) -> Update:
         self._record_score((task_type, ability), q)
         return Update(False, None, None, None, None, None, self.state, False)
 
