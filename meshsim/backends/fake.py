@@ -115,7 +115,7 @@ from .fake_profile import (CLASSES, INCOHERENT, VERDICTS, CommitteeSpec, FakePro
                            ModelSpec, ReviewerScores, ReviewSpec, TakeoverSpec, TokenSpec, _raw_table, _table_of,
                            compile_table, load_fake, load_fake_profile, score_distribution)
 from .fake_review import ReviewDraws
-from .profiles import _M64, SplitMix64, find_profile, hash_unit, model_role
+from .profiles import _M64, Rng, SplitMix64, find_profile, hash_unit, model_role, new_rng
 from .registry import check_fields, register_backend
 from .texts import UNREADABLE, Latent, TextStore
 
@@ -187,7 +187,7 @@ class FakeBackend(ReviewDraws, Backend):
         return out
 
     def complete_sync(self, req: Request) -> Response:
-        rnd = SplitMix64(req.seed ^ self._mix)
+        rnd = new_rng(req.seed ^ self._mix)
         fn = self._kinds.get(req.kind)
         if fn is None:
             fn = self._kinds[req.kind] = getattr(self, "_" + req.kind, None)
@@ -264,7 +264,7 @@ class FakeBackend(ReviewDraws, Backend):
             z = memo[ability] = _N.inv_cdf(hash_unit(self.seed, "difficulty", tid, ability))
         return z
 
-    def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0,
+    def _derive(self, req: Request, rnd: Rng, hint: float = 0.0, persist: float = 0.0,
                 ability: Optional[str] = None) -> bool:
         """Does this call work out its half (or, given ``ability``, that half of the
         task)? (the copula draw behind every outcome)"""
@@ -301,7 +301,7 @@ class FakeBackend(ReviewDraws, Backend):
         """Reading a text given in the prompt (an output under review, a draft, a candidate)."""
         return self.texts.read(req.task.id if req.task else "", text)
 
-    def _half(self, req: Request, rnd: SplitMix64, ok: bool, final: Optional[bool] = None,
+    def _half(self, req: Request, rnd: Rng, ok: bool, final: Optional[bool] = None,
               answer: Optional[str] = None) -> Latent:
         garbage = not ok and rnd.random() < self.model(req).garbage
         # positional (correct, final, answer, features): on every worker call's path
@@ -332,7 +332,7 @@ class FakeBackend(ReviewDraws, Backend):
                 state = "unsound"
         return state
 
-    def _repaired(self, req: Request, rnd: SplitMix64) -> bool:
+    def _repaired(self, req: Request, rnd: Rng) -> bool:
         """A finalizer whose own half is sound, reading an unsound draft: with
         probability ``models.<m>.repair`` it re-derives the half the drafts were to
         cover - every required ability other than its own - instead of building
@@ -347,7 +347,7 @@ class FakeBackend(ReviewDraws, Backend):
         others = [a for a in (req.task.required if req.task else ()) if a not in own] or list(req.abilities[:1])
         return all(self._derive(req, rnd, ability=a) for a in others)
 
-    def _final(self, req: Request, rnd: SplitMix64, half_ok: bool) -> tuple[bool, str]:
+    def _final(self, req: Request, rnd: Rng, half_ok: bool) -> tuple[bool, str]:
         """The committed final answer: right by the chain (an unsound draft
         repaired, :meth:`_repaired`), or by chance."""
         if self.profile.graded:
@@ -426,7 +426,7 @@ class FakeBackend(ReviewDraws, Backend):
         return fields, (final if final is not None else ok)
 
     @staticmethod
-    def _lean(cands: list, scores: Any, rnd: SplitMix64, follow: float = 1.0) -> Any:
+    def _lean(cands: list, scores: Any, rnd: Rng, follow: float = 1.0) -> Any:
         """One of ``cands``: in proportion to the ``scores`` the prompt shows them with (with
         probability ``follow``: a model shown scores leans on the better-scored ones), else -
         no usable scores, or not following them - uniformly."""
@@ -477,7 +477,7 @@ class FakeBackend(ReviewDraws, Backend):
             fields["graded"] = True
         return fields, latent.final
 
-    def _tokens(self, req: Request, rnd: SplitMix64) -> tuple[int, int]:
+    def _tokens(self, req: Request, rnd: Rng) -> tuple[int, int]:
         spec = self._token_specs.get(req.kind, _MISSING)
         if spec is _MISSING:
             t = self.profile.tokens.get(req.kind) or self.profile.tokens.get("default")

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional
 
 from ..core.calls import Request
 from .fake_profile import CLASSES, VERDICTS, FakeProfile
-from .profiles import SplitMix64, hash_unit, model_role
+from .profiles import Rng, hash_unit, model_role
 from .texts import Latent
 
 __all__ = ["ReviewDraws"]
@@ -39,7 +39,7 @@ class ReviewDraws:
     #: (reviewer, action, class) -> (stick-breaking entries, 'otherwise' class, common share)
     _tables: dict[tuple[str, str, str], tuple[tuple[tuple[str, float], ...], Optional[str], float]]
 
-    def _derive(self, req: Request, rnd: SplitMix64, hint: float = 0.0, persist: float = 0.0,
+    def _derive(self, req: Request, rnd: Rng, hint: float = 0.0, persist: float = 0.0,
                 ability: Optional[str] = None) -> bool:
         raise NotImplementedError
 
@@ -49,7 +49,7 @@ class ReviewDraws:
     def _task_memo(self, task_id: str) -> dict[Any, float]:
         raise NotImplementedError
 
-    def _verdict(self, req: Request, rnd: SplitMix64, out: Latent, hint: float = 0.0) -> str:
+    def _verdict(self, req: Request, rnd: Rng, out: Latent, hint: float = 0.0) -> str:
         """A review call's rubric verdict: the output's class as this reviewer sees it,
         then a draw from ``review.scores.<reviewer>.<class>``."""
         if "incoherent" in out.features:
@@ -62,7 +62,7 @@ class ReviewDraws:
         # _role, inline: every review call's path
         return self._draw_verdict(rnd, "weak" if req.model == "weak" else "strong", action, cls, req)
 
-    def _draw_verdict(self, rnd: SplitMix64, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
+    def _draw_verdict(self, rnd: Rng, role: str, action: str, cls: str, req: Optional[Request] = None) -> str:
         tables = self._tables
         for _ in range(len(CLASSES)):
             entries, nxt, common = tables[(role, action, cls)]
@@ -77,7 +77,7 @@ class ReviewDraws:
             cls = nxt
         return "unverified"
 
-    def _uniform(self, rnd: SplitMix64, common: float, req: Optional[Request], cls: str, step: int) -> float:
+    def _uniform(self, rnd: Rng, common: float, req: Optional[Request], cls: str, step: int) -> float:
         """One verdict draw; a table's ``common`` share of it is the same for every call
         reviewing the same output (what its text shows every reader)."""
         if not common or req is None:
@@ -94,7 +94,7 @@ class ReviewDraws:
         z = math.sqrt(common) * _N.inv_cdf(shared) + math.sqrt(1.0 - common) * rnd.gauss(0.0, 1.0)
         return _N.cdf(z)
 
-    def _score(self, rnd: SplitMix64, verdict: str) -> float:
+    def _score(self, rnd: Rng, verdict: str) -> float:
         r = self.profile.review
         # (no typing.cast here: at run time it is a Python call, on every review call's path)
         x = r.anchors[verdict] + (rnd.gauss(0.0, r.noise) if r.noise else 0.0)  # type: ignore[index]
@@ -108,11 +108,11 @@ class ReviewDraws:
             level = self._levels[k] = round(k * g, 4)
         return level
 
-    def _review(self, req: Request, rnd: SplitMix64) -> tuple[dict[str, Any], Any]:
+    def _review(self, req: Request, rnd: Rng) -> tuple[dict[str, Any], Any]:
         verdict = self._verdict(req, rnd, self._read(req, req.context.get("output_text")))
         return {"score": self._score(rnd, verdict)}, None
 
-    def _committee_round(self, req: Request, rnd: SplitMix64) -> tuple[dict[str, Any], Any]:
+    def _committee_round(self, req: Request, rnd: Rng) -> tuple[dict[str, Any], Any]:
         ctx = req.context
         out = self._read(req, ctx.get("output_text"))
         if int(ctx.get("round", 1)) == 1:

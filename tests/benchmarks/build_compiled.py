@@ -1,16 +1,24 @@
 """Compile meshsim's hot modules with mypyc, in place, for the compiled-path measurements of docs/scaling.md
 (issue 33 item 3). The pure-Python package stays the default: nothing installs this build.
 
-    python tests/benchmarks/build_compiled.py          # builds *.so beside the modules below (~40 s of mypy + gcc)
+    python tests/benchmarks/build_compiled.py          # builds *.so beside the modules below (~80 s of mypy + gcc)
     python tests/benchmarks/build_compiled.py --clean  # removes them again: back to the pure path
+    python tests/benchmarks/build_compiled.py --check  # pure runs, build, the same runs compiled, compare, clean
 
-A compiled module is imported in place of its .py as long as its .so is there; outputs are byte-identical to the pure
-path's (checked by hand on the 4,032-task slice, docs/scaling.md). Needs mypy (the test extra) and gcc.
+A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
+paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
+compares every file of each run folder byte for byte (provenance.json without its clock: the times it started,
+finished and took), and runs tests/backends/test_rng64.py on the build; then it removes the build (``--keep``
+leaves it). It prints each run's CPU seconds on both paths
+(information, not a benchmark). Needs mypy (the test extra) and gcc.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -19,32 +27,61 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: the modules of the per-task path (profile: docs/scaling.md); meshsim/protocols/meshheal/__init__.py holds
 #: pydantic models, which mypyc does not compile
-MODULES = ["meshsim/core/sim.py", "meshsim/backends/fake.py", "meshsim/backends/profiles.py",
+MODULES = ["meshsim/core/sim.py", "meshsim/backends/fake.py", "meshsim/backends/profiles.py", "meshsim/backends/_rng64.py",
            "meshsim/backends/fake_review.py", "meshsim/backends/texts.py", "meshsim/net/node.py",
            "meshsim/net/links.py", "meshsim/net/reliable.py", "meshsim/net/routing.py", "meshsim/net/network.py",
            "meshsim/protocols/execution.py", "meshsim/protocols/llm.py", "meshsim/protocols/ledger.py",
            "meshsim/protocols/meshheal/agent.py", "meshsim/protocols/meshheal/review.py",
            "meshsim/protocols/meshheal/detector.py"]
 
+#: the runs --check compares: MeshHeal at paper scale on a short stream (4,032 tasks, a third of the agents degrading
+#: half-way: detection and isolation), the README's scenario, Byzantine agents of every kind, and SAC under them
+_SLICE = ["--set", "tasks.count=4032", "--set", "phases=[{name: healthy, tasks: 2016}, {name: degraded, tasks: 2016}]",
+          "--set", "events=[{at_task: 2017, type: degrade, agents: targets}]"]
+CHECK_RUNS: dict[str, list[str]] = {
+    "scale-576-slice": ["scenarios/meshheal/scale-576-sparse.yaml", *_SLICE],
+    "staggered-math": ["scenarios/meshheal/staggered-math.yaml"],
+    "mixed-6": ["scenarios/adversarial/mixed-6.yaml"],
+    "sac-gray-byzantine": ["scenarios/adversarial/sac-gray-byzantine.yaml"],
+}
+#: provenance fields that differ between any two runs (wall clock), left out of the comparison
+_CLOCK = ("started", "finished", "wall_seconds")
+
 _SETUP = """
 import sys
 from setuptools import setup
 from mypyc.build import mypycify
+# the shared runtime goes inside the package (meshsim/_compiled__mypyc.*.so), so that any interpreter that imports
+# meshsim finds it (an editable install puts only the package on the path, not the checkout's root)
 setup(name="meshsim-compiled", ext_modules=mypycify(["--config-file", sys.argv.pop()] + sys.argv[3:],
-                                                    opt_level="3"), script_args=["build_ext", "--inplace"])
+                                                    opt_level="3", group_name="meshsim._compiled"),
+      script_args=["build_ext", "--inplace"])
 """
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clean", action="store_true", help="remove the compiled modules (back to pure Python)")
+    ap.add_argument("--check", action="store_true",
+                    help="run CHECK_RUNS pure and compiled and compare their run folders (exit 1 if any differs)")
+    ap.add_argument("--keep", action="store_true", help="with --check: leave the build in place afterwards")
     args = ap.parse_args()
-    built = sorted(p for p in (ROOT / "meshsim").rglob("*.so")) + sorted(ROOT.glob("*__mypyc*.so"))
     if args.clean:
-        for p in built:
-            p.unlink()
-        print(f"removed {len(built)} compiled files")
-        return
+        print(f"removed {clean()} compiled files")
+    elif args.check:
+        sys.exit(check(keep=args.keep))
+    else:
+        build()
+
+
+def clean() -> int:
+    built = sorted(p for p in (ROOT / "meshsim").rglob("*.so")) + sorted(ROOT.glob("*__mypyc*.so"))
+    for p in built:
+        p.unlink()
+    return len(built)
+
+
+def build() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "mypyc.ini"
         # mypyc stops at any message: the project's mypy section reports notes on unused overrides
@@ -57,6 +94,82 @@ def main() -> None:
     if rc:
         sys.exit(f"mypyc build failed (exit {rc})")
     print(f"compiled {len(MODULES)} modules; python tests/benchmarks/build_compiled.py --clean goes back")
+
+
+def _run(name: str, argv: list[str], out: Path) -> float:
+    """One run folder from the CLI in a child process: its CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "meshsim", "run", *argv, "--seed", "1", "-q", "-o", str(out / name)],
+                   cwd=ROOT, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _content(path: Path) -> bytes:
+    """What a file says: gzip members decompressed (their headers are compared too, as bytes, below), the
+    provenance without its clock."""
+    if path.name == "provenance.json":
+        prov = json.loads(path.read_text())
+        for key in _CLOCK:
+            prov.pop(key, None)
+        return json.dumps(prov, sort_keys=True).encode()
+    return path.read_bytes()
+
+
+def _outputs(folder: Path) -> list[Path]:
+    """A run folder's files, less its lock (``.meshsim.lock``: the holder's process id)."""
+    from meshsim.io.runfolder import LOCK_NAME  # here, not above: --clean must work beside a stale build
+
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.name != LOCK_NAME)
+
+
+def _differences(a: Path, b: Path) -> list[str]:
+    fa, fb = _outputs(a), _outputs(b)
+    if fa != fb:
+        return [f"files differ: {sorted(set(map(str, fa)) ^ set(map(str, fb)))}"]
+    out = []
+    for rel in fa:
+        x, y = _content(a / rel), _content(b / rel)
+        if x != y:
+            where = ""
+            if rel.suffix == ".gz":  # say where the text first differs
+                tx, ty = gzip.decompress(x).splitlines(), gzip.decompress(y).splitlines()
+                k = next((i for i, (u, v) in enumerate(zip(tx, ty)) if u != v), min(len(tx), len(ty)))
+                where = f" (first at line {k + 1})"
+            out.append(f"{rel} differs{where}")
+    return out
+
+
+def check(keep: bool = False) -> int:
+    """Pure runs, build, compiled runs, compare: 0 when every run folder is the same on both paths."""
+    removed = clean()
+    if removed:
+        print(f"removed {removed} compiled files left from an earlier build (the first runs must be pure)")
+    with tempfile.TemporaryDirectory() as tmp:
+        pure, comp = Path(tmp) / "pure", Path(tmp) / "compiled"
+        cpu = {name: [_run(name, argv, pure)] for name, argv in CHECK_RUNS.items()}
+        build()
+        try:
+            for name, argv in CHECK_RUNS.items():
+                cpu[name].append(_run(name, argv, comp))
+            # the per-call stream draw for draw (the machine-integer SplitMix64 against the reference)
+            rng = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                                  "tests/backends/test_rng64.py"], cwd=ROOT,
+                                 env={**os.environ, "MESHSIM_REQUIRE_COMPILED": "1"}).returncode
+        finally:
+            if not keep:
+                clean()
+        bad = 0
+        for name in CHECK_RUNS:
+            diffs = _differences(pure / name, comp / name)
+            bad += bool(diffs)
+            p, c = cpu[name]
+            print(f"{name:20s} cpu pure {p:6.1f} s, compiled {c:6.1f} s ({p / c:.2f}x): "
+                  + ("identical" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
+    print("compiled and pure outputs: " + ("identical" if not bad else f"{bad} of {len(CHECK_RUNS)} runs differ"))
+    if rng:
+        print("tests/backends/test_rng64.py failed on the compiled build")
+    return 1 if bad or rng else 0
 
 
 if __name__ == "__main__":
