@@ -52,7 +52,7 @@ from ..core.files import file_digest, os_reason
 from .records import write_atomic
 
 __all__ = ["LOCK_NAME", "PROVENANCE", "OWN_FILES", "NOT_COMPARED", "comparable_files", "RunLock",
-           "remove_stale_tmp", "environment", "input_record", "resume_problem", "read_json", "OwnFiles",
+           "remove_stale_tmp", "environment", "compiled_modules", "input_record", "resume_problem", "read_json", "OwnFiles",
            "refuse_inputs_inside", "scenario_inputs"]
 
 LOCK_NAME = ".meshsim.lock"
@@ -382,7 +382,16 @@ def environment() -> dict[str, Any]:
         commit, dirty = _git_commit()
         _ENV = {"meshsim": __version__, "git_commit": commit, "git_dirty": dirty,
                 "python": sys.version.split()[0], "platform": sys.platform, "packages": pkgs}
+        compiled = compiled_modules()
+        if compiled:  # the compiled build (docs/scaling.md): same outputs, other timings (wall_seconds)
+            _ENV["compiled"] = compiled
     return dict(_ENV)
+
+
+def compiled_modules() -> list[str]:
+    """meshsim's modules imported from compiled extensions (tests/benchmarks/build_compiled.py), by name."""
+    return sorted(name for name, mod in list(sys.modules.items())
+                  if name.startswith("meshsim.") and str(getattr(mod, "__file__", "") or "").endswith(".so"))
 
 
 def input_record(path: Path, prefix: bool = False) -> dict[str, Any]:

@@ -7,16 +7,16 @@
 
 A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
 paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
-compares every file of each run folder byte for byte (provenance.json without its clock: the times it started,
-finished and took), and runs tests/backends/test_rng64.py on the build; then it removes the build (``--keep``
-leaves it). It prints each run's CPU seconds on both paths
-(information, not a benchmark). Needs mypy (the test extra) and gcc.
+compares the files of each run folder that two runs of one seed write byte for byte the same (all but provenance,
+lock and file list, as tests/acceptance/test_determinism.py), and runs tests/backends/test_rng64.py on the build;
+then it removes the build (``--keep`` leaves it). It prints each run's CPU seconds on both paths (information, not
+a benchmark). A run's provenance.json names the compiled modules it used (``compiled``). Needs mypy (the test
+extra) and gcc.
 """
 from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import resource
 import subprocess
@@ -44,9 +44,6 @@ CHECK_RUNS: dict[str, list[str]] = {
     "mixed-6": ["scenarios/adversarial/mixed-6.yaml"],
     "sac-gray-byzantine": ["scenarios/adversarial/sac-gray-byzantine.yaml"],
 }
-#: provenance fields that differ between any two runs (wall clock), left out of the comparison
-_CLOCK = ("started", "finished", "wall_seconds")
-
 _SETUP = """
 import sys
 from setuptools import setup
@@ -105,22 +102,12 @@ def _run(name: str, argv: list[str], out: Path) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _content(path: Path) -> bytes:
-    """What a file says: gzip members decompressed (their headers are compared too, as bytes, below), the
-    provenance without its clock."""
-    if path.name == "provenance.json":
-        prov = json.loads(path.read_text())
-        for key in _CLOCK:
-            prov.pop(key, None)
-        return json.dumps(prov, sort_keys=True).encode()
-    return path.read_bytes()
-
-
 def _outputs(folder: Path) -> list[Path]:
-    """A run folder's files, less its lock (``.meshsim.lock``: the holder's process id)."""
-    from meshsim.io.runfolder import LOCK_NAME  # here, not above: --clean must work beside a stale build
+    """A run folder's files that two runs of the same scenario and seed write byte for byte the same (all but
+    provenance, lock and file list: ``meshsim.io.runfolder.NOT_COMPARED``), in every seed's folder."""
+    from meshsim.io.runfolder import NOT_COMPARED  # here, not above: --clean must work beside a stale build
 
-    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.name != LOCK_NAME)
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and p.name not in NOT_COMPARED)
 
 
 def _differences(a: Path, b: Path) -> list[str]:
@@ -129,7 +116,7 @@ def _differences(a: Path, b: Path) -> list[str]:
         return [f"files differ: {sorted(set(map(str, fa)) ^ set(map(str, fb)))}"]
     out = []
     for rel in fa:
-        x, y = _content(a / rel), _content(b / rel)
+        x, y = (a / rel).read_bytes(), (b / rel).read_bytes()
         if x != y:
             where = ""
             if rel.suffix == ".gz":  # say where the text first differs

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 import meshsim
 from meshsim.cli import main
+from meshsim.io import runfolder
 from meshsim.io.runfolder import LOCK_NAME, NOT_COMPARED, RunLock, comparable_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,6 +199,21 @@ def test_provenance_records_versions_inputs_and_times_and_is_not_compared(tmp_pa
     assert invoke("run", sc, "--out", tmp_path / "again").exit_code == 0
     assert comparable_files(out) == comparable_files(tmp_path / "again")
     assert (tmp_path / "again" / "provenance.json").read_bytes() != b""
+    # a run with the compiled build names its compiled modules; a pure run has no such field
+    assert prov.get("compiled", []) == runfolder.compiled_modules()
+
+
+def test_compiled_modules_are_the_meshsim_modules_loaded_from_extensions(monkeypatch):
+    import types
+
+    fast, pure, other = (types.ModuleType(n) for n in ("meshsim.fastpart", "meshsim.purepart", "elsewhere"))
+    fast.__file__ = "/x/meshsim/fastpart.cpython-311-x86_64-linux-gnu.so"
+    pure.__file__ = "/x/meshsim/purepart.py"
+    other.__file__ = "/x/elsewhere.cpython-311-x86_64-linux-gnu.so"
+    before = runfolder.compiled_modules()
+    for mod in (fast, pure, other):
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    assert runfolder.compiled_modules() == sorted(before + ["meshsim.fastpart"])
 
 
 def test_editing_the_profile_after_a_run_is_refused_then_rerun_with_force(tmp_path):
