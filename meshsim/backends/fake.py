@@ -115,7 +115,7 @@ from .fake_profile import (CLASSES, INCOHERENT, VERDICTS, CommitteeSpec, FakePro
                            ModelSpec, ReviewerScores, ReviewSpec, TakeoverSpec, TokenSpec, _raw_table, _table_of,
                            compile_table, load_fake, load_fake_profile, score_distribution)
 from .fake_review import ReviewDraws
-from .profiles import _M64, Rng, SplitMix64, find_profile, hash_unit, model_role, new_rng
+from .profiles import Rng, SplitMix64, find_profile, hash_unit, model_role, new_rng
 from .registry import check_fields, register_backend
 from .texts import UNREADABLE, Latent, TextStore
 

@@ -52,8 +52,8 @@ from ..core.files import file_digest, os_reason
 from .records import write_atomic
 
 __all__ = ["LOCK_NAME", "PROVENANCE", "OWN_FILES", "NOT_COMPARED", "comparable_files", "RunLock",
-           "remove_stale_tmp", "environment", "compiled_modules", "input_record", "resume_problem", "read_json", "OwnFiles",
-           "refuse_inputs_inside", "scenario_inputs"]
+           "remove_stale_tmp", "environment", "compiled_modules", "input_record", "resume_problem", "read_json",
+           "OwnFiles", "refuse_inputs_inside", "scenario_inputs"]
 
 LOCK_NAME = ".meshsim.lock"
 PROVENANCE = "provenance.json"
