@@ -274,6 +274,37 @@ def test_sensitivity_without_x_has_a_panel_per_parameter(grid3):
     assert [a.get_xlabel() for a in fig.axes if a.get_visible()] == ["alpha", "beta", "window"]
 
 
+@pytest.mark.parametrize("kw", [dict(x=None), dict(x="alpha", by="beta"), dict(x="alpha", by="beta", facet="window"),
+                                dict(x="alpha", facet="window")])
+def test_sensitivity_legend_sits_below_the_panels_not_on_them(grid3, kw):
+    """A small sweep fills its panels: a legend placed "best" inside one still covered the band."""
+    pytest.importorskip("matplotlib")
+    from meshsim.plots.sweeps import sensitivity
+
+    metric = "delay_mean"
+    fig = sensitivity(grid3, metric=metric, **kw)
+    fig.draw_without_rendering()
+    panels = [a for a in fig.axes if a.get_visible()]
+    assert all(a.get_legend() is None for a in panels)
+    (leg,) = fig.legends
+    box = leg.get_window_extent()
+    labels = [t.get_text() for t in leg.get_texts()]
+    # with x and a facet, the one other parameter draws the lines (by defaults to beta)
+    assert labels == ["beta=2", "beta=3"] if kw["x"] else len(labels) == 3
+    assert all(box.y1 <= a.get_tightbbox().y0 + 1 for a in panels)  # below every panel and its tick labels
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1  # and inside the figure
+
+
+def test_sensitivity_on_the_callers_axes_keeps_its_legend_there(grid3):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    from meshsim.plots.sweeps import sensitivity
+
+    ax = Figure().add_subplot()
+    sensitivity(grid3, "alpha", "delay_mean", by="beta", ax=ax)
+    assert not ax.figure.legends and [t.get_text() for t in ax.get_legend().get_texts()] == ["beta=2", "beta=3"]
+
+
 def test_parallel_kind_draws_a_line_per_point(grid3, tmp_path):
     pytest.importorskip("matplotlib")
     from meshsim.plots.sweeps import parallel

@@ -136,7 +136,8 @@ def heatmap(run: Any, x: Optional[str] = None, y: Optional[str] = None, metric: 
 # ------------------------------------------------------------------------------------- sensitivity
 
 
-def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compact: bool = False):
+def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compact: bool = False,
+                legend: bool = True):
     from matplotlib import colormaps
 
     names = sd.names()
@@ -187,8 +188,21 @@ def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compa
         ax.set_xticks(range(len(xv)), [_fmt(v) for v in xv], fontsize=7.5 if compact else 8)
     ax.set_xlabel(names[x] if compact else x, fontsize=8.5)
     ax.grid(alpha=0.3)
-    if by or not compact:
+    if legend and (by or not compact):
         ax.legend(fontsize=7, loc="best")
+
+
+def _figure_legend(fig, ax) -> None:
+    """``ax``'s legend below the panels, outside them: inside, "best" still sits on the band or the
+    curve when the points fill the panel (a small sweep). The panels share their lines' meaning."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        # as many columns as fit the figure's width (a character of 7.5 pt ~ 0.06 in, a handle ~ 0.6 in)
+        widths = sorted((0.06 * len(t) + 0.6 for t in labels), reverse=True)
+        ncol = 1
+        while ncol < min(len(widths), 6) and sum(widths[:ncol + 1]) <= fig.get_figwidth() - 0.3:
+            ncol += 1
+        fig.legend(handles, labels, loc="outside lower center", fontsize=7.5, frameon=False, ncol=ncol)
 
 
 def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None, by: Optional[str] = None,
@@ -212,10 +226,9 @@ def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None,
         fig = fig or _new_figure(2.9 * math.ceil(len(vary) / (2 if len(vary) in (2, 4) else 3)) + 1.0)
         axs = _grid(fig, len(vary), sharey=True)
         for a, xa in zip(axs, vary):
-            _sens_panel(sd, xa, metric, by, a, compact=True)
+            _sens_panel(sd, xa, metric, by, a, compact=True, legend=False)
         axs[0].set_ylabel(_label(metric), fontsize=8.5)
-        if not by:
-            axs[0].legend(fontsize=7, loc="best")
+        _figure_legend(fig, axs[0])
         fig.suptitle(f"{sd.name}{_unfinished(sd)}: {metric} against every swept parameter\n"
                      "bold: mean over seeds and the other "
                      f"parameters, band: its 95 % interval over seeds; thin: each combination of the other parameters"
@@ -235,12 +248,13 @@ def sensitivity(run: Any, x: Optional[str] = None, metric: Optional[str] = None,
         n = len(panels)
         fig = fig or _new_figure(4.2 if n == 1 else 3.0 * math.ceil(n / (2 if n in (2, 4) else 3)) + 0.9)
         axs = _grid(fig, n, sharey=n > 1)
-    for k, ((v, part), a) in enumerate(zip(panels, axs)):
-        _sens_panel(part, x, metric, by, a, compact=fac is not None)
+    own = ax is None or fac is not None  # a figure of ours: the legend goes below the panels
+    for (v, part), a in zip(panels, axs):
+        _sens_panel(part, x, metric, by, a, compact=fac is not None, legend=not own)
         if fac is not None:
             a.set_title(f"{names[fac]} = {_fmt(v)}", fontsize=9)
-            if k and a.get_legend() is not None:  # one legend: the panels share their lines' meaning
-                a.get_legend().remove()
+    if own and (by or fac is None):
+        _figure_legend(fig, axs[0])
     axs[0].set_ylabel(_label(metric), fontsize=8.5)
     note = _slice_note(sd, (x,) + ((by,) if by else ()), fac)
     averaged = "averaged over" in note
