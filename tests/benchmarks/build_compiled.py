@@ -1,9 +1,16 @@
 """Compile meshsim's hot modules with mypyc, in place, for the compiled-path measurements of docs/scaling.md
-(issue 33 item 3). The pure-Python package stays the default: nothing installs this build.
+(issue 33 item 3). The pure-Python package stays the default: ``pip install .`` never installs this build.
 
     python tests/benchmarks/build_compiled.py          # builds *.so beside the modules below (~80 s of mypy + gcc)
     python tests/benchmarks/build_compiled.py --clean  # removes them again: back to the pure path
     python tests/benchmarks/build_compiled.py --check  # pure runs, build, the same runs compiled, compare, clean
+    python tests/benchmarks/build_compiled.py --wheel dist/   # a wheel of the package with the build inside
+    python tests/benchmarks/build_compiled.py --compare RUN_A RUN_B   # two run folders, file for file
+
+``--wheel DIR`` writes ``meshsim-<version>-cp3XX-cp3XX-<platform>.whl``: the package as ``pip wheel .`` builds it
+(every .py stays in) plus the compiled modules (built first, in place), for this interpreter and platform
+only. ``pip install`` it like any wheel, on machines of the same kind (a
+cluster's workers); a run's provenance.json then lists the compiled modules (``compiled``).
 
 A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
 paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
@@ -16,12 +23,17 @@ extra) and gcc.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
+import hashlib
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,11 +74,26 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="run CHECK_RUNS pure and compiled and compare their run folders (exit 1 if any differs)")
     ap.add_argument("--keep", action="store_true", help="with --check: leave the build in place afterwards")
+    ap.add_argument("--wheel", metavar="DIR", type=Path,
+                    help="write a wheel of the package with the compiled modules inside to DIR")
+    ap.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
+                    help="compare two run folders as --check does (exit 1 if they differ)")
     args = ap.parse_args()
     if args.clean:
         print(f"removed {clean()} compiled files")
     elif args.check:
         sys.exit(check(keep=args.keep))
+    elif args.wheel:
+        print(f"wrote {wheel(args.wheel)}")
+    elif args.compare:
+        a, b = args.compare
+        for d in (a, b):
+            if not d.is_dir():
+                print(f"error: --compare: {d}: not a folder", file=sys.stderr)
+                sys.exit(2)
+        diffs = _differences(a, b)
+        print(f"{a} and {b}: " + ("identical" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
+        sys.exit(1 if diffs else 0)
     else:
         build()
 
@@ -91,6 +118,92 @@ def build() -> None:
     if rc:
         sys.exit(f"mypyc build failed (exit {rc})")
     print(f"compiled {len(MODULES)} modules; python tests/benchmarks/build_compiled.py --clean goes back")
+
+
+def _built() -> list[Path]:
+    """The in-place build's files: each module's .so and the shared runtime (exit if one is missing)."""
+    out = []
+    for mod in [*MODULES, "meshsim/_compiled__mypyc.py"]:  # the last: the shared runtime (no source of its own)
+        src = ROOT / mod
+        so = sorted(src.parent.glob(src.stem + ".*.so"))
+        if len(so) != 1:
+            sys.exit(f"the build has {len(so)} compiled files for {mod}, not 1")
+        out.append(so[0])
+    return out
+
+
+#: what the package's wheel is built from (pyproject.toml's package data follows meshsim/data's links into
+#: scenarios/ and backends/); copied, so that no build/ folder or stale file of the checkout gets in
+_SOURCES = ("pyproject.toml", "README.md", "meshsim", "scenarios", "backends")
+
+
+def wheel(out: Path) -> Path:
+    """A wheel of the package with the compiled modules inside, tagged for this interpreter and platform.
+    Always builds first: a module's .so is a small stub whose date says nothing about the code (that sits in
+    the shared runtime), so an older build cannot be told from a current one."""
+    build()
+    so = _built()
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    tag = f"{py}-{py}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.egg-info")
+        for name in _SOURCES:
+            p = ROOT / name
+            if p.is_dir():
+                shutil.copytree(p, src / name, symlinks=True, ignore=skip)
+            else:
+                shutil.copy2(p, src / name)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp, str(src)], check=True)
+        (pure,) = Path(tmp).glob("meshsim-*-py3-none-any.whl")
+        target = out / pure.name.replace("py3-none-any", tag)
+        _retag(pure, target, tag, {str(p.relative_to(ROOT)): p for p in so})
+    return target
+
+
+def _retag(pure: Path, target: Path, tag: str, extra: dict[str, Path]) -> None:
+    """``pure`` with the ``extra`` files added (archive name -> file), marked a platform wheel (WHEEL) and its
+    RECORD rewritten with every file's hash; written to ``target`` whole or not at all."""
+    part = target.with_name(target.name + ".part")
+    try:
+        _rewrite(pure, part, tag, extra)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    part.replace(target)
+
+
+def _record_line(name: str, data: bytes) -> str:
+    """A RECORD row (the wheel format's urlsafe base64 sha256, unpadded, and the size)."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def _rewrite(pure: Path, part: Path, tag: str, extra: dict[str, Path]) -> None:
+    with zipfile.ZipFile(pure) as zin, zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zout:
+        names = zin.namelist()
+        (record,) = [n for n in names if n.endswith(".dist-info/RECORD")]
+        (wheel_meta,) = [n for n in names if n.endswith(".dist-info/WHEEL")]
+        lines = []
+        for n in names:
+            if n == record:
+                continue
+            data = zin.read(n)
+            if n == wheel_meta:
+                text = data.decode()
+                if "Root-Is-Purelib: true" not in text or "Tag: py3-none-any" not in text:
+                    sys.exit(f"{pure.name}: unexpected WHEEL metadata:\n{text}")
+                data = text.replace("Root-Is-Purelib: true", "Root-Is-Purelib: false").replace(
+                    "Tag: py3-none-any", f"Tag: {tag}").encode()
+            zout.writestr(zin.getinfo(n), data)
+            lines.append(_record_line(n, data))
+        for name, path in sorted(extra.items()):
+            data = path.read_bytes()
+            zout.writestr(name, data)
+            lines.append(_record_line(name, data))
+        zout.writestr(record, "\n".join(lines + [f"{record},,"]) + "\n")
 
 
 def _run(name: str, argv: list[str], out: Path) -> float:
