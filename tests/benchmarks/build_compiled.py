@@ -8,8 +8,8 @@
     python tests/benchmarks/build_compiled.py --compare RUN_A RUN_B   # two run folders, file for file
 
 ``--wheel DIR`` writes ``meshsim-<version>-cp3XX-cp3XX-<platform>.whl``: the package as ``pip wheel .`` builds it
-(every .py stays in) plus the compiled modules (built first, in place), for this interpreter and platform
-only. ``pip install`` it like any wheel, on machines of the same kind (a
+(every .py stays in) plus the compiled modules (built first, in place, and removed again afterwards unless a
+build was there before or ``--keep``), for this interpreter and platform only. ``pip install`` it like any wheel, on machines of the same kind (a
 cluster's workers); a run's provenance.json then lists the compiled modules (``compiled``).
 
 A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
@@ -35,6 +35,7 @@ import sysconfig
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the modules of the per-task path (profile: docs/scaling.md); meshsim/protocols/meshheal/__init__.py holds
@@ -69,37 +70,58 @@ setup(name="meshsim-compiled", ext_modules=mypycify(["--config-file", sys.argv.p
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--clean", action="store_true", help="remove the compiled modules (back to pure Python)")
-    ap.add_argument("--check", action="store_true",
-                    help="run CHECK_RUNS pure and compiled and compare their run folders (exit 1 if any differs)")
-    ap.add_argument("--keep", action="store_true", help="with --check: leave the build in place afterwards")
-    ap.add_argument("--wheel", metavar="DIR", type=Path,
-                    help="write a wheel of the package with the compiled modules inside to DIR")
-    ap.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
-                    help="compare two run folders as --check does (exit 1 if they differ)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="Without an option: build in place (about a minute; needs mypy and gcc).")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--clean", action="store_true", help="remove the compiled modules (back to pure Python)")
+    what.add_argument("--check", action="store_true",
+                      help="run CHECK_RUNS pure and compiled and compare their run folders (exit 1 if any differs)")
+    what.add_argument("--wheel", metavar="DIR", type=Path,
+                      help="build, write a wheel of the package with the compiled modules inside to DIR, and remove "
+                           "the in-place build again (unless one was there before, or --keep)")
+    what.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), type=Path,
+                      help="compare two run folders as --check does (exit 1 if they differ)")
+    ap.add_argument("--keep", action="store_true", help="with --check or --wheel: leave the build in place afterwards")
     args = ap.parse_args()
+    if args.keep and not (args.check or args.wheel):
+        ap.error("--keep goes with --check or --wheel")
     if args.clean:
         print(f"removed {clean()} compiled files")
     elif args.check:
         sys.exit(check(keep=args.keep))
     elif args.wheel:
-        print(f"wrote {wheel(args.wheel)}")
+        print(f"wrote {wheel(args.wheel, keep=args.keep)}")
     elif args.compare:
-        a, b = args.compare
-        for d in (a, b):
-            if not d.is_dir():
-                print(f"error: --compare: {d}: not a folder", file=sys.stderr)
-                sys.exit(2)
-        diffs = _differences(a, b)
-        print(f"{a} and {b}: " + ("identical" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
-        sys.exit(1 if diffs else 0)
+        sys.exit(compare(*args.compare))
     else:
         build()
 
 
+def _bad(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def compare(a: Path, b: Path) -> int:
+    """0 when two run folders hold the same files, byte for byte (as --check compares them), 1 otherwise."""
+    for d in (a, b):
+        if not d.exists():
+            _bad(f"--compare: {d}: does not exist")
+        if not d.is_dir():
+            _bad(f"--compare: {d}: not a folder")
+        if not _outputs(d):
+            _bad(f"--compare: {d}: no run files in it (summary.json, tasks.jsonl.gz, ...)")
+    diffs = _differences(a, b)
+    print(f"{a} and {b}: " + ("identical" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
+    return 1 if diffs else 0
+
+
+def _so_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "meshsim").rglob("*.so")) + sorted(ROOT.glob("*__mypyc*.so"))
+
+
 def clean() -> int:
-    built = sorted(p for p in (ROOT / "meshsim").rglob("*.so")) + sorted(ROOT.glob("*__mypyc*.so"))
+    built = _so_files()
     for p in built:
         p.unlink()
     return len(built)
@@ -137,11 +159,34 @@ def _built() -> list[Path]:
 _SOURCES = ("pyproject.toml", "README.md", "meshsim", "scenarios", "backends")
 
 
-def wheel(out: Path) -> Path:
+def wheel(out: Path, keep: bool = False) -> Path:
     """A wheel of the package with the compiled modules inside, tagged for this interpreter and platform.
     Always builds first: a module's .so is a small stub whose date says nothing about the code (that sits in
-    the shared runtime), so an older build cannot be told from a current one."""
+    the shared runtime), so an older build cannot be told from a current one. The in-place build is removed
+    afterwards unless it was there before or ``keep``: a later run from the checkout is pure Python again."""
+    _writable(out)
+    had = bool(_so_files())
     build()
+    try:
+        return _wheel(out)
+    finally:
+        if not (had or keep):
+            print(f"removed the in-place build ({clean()} compiled files); --keep leaves it")
+
+
+def _writable(out: Path) -> None:
+    """Exit 2 now, not after a minute's build, when ``out`` cannot take the wheel."""
+    if out.exists() and not out.is_dir():
+        _bad(f"--wheel: {out}: not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".meshsim-wheel-", suffix=".part"):
+            pass
+    except OSError as e:
+        _bad(f"--wheel: {out}: {e.strerror or e}")
+
+
+def _wheel(out: Path) -> Path:
     so = _built()
     py = f"cp{sys.version_info.major}{sys.version_info.minor}"
     tag = f"{py}-{py}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
@@ -156,7 +201,9 @@ def wheel(out: Path) -> Path:
                 shutil.copytree(p, src / name, symlinks=True, ignore=skip)
             else:
                 shutil.copy2(p, src / name)
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp, str(src)], check=True)
+        rc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp, str(src)]).returncode
+        if rc:  # pip's own message is above; build isolation fetches setuptools>=68 from the index
+            sys.exit(f"pip wheel of the package failed (exit {rc})")
         (pure,) = Path(tmp).glob("meshsim-*-py3-none-any.whl")
         target = out / pure.name.replace("py3-none-any", tag)
         _retag(pure, target, tag, {str(p.relative_to(ROOT)): p for p in so})
@@ -226,7 +273,8 @@ def _outputs(folder: Path) -> list[Path]:
 def _differences(a: Path, b: Path) -> list[str]:
     fa, fb = _outputs(a), _outputs(b)
     if fa != fb:
-        return [f"files differ: {sorted(set(map(str, fa)) ^ set(map(str, fb)))}"]
+        only_a, only_b = sorted(map(str, set(fa) - set(fb))), sorted(map(str, set(fb) - set(fa)))
+        return [f"only in {a}: {', '.join(only_a) or '-'}; only in {b}: {', '.join(only_b) or '-'}"]
     out = []
     for rel in fa:
         x, y = (a / rel).read_bytes(), (b / rel).read_bytes()

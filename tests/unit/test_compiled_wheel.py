@@ -63,3 +63,24 @@ def test_retag_refuses_a_wheel_it_does_not_know(tmp_path):
     with pytest.raises(SystemExit, match="unexpected WHEEL metadata"):
         B._retag(_pure(tmp_path, WHEEL.replace("py3-none-any", "py2.py3-none-any")), target, "cp311-cp311-x", {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meshsim-0.1.0-py3-none-any.whl"]  # nothing half-written
+
+
+def test_compare_reads_run_folders_as_check_does(tmp_path, capsys):
+    a, b, empty = tmp_path / "a", tmp_path / "b", tmp_path / "empty"
+    for d in (a, b, empty):
+        d.mkdir()
+    for d in (a, b):
+        (d / "summary.json").write_text('{"accuracy": 0.75}\n')
+        (d / "provenance.json").write_text(f'{{"folder": "{d.name}"}}\n')  # not compared, as in test_determinism
+    assert B.compare(a, b) == 0
+    (b / "tasks.jsonl.gz").write_bytes(b"")
+    assert B.compare(a, b) == 1
+    assert f"only in {a}: -; only in {b}: tasks.jsonl.gz" in capsys.readouterr().out
+    (b / "tasks.jsonl.gz").unlink()
+    (b / "summary.json").write_text('{"accuracy": 0.76}\n')
+    assert B.compare(a, b) == 1
+    assert "summary.json differs" in capsys.readouterr().out
+    for bad, why in ((empty, "no run files"), (tmp_path / "nope", "does not exist"), (a / "summary.json", "not a folder")):
+        with pytest.raises(SystemExit) as e:
+            B.compare(a, bad)
+        assert e.value.code == 2 and why in capsys.readouterr().err
