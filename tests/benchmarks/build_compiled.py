@@ -9,8 +9,9 @@
 
 ``--wheel DIR`` writes ``meshsim-<version>-cp3XX-cp3XX-<platform>.whl``: the package as ``pip wheel .`` builds it
 (every .py stays in) plus the compiled modules (built first, in place, and removed again afterwards unless a
-build was there before or ``--keep``), for this interpreter and platform only. ``pip install`` it like any wheel, on machines of the same kind (a
-cluster's workers); a run's provenance.json then lists the compiled modules (``compiled``).
+build was there before or ``--keep``), for this interpreter and platform only. ``pip install`` it like any
+wheel, on machines of the same kind (a cluster's workers); a run's provenance.json then lists the compiled
+modules (``compiled``).
 
 A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
 paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
@@ -166,8 +167,8 @@ def wheel(out: Path, keep: bool = False) -> Path:
     afterwards unless it was there before or ``keep``: a later run from the checkout is pure Python again."""
     _writable(out)
     had = bool(_so_files())
-    build()
     try:
+        build()
         return _wheel(out)
     finally:
         if not (had or keep):

@@ -303,6 +303,9 @@ def test_sensitivity_on_the_callers_axes_keeps_its_legend_there(grid3):
     ax = Figure().add_subplot()
     sensitivity(grid3, "alpha", "delay_mean", by="beta", ax=ax)
     assert not ax.figure.legends and [t.get_text() for t in ax.get_legend().get_texts()] == ["beta=2", "beta=3"]
+    # the caller's figure without constrained layout has no room below the panels: the legend stays inside
+    fig = sensitivity(grid3, "alpha", "delay_mean", by="beta", fig=Figure())
+    assert not fig.legends and fig.axes[0].get_legend() is not None
 
 
 def test_parallel_kind_draws_a_line_per_point(grid3, tmp_path):

@@ -80,7 +80,8 @@ def test_compare_reads_run_folders_as_check_does(tmp_path, capsys):
     (b / "summary.json").write_text('{"accuracy": 0.76}\n')
     assert B.compare(a, b) == 1
     assert "summary.json differs" in capsys.readouterr().out
-    for bad, why in ((empty, "no run files"), (tmp_path / "nope", "does not exist"), (a / "summary.json", "not a folder")):
+    bad_folders = ((empty, "no run files"), (tmp_path / "nope", "does not exist"), (a / "summary.json", "not a folder"))
+    for bad, why in bad_folders:
         with pytest.raises(SystemExit) as e:
             B.compare(a, bad)
         assert e.value.code == 2 and why in capsys.readouterr().err

@@ -195,8 +195,12 @@ def _sens_panel(sd: SweepData, x: str, metric: str, by: Optional[str], ax, compa
 def _figure_legend(fig, ax) -> None:
     """``ax``'s legend below the panels, outside them: inside, "best" still sits on the band or the
     curve when the points fill the panel (a small sweep). The panels share their lines' meaning."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
+    if handles and not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        ax.legend(fontsize=7, loc="best")  # a caller's figure: only constrained layout makes room below
+    elif handles:
         # as many columns as fit the figure's width (a character of 7.5 pt ~ 0.06 in, a handle ~ 0.6 in)
         widths = sorted((0.06 * len(t) + 0.6 for t in labels), reverse=True)
         ncol = 1
