@@ -64,8 +64,7 @@ class Network:
     def totals(self) -> dict[str, Any]:
         total = KindStats()
         for st in self.stats.values():
-            for k in KindStats.__slots__:
-                setattr(total, k, getattr(total, k) + getattr(st, k))
+            total.add(st)
         return {"total": total.as_dict(),
                 "by_kind": {k: self.stats[k].as_dict() for k in sorted(self.stats)}}
 

@@ -19,7 +19,6 @@ from .messages import HEADER_BYTES, Message, payload_size
 
 __all__ = ["Node"]
 
-_tuple_new = tuple.__new__
 
 Handler = Callable[[Message], Any]
 
@@ -65,7 +64,7 @@ class Node:
         """Send one message to neighbour ``dst``; False if it left no link."""
         if size is None:
             size = HEADER_BYTES + payload_size(payload)
-        msg = _tuple_new(Message, (kind, self.name, dst, payload, size, self.env.now, rid))  # Message(...), inline
+        msg = Message(kind, self.name, dst, payload, size, self.env.now, rid)
         link = self.links.get(dst)
         if link is None:
             self.net.drop_unlinked(msg)

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the modules of the per-task path (profile: docs/scaling.md); meshsim/protocols/meshheal/__init__.py holds
 #: pydantic models, which mypyc does not compile
 MODULES = ["meshsim/core/sim.py", "meshsim/backends/fake.py", "meshsim/backends/profiles.py",
-           "meshsim/backends/_rng64.py", "meshsim/backends/fake_review.py", "meshsim/backends/texts.py", "meshsim/net/node.py",
+           "meshsim/backends/_rng64.py", "meshsim/backends/fake_review.py", "meshsim/backends/texts.py", "meshsim/net/node.py", "meshsim/net/messages.py",
            "meshsim/net/links.py", "meshsim/net/reliable.py", "meshsim/net/routing.py", "meshsim/net/network.py",
            "meshsim/protocols/execution.py", "meshsim/protocols/llm.py", "meshsim/protocols/ledger.py",
            "meshsim/protocols/meshheal/agent.py", "meshsim/protocols/meshheal/review.py",
