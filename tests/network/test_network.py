@@ -240,3 +240,34 @@ def test_broadcast_counts_and_drops_like_separate_sends():
     assert (st.sent, st.delivered, st.dropped_loss, st.dropped_down) == (4, 2, 1, 1)
     assert got["A2"] == [(0.5, "hi")] and got["A4"] == [(0.5, "hi")] and got["A3"] == []
     assert st.bytes == 4 * (64 + 2)
+
+
+def test_message_pickles_and_prints_with_every_field():
+    """A message crosses process boundaries (tests/benchmarks/partition.py pickles recorded ones): a plain
+    class with __slots__ since issue 33, it must round-trip field for field, compiled or not."""
+    import pickle
+
+    from meshsim.net.messages import Message
+
+    m = Message("review_req", "A1", "A2", {"task": 3, "text": "x"}, 96, 1.25, 7)
+    back = pickle.loads(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
+    fields = ("kind", "src", "dst", "payload", "size", "sent_at", "rid")
+    assert [getattr(back, f) for f in fields] == ["review_req", "A1", "A2", {"task": 3, "text": "x"}, 96, 1.25, 7]
+    assert Message("ack", "A2", "A1", None, 64, 0.5).rid == 0  # rid defaults to 0: sent unreliably
+    assert repr(m) == ("Message(kind='review_req', src='A1', dst='A2', payload={'task': 3, 'text': 'x'}, "
+                       "size=96, sent_at=1.25, rid=7)")
+
+
+def test_totals_sum_every_kind_counter():
+    env, net = build_net(nx.path_graph(3), latency=LatencySpec("constant", 0.25))
+    _collect(net)
+    net.nodes["A1"].send("A2", "x", "hello")
+    net.nodes["A2"].send("A3", "x", "hi")
+    net.nodes["A2"].send("A1", "y", None)
+    net.nodes["A1"].send("A3", "y", None)  # no link: dropped before it leaves
+    env.run()
+    tot = net.totals()
+    assert tot["by_kind"]["x"] == {"sent": 2, "delivered": 2, "dropped_loss": 0, "dropped_down": 0, "bytes": 64 * 2 + 7}
+    assert tot["total"] == {k: sum(v[k] for v in tot["by_kind"].values()) for k in tot["total"]}
+    assert tot["total"]["delivered"] == 3 and list(tot["total"]) == ["sent", "delivered", "dropped_loss",
+                                                                      "dropped_down", "bytes"]
