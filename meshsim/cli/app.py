@@ -30,8 +30,36 @@ def _fail(exc: BaseException, code: int) -> None:
     sys.exit(code)
 
 
+#: seconds an interrupted or terminated command may spend in the interpreter's exit (joining threads,
+#: running exit handlers) before it ends anyway
+EXIT_GRACE = 10.0
+
+
+def _exit_within(code: int, seconds: float = EXIT_GRACE) -> None:
+    """Ctrl-C or SIGTERM must end the process: should a library's exit
+    handler wait for ever (a thread blocked on a pipe, say), a guard ends the
+    process with ``code`` ``seconds`` after the interpreter began to exit,
+    saying so. The guard waits for that moment (joining the main thread
+    returns when the interpreter's exit starts), so a caller that catches the
+    ``SystemExit`` and goes on (a test's CliRunner) is never cut short."""
+    import threading
+    import time
+
+    def guard() -> None:
+        threading.main_thread().join()
+        time.sleep(seconds)
+        try:
+            sys.stderr.write(f"exit took over {seconds:g} s; ending now\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+    threading.Thread(target=guard, name="meshsim-exit-guard", daemon=True).start()
+
+
 def _interrupted(message: str = "interrupted") -> None:
     click.echo(message, err=True)
+    _exit_within(130)
     sys.exit(130)
 
 
@@ -59,6 +87,10 @@ class _Group(click.Group):
             rv = super().main(args=args, prog_name=prog_name, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except SystemExit as exc:
+            if exc.code == 143:  # SIGTERM during a sweep (sweep.lifeline.sigterm_exits)
+                _exit_within(143)
+            raise
         except click.Abort as exc:
             # click turns Ctrl-C outside a run (while loading, say) into Abort
             if isinstance(exc.__cause__, KeyboardInterrupt):

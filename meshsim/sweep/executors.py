@@ -157,9 +157,27 @@ class PoolExecutor(Executor):
 
     def close(self, abort: bool = False) -> None:
         if abort:  # interrupted: do not wait for the runs in flight
-            for proc in list(getattr(self.pool, "_processes", {}).values()):
+            procs = list((getattr(self.pool, "_processes", None) or {}).values())
+            results = getattr(self.pool, "_result_queue", None)
+            for proc in procs:
                 proc.terminate()
+            for proc in procs:
+                proc.join(5)
+                if proc.exitcode is None:  # pragma: no cover - SIGTERM is the default action in a worker
+                    proc.kill()
+                    proc.join(5)
+            # A worker stopped in the middle of sending its results leaves half a message in the pipe, and the
+            # pool's manager thread would wait for the rest for ever, and the interpreter's exit with it (it joins
+            # that thread). With the workers gone this process holds the pipe's last write end: closing it turns
+            # that wait into end-of-file (tests/studies/test_sweep_lifeline.py)
+            if results is not None:
+                results._writer.close()
+        manager = getattr(self.pool, "_executor_manager_thread", None)
         self.pool.shutdown(wait=not abort, cancel_futures=not abort)
+        if abort and manager is not None:
+            # the manager thread now fails the futures left and closes its wakeup pipe: let it finish here, or the
+            # interpreter's exit may write to that pipe as it closes (a traceback; CPython 3.11's _python_exit)
+            manager.join(10)
         for end in (self._life_r, self._life_w):
             end.close()
 

@@ -154,6 +154,50 @@ def test_an_exception_in_the_sweep_process_stops_the_pool(tmp_path, monkeypatch)
     assert not any(p.is_alive() for p in procs)
 
 
+#: a process that stops its pool while a worker is in the middle of sending a 4 MB result, then exits:
+#: the worker blocks in its write once the pipe is full, because this process keeps the interpreter lock
+#: (a 30 s switch interval) while the pool's manager thread waits to read
+_MID_SEND = """
+import sys, time
+from meshsim.sweep.executors import PoolExecutor
+from meshsim.sweep.worker import run_batch
+
+
+def big(n):
+    time.sleep(0.2)  # sent once the parent holds the lock
+    return bytes(n)
+
+
+if __name__ == "__main__":
+    ex = PoolExecutor(2)
+    futs = [ex.pool.submit(run_batch, [4_000_000], big) for _ in range(4)]
+    time.sleep(0.05)
+    sys.setswitchinterval(30)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 1.0:
+        pass
+    sys.setswitchinterval(0.005)
+    ex.close(abort=True)
+    print("closed", flush=True)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("start", ["fork", pytest.param("forkserver", marks=pytest.mark.slow)])
+def test_a_sweep_stopped_while_a_worker_sends_its_results_still_exits(start, tmp_path):
+    """The CI failure of 6 December (Ctrl-C printed "interrupted" and the
+    process never ended): a worker stopped mid-message left half a result in
+    the pipe, the pool's manager thread waited for the rest, and the
+    interpreter's exit joined that thread. Without the fix in
+    ``PoolExecutor.close`` this script hangs every time."""
+    script = tmp_path / "mid_send.py"
+    script.write_text(_MID_SEND)
+    env = dict(os.environ, MESHSIM_POOL_START=start)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    assert proc.returncode == 130 and "closed" in proc.stdout, proc.stderr
+
+
 def test_a_pool_worker_ends_when_the_lifeline_closes():
     """The mechanism itself, without a sweep: a forkserver child holding the
     read end dies as soon as the write end closes (what the kernel does when
@@ -183,3 +227,35 @@ def _initialize_and_sleep(conn) -> None:
 
     pool_initializer(conn)
     time.sleep(60)
+
+
+def test_an_exit_that_would_wait_for_ever_ends_after_the_grace():
+    """The CLI's last guard (``cli.app._exit_within``): Ctrl-C or SIGTERM ends
+    the process even if something in the interpreter's exit waits for ever
+    (here a thread that never returns, which the exit joins)."""
+    code = ("import sys, threading\n"
+            "from meshsim.cli.app import _exit_within\n"
+            "threading.Thread(target=threading.Event().wait).start()\n"
+            "_exit_within(130, 0.5)\n"
+            "sys.exit(130)\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 130 and "exit took over 0.5 s; ending now" in proc.stderr, proc.stderr
+    assert time.monotonic() - t0 < 20
+
+
+def test_the_exit_guard_waits_for_the_interpreter_to_exit():
+    """A caller that catches the CLI's ``SystemExit`` and goes on (a test's
+    CliRunner, a notebook) is not ended by the guard: it starts counting only
+    when the interpreter's exit begins."""
+    code = ("import sys, time\n"
+            "from meshsim.cli.app import _exit_within\n"
+            "try:\n"
+            "    _exit_within(130, 0.2)\n"
+            "    sys.exit(130)\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "time.sleep(1.0)\n"
+            "print('still here')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0 and "still here" in proc.stdout and not proc.stderr, proc.stderr
