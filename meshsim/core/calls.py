@@ -11,8 +11,9 @@ clock, so results do not depend on how fast the real endpoint was.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from .calldata import LatencyModel, Request, Response, TaskInfo, TaskRef
 
 __all__ = ["CallKind", "TaskRef", "TaskInfo", "Request", "Response", "LatencyModel", "Backend", "NullBackend"]
 
@@ -32,85 +33,6 @@ class CallKind:
     SAC_ANSWER = "sac_answer"
     SAC_SCORE = "sac_score"
     SAC_REFINE = "sac_refine"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskInfo:
-    """What a message may carry about a task: the question and its benchmark
-    label, never its gold answer or required abilities (Sec. 3.1: Q_t and T_t
-    are given to agents, R_t must be inferred)."""
-
-    index: int
-    id: str
-    type: str
-    question: str = ""
-    dataset: str = ""
-    choices: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRef:
-    """What a backend may know about the task a call belongs to.
-
-    ``answer`` and ``required`` are ground truth: real backends never put
-    them in a prompt; fakes use them to decide latent correctness. A TaskRef
-    never crosses a simulated link: controllers hold its :meth:`info`.
-    """
-
-    index: int
-    id: str
-    type: str
-    question: str = ""
-    answer: Any = None
-    required: tuple[str, ...] = ()
-    dataset: str = ""
-    choices: tuple[str, ...] = ()
-
-    def info(self) -> TaskInfo:
-        return TaskInfo(index=self.index, id=self.id, type=self.type, question=self.question,
-                        dataset=self.dataset, choices=self.choices)
-
-
-@dataclass(slots=True)
-class Request:  # not frozen: a frozen dataclass costs 3x to build, twice per call (issue 22); never mutated
-    kind: str
-    agent: str
-    model: str  # model role or name chosen by the caller ("strong" / "weak" / an id)
-    task: Optional[TaskRef] = None
-    abilities: tuple[str, ...] = ()  # abilities the call exercises (H, or the reviewed ability)
-    context: dict[str, Any] = field(default_factory=dict)  # call-specific inputs (see protocols)
-    sample: int = 0  # index among repeated independent calls (three initial reviews: 0, 1, 2)
-    seed: int = 0  # per-call seed drawn by the caller from its own stream
-
-
-@dataclass(slots=True)
-class Response:  # not frozen: a frozen dataclass costs 3x to build, twice per call (issue 22); never mutated
-    text: str = ""
-    fields: dict[str, Any] = field(default_factory=dict)  # parsed outputs: score, correct, pair, ...
-    correct: Optional[bool] = None  # ground truth where the backend knows it
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency: Optional[float] = None  # simulated seconds; None -> caller's latency model
-    error: Optional[str] = None  # set when the call failed after retries (bad output)
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class LatencyModel:
-    """Simulated seconds for one call: ttft + prompt/prefill_rate + completion/rate."""
-
-    ttft: float = 0.5
-    rate: float = 50.0  # completion tokens per second
-    prefill_rate: float = 0.0  # prompt tokens per second; 0 = included in ttft
-
-    def __call__(self, prompt_tokens: int, completion_tokens: int) -> float:
-        t = self.ttft + completion_tokens / self.rate
-        if self.prefill_rate:
-            t += prompt_tokens / self.prefill_rate
-        return t
 
 
 class Backend:

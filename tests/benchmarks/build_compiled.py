@@ -16,10 +16,10 @@ modules (``compiled``).
 A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
 paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
 compares the files of each run folder that two runs of one seed write byte for byte the same (all but provenance,
-lock and file list, as tests/acceptance/test_determinism.py), and runs tests/backends/test_rng64.py on the build;
-then it removes the build (``--keep`` leaves it). It prints each run's CPU seconds on both paths (information, not
-a benchmark). A run's provenance.json names the compiled modules it used (``compiled``). Needs mypy (the test
-extra) and gcc.
+lock and file list, as tests/acceptance/test_determinism.py), and runs tests/backends/test_rng64.py and
+tests/unit/test_calldata.py on the build; then it removes the build (``--keep`` leaves it). It prints each run's CPU
+seconds on both paths (information, not a benchmark). A run's provenance.json names the compiled modules it used
+(``compiled``). Needs mypy (the test extra) and gcc.
 """
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ from typing import NoReturn
 ROOT = Path(__file__).resolve().parents[2]
 #: the modules of the per-task path (profile: docs/scaling.md); meshsim/protocols/meshheal/__init__.py holds
 #: pydantic models, which mypyc does not compile
-MODULES = ["meshsim/core/sim.py", "meshsim/backends/fake.py", "meshsim/backends/profiles.py",
-           "meshsim/backends/_rng64.py", "meshsim/backends/fake_review.py", "meshsim/backends/texts.py", "meshsim/net/node.py", "meshsim/net/messages.py",
+MODULES = ["meshsim/core/sim.py", "meshsim/core/calldata.py", "meshsim/backends/fake.py",
+           "meshsim/backends/profiles.py", "meshsim/backends/_rng64.py", "meshsim/backends/fake_review.py",
+           "meshsim/backends/texts.py", "meshsim/net/node.py", "meshsim/net/messages.py",
            "meshsim/net/links.py", "meshsim/net/reliable.py", "meshsim/net/routing.py", "meshsim/net/network.py",
            "meshsim/protocols/execution.py", "meshsim/protocols/llm.py", "meshsim/protocols/ledger.py",
            "meshsim/protocols/meshheal/agent.py", "meshsim/protocols/meshheal/review.py",
@@ -303,7 +304,7 @@ def check(keep: bool = False) -> int:
                 cpu[name].append(_run(name, argv, comp))
             # the per-call stream draw for draw (the machine-integer SplitMix64 against the reference)
             rng = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                                  "tests/backends/test_rng64.py"], cwd=ROOT,
+                                  "tests/backends/test_rng64.py", "tests/unit/test_calldata.py"], cwd=ROOT,
                                  env={**os.environ, "MESHSIM_REQUIRE_COMPILED": "1"}).returncode
         finally:
             if not keep:
@@ -317,7 +318,7 @@ def check(keep: bool = False) -> int:
                   + ("identical" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
     print("compiled and pure outputs: " + ("identical" if not bad else f"{bad} of {len(CHECK_RUNS)} runs differ"))
     if rng:
-        print("tests/backends/test_rng64.py failed on the compiled build")
+        print("tests/backends/test_rng64.py or tests/unit/test_calldata.py failed on the compiled build")
     return 1 if bad or rng else 0
 
 
