@@ -6,10 +6,17 @@ classes, read as struct fields on every call, while ``Backend``, which
 Python subclasses extend, stays interpreted."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 __all__ = ["TaskRef", "TaskInfo", "Request", "Response", "LatencyModel"]
+
+
+def _rebuilt(obj: Any) -> tuple[Any, ...]:
+    """``__reduce__`` of a frozen record: its class and its fields in order. Compiled, a frozen class cannot be
+    rebuilt attribute by attribute (how pickle and copy rebuild a slotted dataclass), so it is rebuilt by its
+    constructor."""
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +32,8 @@ class TaskInfo:
     dataset: str = ""
     choices: tuple[str, ...] = ()
 
-    def __reduce__(self) -> tuple[Any, ...]:  # compiled, a frozen class cannot be rebuilt field by field
-        return TaskInfo, (self.index, self.id, self.type, self.question, self.dataset, self.choices)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +55,7 @@ class TaskRef:
     choices: tuple[str, ...] = ()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return TaskRef, (self.index, self.id, self.type, self.question, self.answer, self.required, self.dataset,
-                         self.choices)
+        return _rebuilt(self)
 
     def info(self) -> TaskInfo:
         return TaskInfo(index=self.index, id=self.id, type=self.type, question=self.question,
@@ -92,7 +98,7 @@ class LatencyModel:
     prefill_rate: float = 0.0  # prompt tokens per second; 0 = included in ttft
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return LatencyModel, (self.ttft, self.rate, self.prefill_rate)
+        return _rebuilt(self)
 
     def __call__(self, prompt_tokens: int, completion_tokens: int) -> float:
         t = self.ttft + completion_tokens / self.rate
