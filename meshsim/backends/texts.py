@@ -17,7 +17,9 @@ text, with which model, or in which role: a reader cannot condition on that.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
+
+from ..core.calldata import rebuilt
 
 __all__ = ["Latent", "TextStore", "UNREADABLE"]
 
@@ -34,6 +36,17 @@ class Latent:  # not frozen: built on every fake call (a frozen dataclass costs 
     answer: Optional[str] = None
     #: observable properties of the text, drawn by the producing model
     features: frozenset = frozenset()
+
+    def __init__(self, correct: bool, final: Optional[bool] = None, answer: Optional[str] = None,
+                 features: frozenset = frozenset()) -> None:
+        # written out: compiled, it is native; the one dataclasses generates runs interpreted (docs/scaling.md)
+        self.correct = correct
+        self.final = final
+        self.answer = answer
+        self.features = features
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
 
 
 #: what an empty or unknown text reads as: nothing usable

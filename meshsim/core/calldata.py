@@ -12,10 +12,10 @@ from typing import Any, Optional
 __all__ = ["TaskRef", "TaskInfo", "Request", "Response", "LatencyModel"]
 
 
-def _rebuilt(obj: Any) -> tuple[Any, ...]:
-    """``__reduce__`` of a frozen record: its class and its fields in order. Compiled, a frozen class cannot be
-    rebuilt attribute by attribute (how pickle and copy rebuild a slotted dataclass), so it is rebuilt by its
-    constructor."""
+def rebuilt(obj: Any) -> tuple[Any, ...]:
+    """``__reduce__`` of a dataclass record that the compiled build makes native: its class and its fields in
+    order. Compiled, a frozen class, or one with a constructor of its own, cannot be rebuilt attribute by
+    attribute (how pickle and copy rebuild a slotted dataclass), so it is rebuilt by its constructor."""
     return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
 
 
@@ -33,7 +33,7 @@ class TaskInfo:
     choices: tuple[str, ...] = ()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuilt(self)
+        return rebuilt(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class TaskRef:
     choices: tuple[str, ...] = ()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuilt(self)
+        return rebuilt(self)
 
     def info(self) -> TaskInfo:
         return TaskInfo(index=self.index, id=self.id, type=self.type, question=self.question,
@@ -73,6 +73,23 @@ class Request:  # not frozen: a frozen dataclass costs 3x to build, twice per ca
     sample: int = 0  # index among repeated independent calls (three initial reviews: 0, 1, 2)
     seed: int = 0  # per-call seed drawn by the caller from its own stream
 
+    # Written out (the dataclass keeps a class's own __init__): compiled, this one is native, while the
+    # one dataclasses generates would run interpreted, 4x slower, on every call (docs/scaling.md)
+    def __init__(self, kind: str, agent: str, model: str, task: Optional[TaskRef] = None,
+                 abilities: tuple[str, ...] = (), context: Optional[dict[str, Any]] = None, sample: int = 0,
+                 seed: int = 0) -> None:
+        self.kind = kind
+        self.agent = agent
+        self.model = model
+        self.task = task
+        self.abilities = abilities
+        self.context = {} if context is None else context
+        self.sample = sample
+        self.seed = seed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
+
 
 @dataclass(slots=True)
 class Response:  # not frozen: a frozen dataclass costs 3x to build, twice per call (issue 22); never mutated
@@ -83,6 +100,20 @@ class Response:  # not frozen: a frozen dataclass costs 3x to build, twice per c
     completion_tokens: int = 0
     latency: Optional[float] = None  # simulated seconds; None -> caller's latency model
     error: Optional[str] = None  # set when the call failed after retries (bad output)
+
+    def __init__(self, text: str = "", fields: Optional[dict[str, Any]] = None, correct: Optional[bool] = None,
+                 prompt_tokens: int = 0, completion_tokens: int = 0, latency: Optional[float] = None,
+                 error: Optional[str] = None) -> None:  # written out: see Request.__init__
+        self.text = text
+        self.fields = {} if fields is None else fields
+        self.correct = correct
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.latency = latency
+        self.error = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
 
     @property
     def tokens(self) -> int:
@@ -98,7 +129,7 @@ class LatencyModel:
     prefill_rate: float = 0.0  # prompt tokens per second; 0 = included in ttft
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuilt(self)
+        return rebuilt(self)
 
     def __call__(self, prompt_tokens: int, completion_tokens: int) -> float:
         t = self.ttft + completion_tokens / self.rate

@@ -1,4 +1,4 @@
-"""The simulation environment: a SimPy clock plus the run's seeded RNG streams.
+"""The simulation environment: SimPy's clock plus the run's seeded RNG streams.
 
 Every random draw in a run comes from a *named* stream derived from the run
 seed, so adding a component (or a link, or an agent) never shifts the draws of
@@ -12,6 +12,14 @@ the named functions here (:func:`event_value`, :func:`start_detached`,
 :meth:`Environment.call_later`, ``env.now``). ``tests/unit/test_simpy_internals.py``
 fails loudly if SimPy changes what they rely on, and pyproject's ``simpy``
 range names the versions it was checked on.
+
+The clock (:class:`Environment`), the events (:class:`Event`, :class:`Timeout`)
+and the detached processes are SimPy's written out as classes of this module
+(issue 33): the same attributes, queue entries, event ids and errors, so
+SimPy's own ``Process``, ``Condition`` and ``Interruption`` run on them
+unchanged, while the compiled build (docs/scaling.md) makes them native
+classes whose fields are C struct fields rather than dictionary entries. The
+test file above checks on random models that they run events as SimPy does.
 """
 from __future__ import annotations
 
@@ -21,16 +29,17 @@ import random
 from collections import deque
 from contextlib import contextmanager
 from heapq import heappop, heappush
-from operator import attrgetter
-from typing import Any, Callable, Generator, Iterator
+from itertools import count
+from typing import Any, Callable, Generator, Iterator, cast
 
 import numpy as np
 import simpy
-from simpy.core import StopSimulation
-from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Initialize, Process, Timeout
+from simpy.core import EmptySchedule, Infinity, StopSimulation
+from simpy.events import (NORMAL, PENDING, URGENT, AllOf, AnyOf, Condition, EventPriority, Initialize, Interruption,
+                          Process)
 from simpy.exceptions import Interrupt
 
-__all__ = ["Environment", "Deadlines", "stream_key", "long_run_gc", "event_value", "start_detached",
+__all__ = ["Environment", "Event", "Timeout", "Deadlines", "stream_key", "long_run_gc", "event_value", "start_detached",
            "SIMPY_INTERNALS"]
 
 _new = object.__new__
@@ -44,11 +53,6 @@ SIMPY_INTERNALS: dict[str, tuple[str, ...]] = {
     "Process": ("_generator", "_resume", "_target"),
 }
 
-#: ``event.value`` without the pending check, as a C call: an event's value when it is processed (its
-#: callbacks run), on the per-message paths (net.links, net.network)
-event_value: Callable[[Event], Any] = attrgetter("_value")
-
-
 def stream_key(*names: Any) -> tuple[int, ...]:
     """A stable spawn key for a stream name (independent of Python's hash seed)."""
     key = []
@@ -58,22 +62,168 @@ def stream_key(*names: Any) -> tuple[int, ...]:
     return tuple(key)
 
 
-class Environment(simpy.Environment):
-    """``simpy.Environment`` with the run seed and named random streams.
+class Event:
+    """SimPy's ``Event``, as a class of this module (issue 33).
+
+    The same attributes (``env``, ``callbacks``, ``_ok``, ``_value``, ``_defused``) and the same
+    API (``succeed``, ``fail``, ``trigger``, ``triggered``, ``processed``, ``ok``, ``value``,
+    ``defused``, ``&`` and ``|``), so SimPy's processes and conditions take it as one of
+    theirs; in the compiled build (docs/scaling.md) it is native, its fields read as struct
+    fields, where SimPy's are looked up by name in a dict on every event.
+    """
+
+    __slots__ = ("env", "callbacks", "_ok", "_value", "_defused")
+
+    env: Environment
+    callbacks: Any  # a list of callbacks, None once processed (SimPy's types)
+    _ok: bool  # unset until triggered, as SimPy's
+    _value: Any
+    _defused: bool  # set only when defused (SimPy reads it with hasattr)
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.callbacks = []
+        self._value = PENDING
+
+    def __repr__(self) -> str:
+        return f"<{self._desc()} object at {id(self):#x}>"
+
+    def _desc(self) -> str:
+        return f"{type(self).__name__}()"
+
+    @property
+    def triggered(self) -> bool:
+        return self._value is not PENDING
+
+    @property
+    def processed(self) -> bool:
+        return self.callbacks is None
+
+    @property
+    def ok(self) -> bool:
+        return self._ok
+
+    @property
+    def defused(self) -> bool:
+        return hasattr(self, "_defused")
+
+    @defused.setter
+    def defused(self, value: bool) -> None:
+        self._defused = True
+
+    @property
+    def value(self) -> Any:
+        if self._value is PENDING:
+            raise AttributeError(f"Value of {self} is not yet available")
+        return self._value
+
+    def trigger(self, event: Any) -> None:
+        self._ok = event._ok
+        self._value = event._value
+        self.env.schedule(self)
+
+    def succeed(self, value: Any = None) -> "Event":
+        if self._value is not PENDING:
+            raise RuntimeError(f"{self} has already been triggered")
+        self._ok = True
+        self._value = value
+        env = self.env  # env.schedule(self), written out: once per reply and per closed task
+        heappush(env._queue, (env._now, NORMAL, next(env._eid), self))
+        return self
+
+    def fail(self, exception: BaseException) -> "Event":
+        if self._value is not PENDING:
+            raise RuntimeError(f"{self} has already been triggered")
+        if not isinstance(exception, BaseException):
+            raise TypeError(f"{exception} is not an exception.")
+        self._ok = False
+        self._value = exception
+        self.env.schedule(self)
+        return self
+
+    def __and__(self, other: Any) -> Condition:
+        return Condition(cast(Any, self.env), Condition.all_events, [cast(Any, self), other])
+
+    def __or__(self, other: Any) -> Condition:
+        return Condition(cast(Any, self.env), Condition.any_events, [cast(Any, self), other])
+
+
+class Timeout(Event):
+    """SimPy's ``Timeout`` (see :class:`Event`): triggered when it is made, processed after ``delay``."""
+
+    __slots__ = ("_delay",)
+
+    _delay: Any
+
+    def __init__(self, env: Environment, delay: Any, value: Any = None) -> None:
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        self.env = env
+        self.callbacks = []
+        self._value = value
+        self._delay = delay
+        self._ok = True
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))  # env.schedule, written out
+
+    def _desc(self) -> str:
+        value_str = "" if self._value is None else f", value={self._value}"
+        return f"{type(self).__name__}({self._delay}{value_str})"
+
+
+def _scheduled(env: Environment, at: Any, callback: Callable[[Event], None], value: Any) -> Event:
+    """A triggered event with one callback, queued at time ``at`` (priority NORMAL, the next event id)."""
+    ev = Event(env)
+    ev.callbacks = [callback]
+    ev._ok = True
+    ev._value = value
+    heappush(env._queue, (at, NORMAL, next(env._eid), ev))
+    return ev
+
+
+class Environment:
+    """SimPy's ``Environment`` with the run seed and named random streams.
 
     ``rng("links", "A1-A2")`` returns a :class:`numpy.random.Generator` and
     ``pyrandom(...)`` a :class:`random.Random`; both are cached per name, so a
     component asking twice gets the same stream. ``random.Random`` is the one
     to use on per-event hot paths (a numpy scalar draw costs ~10x more).
+
+    The clock is SimPy's, written out (issue 33): the same queue of ``(time, priority, event
+    id, event)``, the same attributes (``_now``, ``_queue``, ``_eid``, ``_active_proc``) and
+    methods, so SimPy's processes, conditions and events run on it unchanged; in the
+    compiled build it is a native class (docs/scaling.md).
     """
 
+    _now: Any  # SimPy's time: whatever the run schedules with (a float here), never converted
+    _queue: list[tuple[Any, Any, int, Any]]
+    _eid: Iterator[int]
+    _active_proc: Any
+    seed: int
+    deadline_lines: dict[float, _Line]
+    _started: Event
+
     def __init__(self, seed: int, initial_time: float = 0.0):
-        super().__init__(initial_time)
+        self._now = initial_time
+        self._queue = []
+        self._eid = count()
+        self._active_proc = None
         self.seed = int(seed)
         self._rngs: dict[tuple[str, ...], np.random.Generator] = {}
         self._pyrngs: dict[tuple[str, ...], random.Random] = {}
         #: the deadline lines of every :class:`Deadlines` on this clock, by delay
-        self.deadline_lines: dict[float, _Line] = {}
+        self.deadline_lines = {}
+        #: the value a detached process starts with (what SimPy's Initialize event carries)
+        self._started = Event(self)
+        self._started._ok = True
+        self._started._value = None
+
+    @property
+    def now(self) -> Any:
+        return self._now
+
+    @property
+    def active_process(self) -> Any:
+        return self._active_proc
 
     def seed_sequence(self, *names: Any) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=stream_key(*names))
@@ -96,12 +246,42 @@ class Environment(simpy.Environment):
             gen = self._pyrngs[key] = random.Random(int.from_bytes(digest, "little"))
         return gen
 
+    # -- SimPy's Environment -------------------------------------------------------------
+    def schedule(self, event: Any, priority: Any = NORMAL, delay: Any = 0) -> None:
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
+
+    def peek(self) -> Any:
+        return self._queue[0][0] if self._queue else Infinity
+
+    def step(self) -> None:
+        """Process the next event (SimPy's ``step``); :class:`simpy.core.EmptySchedule` if there is none."""
+        if not self._queue:
+            raise EmptySchedule()
+        self._now, _, _, event = heappop(self._queue)
+        self._process(event)
+
+    def _process(self, event: Any) -> None:
+        callbacks, event.callbacks = event.callbacks, None
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:
+            # the rest of this event's callbacks run when the simulation resumes (as simpy does)
+            event.callbacks = callbacks[callbacks.index(callback) + 1:]
+            self.schedule(event, EventPriority(-1))
+            raise
+        if not event._ok and not hasattr(event, "_defused"):
+            # a failed event nobody handled: crash with a copy of its exception
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+
     def run(self, until: Any = None) -> Any:
         """``simpy.Environment.run`` with ``step()`` written into its loop: the
         same events in the same order and the same errors, without a method
         call per event (issue 22)."""
         if until is not None:
-            if not isinstance(until, Event):
+            if not isinstance(until, (Event, simpy.Event)):
                 at = until if isinstance(until, int) else float(until)
                 if at <= self._now:
                     raise ValueError(f"until ({at}) must be greater than the current simulation time")
@@ -116,50 +296,55 @@ class Environment(simpy.Environment):
         try:
             while queue:
                 self._now, _, _, event = heappop(queue)
-                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
-                try:
-                    for callback in callbacks:
-                        callback(event)
-                except StopSimulation:
-                    # the rest of this event's callbacks run when the simulation resumes (as simpy does)
-                    event.callbacks = callbacks[callbacks.index(callback) + 1:]
-                    self.schedule(event, EventPriority(-1))
-                    raise
-                if not event._ok and not hasattr(event, "_defused"):
-                    # a failed event nobody handled: crash with a copy of its exception
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
+                if isinstance(event, Event):  # ours (nearly every event): its fields read directly
+                    callbacks = event.callbacks
+                    if len(callbacks) == 1:  # the usual case (one waiter): _process, written out
+                        event.callbacks = None
+                        try:
+                            callbacks[0](event)
+                        except StopSimulation:
+                            event.callbacks = []
+                            self.schedule(event, EventPriority(-1))
+                            raise
+                        if not event._ok:
+                            self._failed(event)
+                        continue
+                self._process(event)
         except StopSimulation as exc:
             return exc.args[0]
         if until is not None:
             raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}')
         return None
 
-    # ``timeout`` and ``process`` build the same objects as simpy's and schedule them the
-    # same way (same time, priority and event id), with the constructors written out:
-    # they run once per LLM call and per handler process (issue 22)
-    def timeout(self, delay: float = 0, value: Any = None) -> Timeout:
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        ev = _new(Timeout)
-        ev.env = self
-        ev.callbacks = []
-        ev._value = value
-        ev._delay = delay
-        ev._ok = True
-        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), ev))
-        return ev
+    def _failed(self, event: Event) -> None:
+        if not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
 
+    def event(self) -> Event:
+        return Event(self)
+
+    def all_of(self, events: Any) -> Any:  # a SimPy AllOf (Any: it takes our events too)
+        return AllOf(cast(Any, self), events)
+
+    def any_of(self, events: Any) -> Any:  # a SimPy AnyOf
+        return AnyOf(cast(Any, self), events)
+
+    def timeout(self, delay: Any = 0, value: Any = None) -> Timeout:
+        return Timeout(self, delay, value)
+
+    # ``process`` builds the same objects as simpy's and schedules them the same way (same time,
+    # priority and event id), with the constructors written out: once per handler process (issue 22)
     def process(self, generator: Any) -> Process:
         if not hasattr(generator, "throw"):
             raise ValueError(f"{generator} is not a generator.")
         proc = _new(Process)
-        proc.env = self
+        proc.env = cast(Any, self)
         proc.callbacks = []
         proc._generator = generator
         init = _new(Initialize)
-        init.env = self
+        init.env = cast(Any, self)
         init.callbacks = [proc._resume]
         init._value = None
         init._ok = True
@@ -173,22 +358,16 @@ class Environment(simpy.Environment):
         Cheaper than ``env.timeout`` + callback: one event, no Timeout init.
         ``event.value`` is ``value``.
         """
-        # Event() and self.schedule(ev, NORMAL, delay), written out: once per message on a link (issue 22)
-        ev = _new(Event)
-        ev.env = self
-        ev.callbacks = [callback]
-        ev._ok = True
-        ev._value = value
-        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), ev))
-        return ev
+        return _scheduled(self, self._now + delay, callback, value)
 
 
+def event_value(ev: Event) -> Any:
+    """``event.value`` without the pending check: an event's value when it is processed (its callbacks
+    run), on the per-message paths (net.links, net.network)."""
+    return ev._value
 
-# the current simulation time (SimPy's ``now``) read by a C getter: it is read once per message. Set after the
-# class body, as the compiled build (docs/scaling.md) would otherwise keep the property object as a plain value.
-setattr(Environment, "now", property(attrgetter("_now")))
 
-def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dict[Any, None]) -> Process:
+def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dict[Any, None]) -> "_Detached":
     """Run ``gen`` as a process that nothing waits on, starting now (see ``Node.start``).
 
     It runs to its first ``yield`` inside this call (not at a later
@@ -197,48 +376,76 @@ def start_detached(env: "Environment", gen: Generator[Any, Any, Any], table: dic
     raises is scheduled as a failed event, so the run stops with it as
     SimPy's would; it can be interrupted like any process.
     """
-    proc = _Detached.__new__(_Detached)
-    proc.env = env
-    proc.callbacks = []
-    proc._generator = gen
-    proc.table = table
+    proc = _Detached(env, gen, table)
     table[proc] = None
     active = env._active_proc
-    proc._resume(_STARTED)
+    proc._resume(env._started)
     env._active_proc = active
     return proc
 
 
-#: the value a detached process starts with (what SimPy's Initialize event carries)
-_STARTED = _new(Event)
-_STARTED._ok = True
-_STARTED._value = None
-
-
-class _Detached(Process):
+class _Detached:
     """A process that nothing waits on (see :func:`start_detached`).
 
     ``_resume`` is SimPy's ``Process._resume`` with a different end: a
     finished (or interrupted) process leaves its owner's table at once instead
     of scheduling its own end event for nobody; one that failed is scheduled
-    as a failed event, so the run stops with its error as SimPy's would.
+    as a failed event, so the run stops with its error as SimPy's would. It
+    has a SimPy process's attributes (``env``, ``callbacks``, ``_generator``,
+    ``_target``, ``_ok``, ``_value``), so SimPy interrupts it as one of its
+    own; a class of this module rather than a subclass of SimPy's ``Process``,
+    so that the compiled build makes it native (issue 33).
     """
 
+    __slots__ = ("env", "callbacks", "_generator", "_target", "_ok", "_value", "_defused", "table")
+
+    env: Environment
+    callbacks: Any
+    _generator: Any
+    _target: Any
+    _ok: bool
+    _value: Any
+    _defused: bool
     table: dict[Any, None]
 
-    def _resume(self, event: Any) -> None:  # Any: its callbacks are None once processed (SimPy types them a list)
+    def __init__(self, env: Environment, gen: Generator[Any, Any, Any], table: dict[Any, None]) -> None:
+        self.env = env
+        self.callbacks = []
+        self._generator = gen
+        self._target = None
+        self._value = PENDING
+        self.table = table
+
+    @property
+    def is_alive(self) -> bool:
+        return self._value is PENDING
+
+    @property
+    def target(self) -> Any:
+        return self._target
+
+    def interrupt(self, cause: Any = None) -> None:
+        """SimPy's ``Process.interrupt``: an :class:`~simpy.exceptions.Interrupt` is thrown into it now."""
+        Interruption(cast(Any, self), cause)
+
+    def __repr__(self) -> str:
+        return f"<Process({getattr(self._generator, '__name__', '?')}) object at {id(self):#x}>"
+
+    def _resume(self, event: Any) -> None:  # Any: ours or SimPy's (an Interruption)
         env = self.env
         env._active_proc = self
         gen = self._generator
         while True:
             try:
-                if event._ok:
+                if isinstance(event, Event):  # ours (nearly always): fields read directly
+                    if event._ok:
+                        event = gen.send(event._value)
+                    else:
+                        event = gen.throw(_thrown(event))
+                elif event._ok:
                     event = gen.send(event._value)
                 else:
-                    event._defused = True
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    event = gen.throw(exc)
+                    event = gen.throw(_thrown(event))
             except StopIteration as e:
                 self._ok = True
                 self._value = e.args[0] if e.args else None
@@ -250,19 +457,33 @@ class _Detached(Process):
                     e.__traceback__ = e.__traceback__.tb_next  # type: ignore[union-attr]
                     env.schedule(self)
                 break
-            try:
+            if isinstance(event, Event):
                 if event.callbacks is not None:
                     event.callbacks.append(self._resume)
                     break
-            except AttributeError:
-                raise RuntimeError(f'Invalid yield value "{event}" in {self._generator!r}') from None
+            else:
+                try:
+                    if event.callbacks is not None:
+                        event.callbacks.append(self._resume)
+                        break
+                except AttributeError:
+                    raise RuntimeError(f'Invalid yield value "{event}" in {self._generator!r}') from None
             # an event that has already happened: go on with its value at once (as SimPy does)
         env._active_proc = None
         if self._value is PENDING:
             self._target = event
         else:  # ended: it leaves its owner (no end event: nothing waits on it)
-            self._target = None  # type: ignore[assignment]
+            self._target = None
             self.table.pop(self, None)
+
+
+def _thrown(event: Any) -> Any:
+    """What a process that waited on a failed event has thrown at it (SimPy's): a copy of the failure,
+    caused by it; the event is defused (the process handles it)."""
+    event._defused = True
+    exc = type(event._value)(*event._value.args)
+    exc.__cause__ = event._value
+    return exc
 
 
 class Deadlines:
@@ -335,12 +556,12 @@ class _Line:
             self._armed = False
             return
         e = q[0]
-        ev = _new(Event)
-        ev.env = self.env
+        env = self.env
+        ev = Event(env)
         ev.callbacks = [self._fire]
         ev._ok = True
         ev._value = e
-        heappush(self.env._queue, (e[0], NORMAL, e[1], ev))
+        heappush(env._queue, (e[0], NORMAL, e[1], ev))
         self._armed = True
 
     def _fire(self, ev: Event) -> None:

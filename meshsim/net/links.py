@@ -11,7 +11,7 @@ import random
 from functools import partial
 from typing import Any, Callable
 
-from simpy.events import Event
+from ..core.sim import Event
 
 from ..core.errors import InputError
 from ..core.sim import event_value

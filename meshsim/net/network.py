@@ -12,7 +12,7 @@ from .messages import KindStats, Message
 from .node import Node
 
 if TYPE_CHECKING:
-    from simpy.events import Event
+    from ..core.sim import Event
 
 __all__ = ["Network", "edge_key"]
 

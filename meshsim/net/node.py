@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Callable, Generator, Protocol
 
 from simpy import Interrupt
-from simpy.events import Event, Process
+from simpy.events import Process
 
-from ..core.sim import start_detached
+from ..core.sim import Event, start_detached
 from .fabric import Fabric, Wire
 from .messages import HEADER_BYTES, Message, payload_size
 
@@ -41,7 +41,7 @@ class Node:
         self.reliable: Deduplicator | None = None  # set by net.reliable.Reliable
         # insertion-ordered (a dict, not a set of objects hashed by address): shutdown
         # interrupts them in the order they started, the same in every run
-        self._procs: dict[Process, None] = {}
+        self._procs: dict[Any, None] = {}  # SimPy processes (spawn) and detached ones (start)
 
     # -- local knowledge -------------------------------------------------
     @property
@@ -150,8 +150,8 @@ class Node:
         """
         start_detached(self.env, gen, self._procs)
 
-    def _procs_discard(self, proc: Event) -> None:
-        self._procs.pop(proc, None)  # type: ignore[call-overload]
+    def _procs_discard(self, proc: Process) -> None:
+        self._procs.pop(proc, None)
         if not proc.ok and not isinstance(proc.value, Interrupt):
             return  # let simpy raise the real error
         proc.defused = True

@@ -13,7 +13,7 @@ from array import array
 from bisect import bisect_left
 from typing import Any
 
-from simpy.events import Event
+from ..core.sim import Event
 
 from ..core.sim import Deadlines
 from .messages import HEADER_BYTES, Message

@@ -19,7 +19,7 @@ from ..core.strict import Strict
 from ..core.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from simpy.events import Event
+    from ..core.sim import Event
 
     from ..net.network import Network
     from ..net.node import Node

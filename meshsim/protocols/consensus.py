@@ -46,7 +46,7 @@ import bisect
 import math
 from typing import Any, Optional
 
-from simpy.events import Event
+from ..core.sim import Event
 
 from ..core.calls import Request, Response, TaskRef
 from ..core.errors import InputError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generator, Optional
 
-from simpy.events import Event
+from ..core.sim import Event
 
 from ..core.calls import CallKind, Request, Response, TaskInfo
 from ..core.names import node_order

@@ -33,12 +33,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Generator, Optional, cast
 
-from simpy.events import Event
-
+from ..core.calldata import rebuilt
 from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
 from ..core.errors import InputError
 from ..core.names import node_order
-from ..core.sim import Deadlines
+from ..core.sim import Deadlines, Event
 from .base import Protocol
 from .ledger import TaskLedger
 from .llm import LLMClient
@@ -62,6 +61,18 @@ class Output:  # not frozen (3x cheaper to build, issue 22); never mutated: repl
     text: str = ""
     replaced_by: Optional[str] = None
 
+    def __init__(self, agent: str, abilities: tuple[str, ...], action: str, text: str = "",
+                 replaced_by: Optional[str] = None) -> None:
+        # written out: compiled, it is native; the one dataclasses generates runs interpreted (docs/scaling.md)
+        self.agent = agent
+        self.abilities = abilities
+        self.action = action
+        self.text = text
+        self.replaced_by = replaced_by
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
+
     def replaced(self, by: str, text: str) -> "Output":
         return replace(self, replaced_by=by, text=text)
 
@@ -79,6 +90,23 @@ class TaskState:
     leg_hops: int = 0  # hops since the last contribution (routing limit, App. B.7)
     visits: list = field(default_factory=list)  # every agent the state passed through
     actions: list = field(default_factory=list)
+
+    def __init__(self, task: TaskInfo, R: Optional[tuple[str, ...]] = None, C: Optional[set] = None,
+                 Y: Optional[list] = None, P: Optional[list] = None, probe: bool = False, leg_hops: int = 0,
+                 visits: Optional[list] = None, actions: Optional[list] = None) -> None:
+        # written out: compiled, it is native; the one dataclasses generates runs interpreted (docs/scaling.md)
+        self.task = task
+        self.R = R
+        self.C = set() if C is None else C
+        self.Y = [] if Y is None else Y
+        self.P = [] if P is None else P
+        self.probe = probe
+        self.leg_hops = leg_hops
+        self.visits = [] if visits is None else visits
+        self.actions = [] if actions is None else actions
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
 
     def size_bytes(self) -> int:
         return 200 + 400 * len(self.Y) + 16 * len(self.visits)

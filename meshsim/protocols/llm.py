@@ -37,7 +37,7 @@ class Bridge:
         self.batches = 0
 
     def submit(self, reqs: list[Request]) -> list[Any]:
-        from simpy.events import Event
+        from ..core.sim import Event
 
         self.used = True
         events = []

@@ -16,8 +16,8 @@ modules (``compiled``).
 A compiled module is imported in place of its .py as long as its .so is there. ``--check`` is what shows the two
 paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
 compares the files of each run folder that two runs of one seed write byte for byte the same (all but provenance,
-lock and file list, as tests/acceptance/test_determinism.py), and runs tests/backends/test_rng64.py and
-tests/unit/test_calldata.py on the build; then it removes the build (``--keep`` leaves it). It prints each run's CPU
+lock and file list, as tests/acceptance/test_determinism.py), and runs BUILD_TESTS (the machine-integer stream,
+the native records, the native clock and events) on the build; then it removes the build (``--keep`` leaves it). It prints each run's CPU
 seconds on both paths (information, not a benchmark). A run's provenance.json names the compiled modules it used
 (``compiled``). Needs mypy (the test extra) and gcc.
 """
@@ -53,8 +53,9 @@ MODULES = ["meshsim/core/sim.py", "meshsim/core/calldata.py", "meshsim/backends/
 #: half-way: detection and isolation), the README's scenario, Byzantine agents of every kind, and SAC under them
 _SLICE = ["--set", "tasks.count=4032", "--set", "phases=[{name: healthy, tasks: 2016}, {name: degraded, tasks: 2016}]",
           "--set", "events=[{at_task: 2017, type: degrade, agents: targets}]"]
-#: tests --check runs on the build: the machine-integer stream draw for draw, the native call records' round trips
-BUILD_TESTS = ["tests/backends/test_rng64.py", "tests/unit/test_calldata.py"]
+#: tests --check runs on the build: the machine-integer stream draw for draw, the native records' round trips, the
+#: native clock and events against SimPy's
+BUILD_TESTS = ["tests/backends/test_rng64.py", "tests/unit/test_calldata.py", "tests/unit/test_simpy_internals.py"]
 CHECK_RUNS: dict[str, list[str]] = {
     "scale-576-slice": ["scenarios/meshheal/scale-576-sparse.yaml", *_SLICE],
     "staggered-math": ["scenarios/meshheal/staggered-math.yaml"],

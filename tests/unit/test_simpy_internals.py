@@ -1,9 +1,11 @@
 """SimPy's private attributes are touched in one module, meshsim/core/sim.py (issue 31 item 4).
 
 sim.py writes SimPy's ``Event()``, ``Timeout()``, ``Process()``, ``schedule`` and ``Process._resume`` out on the
-hot paths (issue 22). These tests fail loudly, naming what moved, when the installed SimPy no longer has what
-those copies rely on; pyproject's ``simpy`` range names the versions they pass on. A last test keeps every
-other module of meshsim off SimPy's private attributes.
+hot paths (issue 22), and since issue 33 its clock (``Environment``), events (``Event``, ``Timeout``) and detached
+processes are classes of its own with SimPy's attributes and behaviour, so that the compiled build makes them
+native. These tests fail loudly, naming what moved, when the installed SimPy no longer has what those copies rely
+on, and check on random models that the copies run events as SimPy does; pyproject's ``simpy`` range names the
+versions they pass on. A last test keeps every other module of meshsim off SimPy's private attributes.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import simpy
 from simpy import core as simpy_core
 from simpy import events as simpy_events
@@ -30,14 +34,24 @@ SIM = PACKAGE / "core" / "sim.py"
 #: means sim.py's copy may no longer do what SimPy does: compare the two, update sim.py, then this digest.
 SOURCE_DIGESTS = {
     "Environment.__init__": "2623ba499920e127",
+    "Environment.peek": "e97b8f5cee85ba1e",
     "Environment.run": "5734be13686b94c1",
     "Environment.schedule": "d30e1d5ab4884c30",
     "Environment.step": "e4d0446cd6661e25",
+    "Event.__and__": "b105032a05743983",
     "Event.__init__": "e9721128a6593c77",
+    "Event.__or__": "cc8675d734265cec",
+    "Event._desc": "9fb63d2f18c699f3",
+    "Event.fail": "ee4ef3560022e391",
+    "Event.succeed": "b9c0a97e668e82d7",
+    "Event.trigger": "8a862acf311964ca",
     "Initialize.__init__": "17dd778f37fc6829",
+    "Interruption._interrupt": "e152435f76e8d480",
     "Process.__init__": "a98e1dbe4c802cef",
     "Process._resume": "41f7adcde7ebd506",
+    "Process.interrupt": "58ab59165345450f",
     "Timeout.__init__": "af0652aefaac0c7a",
+    "Timeout._desc": "3145aee9af101315",
 }
 
 
@@ -264,3 +278,98 @@ def test_no_simpy_private_attribute_outside_sim():
             bad += [f"{f.relative_to(ROOT)}:{n}: {line}" for n, line in _violations(f.read_text())]
     assert not bad, ("SimPy's private attributes outside meshsim/core/sim.py (put the access behind a named "
                      "function there, guarded by this file's tests):\n" + "\n".join(bad))
+
+
+# -- sim.py's own clock and events (issue 33): SimPy's, written out as classes of meshsim -------------------
+
+def _random_model(env, script) -> list:
+    """Processes that wait on timeouts, on events others succeed or fail, on ``|`` and ``&`` of them, and get
+    interrupted; the same ``script`` gives the same log on SimPy's clock and on sim.Environment."""
+    log: list = []
+    events = [env.event() for _ in range(4)]
+    procs: list = []
+
+    def worker(i, steps):
+        for kind, x in steps:
+            try:
+                if kind == "sleep":
+                    v = yield env.timeout(x, ("t", i))
+                elif kind == "wait":
+                    v = yield events[x % 4]
+                elif kind == "any":
+                    v = yield events[x % 4] | env.timeout(x)
+                    v = sorted(repr(type(e).__name__) for e in v)
+                elif kind == "all":
+                    v = yield env.timeout(x / 2) & env.timeout(x)
+                    v = sorted(v.values(), key=repr)
+                elif kind == "fire":
+                    ev = events[x % 4]
+                    if not ev.triggered:
+                        ev.succeed((i, env.now)) if x % 3 else ev.fail(KeyError(i))
+                    v = ev.triggered
+                else:  # interrupt another worker
+                    p = procs[x % len(procs)]
+                    if p.is_alive and p is not env.active_process:
+                        p.interrupt(("by", i))
+                    v = None
+                log.append((i, kind, env.now, v))
+            except simpy.Interrupt as irq:
+                log.append((i, "interrupted", env.now, irq.cause))
+            except KeyError as exc:
+                log.append((i, "failed", env.now, exc.args))
+        return i
+
+    for i, steps in enumerate(script):
+        procs.append(env.process(worker(i, steps)))
+    for k in range(3):
+        if isinstance(env, Environment):
+            env.call_later(0.5 * k, lambda e: log.append(("cb", env.now, e.value)), k)
+        else:
+            e = simpy_events.Event(env)
+            e._ok, e._value = True, k
+            e.callbacks.append(lambda e: log.append(("cb", env.now, e.value)))
+            env.schedule(e, NORMAL, 0.5 * k)
+    try:
+        env.run(until=env.all_of(procs))
+    except (RuntimeError, KeyError) as exc:  # a worker left waiting on an event nobody fires; a failure nobody
+        log.append(("raised", type(exc).__name__, str(exc)[:40]))  # waited on (the run stops with it)
+    log.append(("end", env.now, len(env._queue)))
+    return log
+
+
+_op = st.tuples(st.sampled_from(["sleep", "wait", "any", "all", "fire", "fire", "interrupt"]),
+                st.integers(0, 6))
+
+
+@settings(max_examples=120, deadline=None)
+@given(script=st.lists(st.lists(_op, max_size=6), min_size=1, max_size=5))
+def test_sim_clock_and_events_run_as_simpy_does(script):
+    assert _random_model(Environment(seed=1), script) == _random_model(simpy.Environment(), script), \
+        _loud("what its events do")
+
+
+def test_sim_event_api_matches_simpy():
+    for env in (Environment(seed=0), simpy.Environment()):
+        ev = env.event()
+        assert not ev.triggered and not ev.processed and not ev.defused
+        with pytest.raises(AttributeError, match="not yet available"):
+            ev.value
+        ev.succeed(3)
+        with pytest.raises(RuntimeError, match="already been triggered"):
+            ev.succeed(4)
+        with pytest.raises(TypeError):
+            env.event().fail("not an exception")
+        with pytest.raises(ValueError, match="Negative delay"):
+            env.timeout(-1)
+        assert env.peek() == 0
+        env.step()
+        assert ev.processed and ev.ok and ev.value == 3
+        assert env.peek() == float("inf")
+        with pytest.raises(simpy_core.EmptySchedule):
+            env.step()
+        late = env.event()
+        env.timeout(2).callbacks.append(lambda _e: late.succeed("x"))
+        assert env.run(until=late) == "x" and env.now == 2
+        with pytest.raises(ValueError, match="must be greater"):
+            env.run(until=1)
+        assert repr(env.timeout(1, "v")).startswith("<Timeout(1, value=v) object at")

@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Generator, Literal, Optional
 
 from pydantic import Field
-from simpy.events import Event
+from ...core.sim import Event
 
 from ...core.calls import CallKind
 from ...core.errors import InputError

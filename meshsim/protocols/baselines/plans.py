@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Generator, Optional, cast
 
-from simpy.events import Event
+from ...core.sim import Event
 
 from ...net.messages import HEADER_BYTES
 from ..execution import Output, TaskState, generate_answer

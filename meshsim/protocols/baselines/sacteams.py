@@ -52,7 +52,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Generator, Optional
 
 from pydantic import Field
-from simpy.events import Event
+from ...core.sim import Event
 
 from ...core.calls import CallKind
 from ...core.names import node_order

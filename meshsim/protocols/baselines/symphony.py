@@ -94,7 +94,7 @@ import math
 from typing import Annotated, Any, Generator, Literal, Optional, cast
 
 from pydantic import BeforeValidator, Field
-from simpy.events import Event
+from ...core.sim import Event
 
 from ...core.names import node_order
 from ...net.messages import HEADER_BYTES

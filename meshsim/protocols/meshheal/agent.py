@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
-from simpy.events import Event
+from ...core.sim import Event
 
 from ...core.calls import TaskInfo
 from ...net.messages import HEADER_BYTES

@@ -28,8 +28,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Literal, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Literal, NamedTuple, Optional, Protocol
 
+from ...core.calldata import rebuilt
 from ...core.discovery import Registry
 from ...core.types import RoutingState
 from .defences import k_witnessed, weighted_mean
@@ -83,6 +84,23 @@ class Update:  # not frozen: one per detector update, 3x cheaper to build (issue
     state: RoutingState
     changed: bool
     blocked: bool = False  # a z >= beta crossing not counted: too few distinct reviewers (min_reviewers)
+
+    def __init__(self, matched: bool, shortfall: Optional[float], xbar: Optional[float], m: Optional[float],
+                 p25: Optional[float], z: Optional[float], state: RoutingState, changed: bool,
+                 blocked: bool = False) -> None:
+        # written out: compiled, it is native; the one dataclasses generates runs interpreted (docs/scaling.md)
+        self.matched = matched
+        self.shortfall = shortfall
+        self.xbar = xbar
+        self.m = m
+        self.p25 = p25
+        self.z = z
+        self.state = state
+        self.changed = changed
+        self.blocked = blocked
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
 
 
 def median(values: list[float]) -> float:

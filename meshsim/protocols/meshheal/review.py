@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Generator, Optional, Protocol, cast
 
+from ...core.calldata import rebuilt
 from ...core.calls import CallKind
 from ...core.types import RoutingState
 from ..execution import Output, TaskState
@@ -84,6 +85,29 @@ class Assessment:
     takeover: bool = False
     same_reviewer_twice: bool = False
     reviewer_views: dict = field(default_factory=dict)  # the producer's view of each reviewer's state
+
+    def __init__(self, q: Optional[float], output: Output, q0: Optional[float] = None, s_u: Optional[float] = None,
+                 initial: Optional[list[float]] = None, committee: bool = False, trigger: Optional[list[str]] = None,
+                 round1: Optional[list[float]] = None, round2: Optional[list[float]] = None,
+                 reviewers: Optional[list[str]] = None, takeover: bool = False, same_reviewer_twice: bool = False,
+                 reviewer_views: Optional[dict] = None) -> None:
+        # written out: compiled, it is native; the one dataclasses generates runs interpreted (docs/scaling.md)
+        self.q = q
+        self.output = output
+        self.q0 = q0
+        self.s_u = s_u
+        self.initial = [] if initial is None else initial
+        self.committee = committee
+        self.trigger = [] if trigger is None else trigger
+        self.round1 = [] if round1 is None else round1
+        self.round2 = [] if round2 is None else round2
+        self.reviewers = [] if reviewers is None else reviewers
+        self.takeover = takeover
+        self.same_reviewer_twice = same_reviewer_twice
+        self.reviewer_views = {} if reviewer_views is None else reviewer_views
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return rebuilt(self)
 
 
 def committee_triggers(q0: float, s_u: float, watched: bool, probe: bool, tau: float, sigma: float) -> list[str]:
