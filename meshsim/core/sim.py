@@ -39,7 +39,7 @@ from simpy.events import (NORMAL, PENDING, URGENT, AllOf, AnyOf, Condition, Even
                           Process)
 from simpy.exceptions import Interrupt
 
-__all__ = ["Environment", "Event", "Timeout", "Deadlines", "stream_key", "long_run_gc", "event_value", "start_detached",
+__all__ = ["Environment", "Event", "Timeout", "Deadlines", "randbelow", "shuffle", "stream_key", "long_run_gc", "event_value", "start_detached",
            "SIMPY_INTERNALS"]
 
 _new = object.__new__
@@ -60,6 +60,25 @@ def stream_key(*names: Any) -> tuple[int, ...]:
         digest = hashlib.blake2b(str(name).encode(), digest_size=8).digest()
         key.append(int.from_bytes(digest, "little"))
     return tuple(key)
+
+
+def randbelow(rnd: random.Random, n: int) -> int:
+    """``rnd.randrange(n)``: the same draw from the same stream (CPython's ``Random._randbelow``, written out so
+    that the compiled build runs it natively; tests/unit/test_sim_draws.py checks it draw for draw)."""
+    if n <= 0:
+        raise ValueError(f"empty range in randrange({n})")
+    k = n.bit_length()
+    r = rnd.getrandbits(k)
+    while r >= n:
+        r = rnd.getrandbits(k)
+    return r
+
+
+def shuffle(rnd: random.Random, x: list[Any]) -> None:
+    """``rnd.shuffle(x)``: the same order from the same stream (CPython's, written out as :func:`randbelow`)."""
+    for i in range(len(x) - 1, 0, -1):
+        j = randbelow(rnd, i + 1)
+        x[i], x[j] = x[j], x[i]
 
 
 class Event:

@@ -103,8 +103,10 @@ class Protocol:
     scenario checks read them before the run, so a refusal at run time means a check
     let an event through."""
 
-    name = "none"
-    Params: type[BaseModel] = NoParams
+    # class variables: read off the class (the registry, the scenario checks), and kept class attributes by the
+    # compiled build, where a subclass may be native (meshsim.protocols.meshheal.method)
+    name: ClassVar[str] = "none"
+    Params: ClassVar[type[BaseModel]] = NoParams
     #: ``degrade`` / ``recover`` events (gray failures)
     supports_degradation: ClassVar[bool] = False
     #: ``set_role`` events and ``agents.roles``

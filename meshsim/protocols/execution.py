@@ -31,13 +31,13 @@ from mypy_extensions import mypyc_attr
 import heapq
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Generator, Optional, cast
+from typing import Any, ClassVar, Generator, Optional, cast
 
 from ..core.calldata import rebuilt
 from ..core.calls import CallKind, Request, Response, TaskInfo, TaskRef
 from ..core.errors import InputError
 from ..core.names import node_order
-from ..core.sim import Deadlines, Event
+from ..core.sim import Deadlines, Event, randbelow
 from .base import Protocol
 from .ledger import TaskLedger
 from .llm import LLMClient
@@ -199,10 +199,10 @@ class ExecutionLayer(Protocol):
     closure and reintegration). Controllers never read any of it back.
     """
 
-    supports_degradation = True
+    supports_degradation: ClassVar[bool] = True
     #: a method's evidence about an agent: its reviewed outputs (MeshHeal's reviews.jsonl) or,
     #: when False, the producers the layer records per task
-    reviews_are_evidence = False
+    reviews_are_evidence: ClassVar[bool] = False
     params: Any  # each layer's own Params (every one has task_timeout); subclasses name theirs
 
     def __init__(self, params: Any, ctx):
@@ -338,7 +338,7 @@ class ExecutionLayer(Protocol):
             self.ctx.task_starting(task.index)
             self._note_topology(task.index)
             names = self._entry_names()
-            entry = names[rnd.randrange(len(names))]
+            entry = names[randbelow(rnd, len(names))]
             row = {"index": task.index, "phase": self._phase_of.get(task.index), "type": task.type,
                    "id": task.id, "entry": entry, "true_pair": list(task.required), "calls": 0, "tokens": 0,
                    "prompt_tokens": 0, "completion_tokens": 0, "reviews": [], "takeovers": 0,

@@ -17,7 +17,7 @@ A compiled module is imported in place of its .py as long as its .so is there. `
 paths give the same outputs (``.ci/run`` runs it): it runs CHECK_RUNS pure, builds, runs them again compiled and
 compares the files of each run folder that two runs of one seed write byte for byte the same (all but provenance,
 lock and file list, as tests/acceptance/test_determinism.py), and runs BUILD_TESTS (the machine-integer stream,
-the native records, the native clock and events) on the build; then it removes the build (``--keep`` leaves it). It prints each run's CPU
+the written-out draws, the native records, the native clock and events) on the build; then it removes the build (``--keep`` leaves it). It prints each run's CPU
 seconds on both paths (information, not a benchmark). A run's provenance.json names the compiled modules it used
 (``compiled``). Needs mypy (the test extra) and gcc.
 """
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[2]
-#: the modules of the per-task path (profile: docs/scaling.md); meshsim/protocols/meshheal/__init__.py holds
+#: the modules of the per-task path (profile: docs/scaling.md); meshsim/protocols/meshheal/params.py holds
 #: pydantic models, which mypyc does not compile
 MODULES = ["meshsim/core/sim.py", "meshsim/core/calldata.py", "meshsim/backends/fake.py",
            "meshsim/backends/profiles.py", "meshsim/backends/_rng64.py", "meshsim/backends/fake_review.py",
@@ -47,15 +47,16 @@ MODULES = ["meshsim/core/sim.py", "meshsim/core/calldata.py", "meshsim/backends/
            "meshsim/net/links.py", "meshsim/net/reliable.py", "meshsim/net/routing.py", "meshsim/net/network.py",
            "meshsim/protocols/execution.py", "meshsim/protocols/llm.py", "meshsim/protocols/ledger.py",
            "meshsim/protocols/meshheal/agent.py", "meshsim/protocols/meshheal/review.py",
-           "meshsim/protocols/meshheal/detector.py"]
+           "meshsim/protocols/meshheal/detector.py", "meshsim/protocols/meshheal/method.py"]
 
 #: the runs --check compares: MeshHeal at paper scale on a short stream (4,032 tasks, a third of the agents degrading
 #: half-way: detection and isolation), the README's scenario, Byzantine agents of every kind, and SAC under them
 _SLICE = ["--set", "tasks.count=4032", "--set", "phases=[{name: healthy, tasks: 2016}, {name: degraded, tasks: 2016}]",
           "--set", "events=[{at_task: 2017, type: degrade, agents: targets}]"]
-#: tests --check runs on the build: the machine-integer stream draw for draw, the native records' round trips, the
-#: native clock and events against SimPy's
-BUILD_TESTS = ["tests/backends/test_rng64.py", "tests/unit/test_calldata.py", "tests/unit/test_simpy_internals.py"]
+#: tests --check runs on the build: the machine-integer stream and the written-out draws draw for draw, the native
+#: records' round trips, the native clock and events against SimPy's
+BUILD_TESTS = ["tests/backends/test_rng64.py", "tests/unit/test_sim_draws.py", "tests/unit/test_calldata.py",
+               "tests/unit/test_simpy_internals.py"]
 CHECK_RUNS: dict[str, list[str]] = {
     "scale-576-slice": ["scenarios/meshheal/scale-576-sparse.yaml", *_SLICE],
     "staggered-math": ["scenarios/meshheal/staggered-math.yaml"],

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
-from ...core.sim import Event
-
 from ...core.calls import TaskInfo
 from ...net.messages import HEADER_BYTES
 from ...net.node import Node
 from ...net.reliable import Reliable
 from ...net.routing import DistanceVector
-from ...core.sim import Deadlines
+from ...core.sim import Deadlines, Event, randbelow, shuffle
 from ...core.types import RoutingState
 from ..execution import Output, TaskState, generate, infer_pair
 from .defences import committee_agreement, credibility, evidence_score, msr_trim
@@ -198,7 +196,7 @@ class MeshHealAgent:
                        and self.peer_abilities.get(j, frozenset()) & M and j in links and links[j].up)
         if not cands:
             return None
-        return cands[self.rnd.randrange(len(cands))]
+        return cands[randbelow(self.rnd, len(cands))]
 
     # ------------------------------------------------------------ task flow
     def start(self, task: TaskInfo) -> None:
@@ -349,12 +347,12 @@ class MeshHealAgent:
             targets = [ANY]  # isolated entry agent: head for the nearest eligible agent
         else:
             missing = sorted(set(X.R) - X.C)
-            s = missing[self.rnd.randrange(len(missing))]
+            s = missing[randbelow(self.rnd, len(missing))]
             targets = [s] + [m for m in missing if m != s]
         tried: set[str] = set()
         for s in targets:
             hops = self.dv.next_hops(s)
-            self.rnd.shuffle(hops)
+            shuffle(self.rnd, hops)
             if self.watch is not None and self.params.rating:
                 hops = self.watch.route_around(hops, self._alternatives(s), X.visits)
             for nxt in hops:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Optional, Protocol, cast
 
 from ...core.calldata import rebuilt
+from ...core.sim import randbelow
 from ...core.calls import CallKind
 from ...core.types import RoutingState
 from ..execution import Output, TaskState
@@ -139,7 +140,7 @@ def assess(agent: MeshHealAgent, y: Output, H: frozenset, X: TaskState,
     reviewer = None
     candidates = list(eligible)
     while candidates and initial is None:
-        reviewer = candidates.pop(rnd.randrange(len(candidates)))
+        reviewer = candidates.pop(randbelow(rnd, len(candidates)))
         # ask_all, not ask: a generator level less (the same request and wait)
         (rep,) = yield from agent.ask_all([reviewer], [{"mode": "initial", "n": p.review_calls}], y, H, X)
         if rep is not None:
@@ -166,8 +167,8 @@ def assess(agent: MeshHealAgent, y: Output, H: frozenset, X: TaskState,
     # Two distinct eligible reviewers when possible, else one reviewer in two contexts.
     pool = list(eligible)
     if len(pool) >= 2:
-        a = pool.pop(rnd.randrange(len(pool)))
-        b = pool.pop(rnd.randrange(len(pool)))
+        a = pool.pop(randbelow(rnd, len(pool)))
+        b = pool.pop(randbelow(rnd, len(pool)))
         members = [a, b]
     else:
         members = [pool[0], pool[0]]
