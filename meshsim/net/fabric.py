@@ -1,8 +1,10 @@
-"""The two small interfaces that links and nodes see of each other and of the network.
+"""The small interface that links and nodes see of the network.
 
-:class:`~meshsim.net.network.Network` implements :class:`Fabric` and
-:class:`~meshsim.net.links.Link` implements :class:`Wire`; links and nodes are
-written against these, so neither imports the network (which builds them).
+:class:`~meshsim.net.network.Network` implements :class:`Fabric`; links and
+nodes are written against it, so neither imports the network (which builds
+them). A node holds its links as :class:`~meshsim.net.links.Link` itself (a
+node sends on every hop: the compiled build reads a link's fields natively,
+issue 33); a link knows nodes only as the network's table.
 """
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ from .messages import KindStats, Message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.sim import Environment
-    from ..core.types import LatencySpec
 
-__all__ = ["Fabric", "Wire"]
+__all__ = ["Fabric"]
 
 
 class Fabric(Protocol):
@@ -36,14 +37,3 @@ class Fabric(Protocol):
     def drop_unlinked(self, msg: Message) -> None: ...
 
     def unhandled(self, msg: Message) -> None: ...
-
-
-class Wire(Protocol):
-    """What a node needs from one of its links."""
-
-    up: bool
-    epoch: int
-    batchable: bool
-    latency: "LatencySpec"
-
-    def transmit(self, msg: Message) -> bool: ...

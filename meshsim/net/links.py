@@ -46,7 +46,7 @@ class Link:
     """
 
     __slots__ = ("u", "v", "net", "env", "latency", "_loss", "_bandwidth", "up", "epoch", "batchable",
-                 "_delay", "_fixed", "_rnd_factory", "_rnd_obj", "_busy", "_stats")
+                 "_delay", "_fixed", "_rnd_factory", "_rnd_obj", "_busy", "_stats", "_nodes", "_traced")
 
     def __init__(self, net: Fabric, u: str, v: str, latency: LatencySpec, loss: float,
                  bandwidth: float | None, rnd: "random.Random | Callable[[], random.Random]"):
@@ -61,6 +61,9 @@ class Link:
         self.epoch = 0
         self._busy = {u: 0.0, v: 0.0}
         self._stats = net.stats
+        # the network's node table and trace switch, read on every arrival (neither is ever replaced)
+        self._nodes: dict[str, Any] = net.nodes
+        self._traced: bool = net.trace_messages
         self.latency = latency
         self._delay = make_delay(latency, self) if latency.dist != "constant" else make_delay(latency, None)
         self._loss = float(loss)
@@ -148,17 +151,17 @@ class Link:
         return True
 
     def _arrive(self, ev: Event) -> None:
-        msg, epoch = event_value(ev)
-        net = self.net
+        sent: tuple[Message, int] = event_value(ev)  # (typed: the compiled build reads the message natively)
+        msg, epoch = sent
         if epoch != self.epoch or not self.up:
             self._stats[msg.kind].dropped_down += 1
-            net.on_drop(msg, "down")
+            self.net.on_drop(msg, "down")
             return
-        if net.trace_messages:
-            net.deliver(msg)
+        if self._traced:
+            self.net.deliver(msg)
             return
         # Network.deliver, inline (every message's path): deliberate repetition, a call per message costs time
-        node = net.nodes.get(msg.dst)
+        node = self._nodes.get(msg.dst)
         st = self._stats[msg.kind]
         if node is None or not node.alive:
             st.dropped_down += 1

@@ -154,7 +154,8 @@ class Network:
         nodes = self.nodes
         stats = self.stats
         traced = self.trace_messages  # (set once, when the network is made)
-        for link, dst, msg, epoch in event_value(ev):
+        batch: list[tuple[Link, str, Message, int]] = event_value(ev)  # (typed: read natively when compiled)
+        for link, dst, msg, epoch in batch:
             st = stats[msg.kind]
             if epoch != link.epoch or not link.up:
                 st.dropped_down += 1

@@ -14,7 +14,8 @@ from simpy import Interrupt
 from simpy.events import Process
 
 from ..core.sim import Event, start_detached
-from .fabric import Fabric, Wire
+from .fabric import Fabric
+from .links import Link
 from .messages import HEADER_BYTES, Message, payload_size
 
 __all__ = ["Node"]
@@ -34,7 +35,7 @@ class Node:
         self.net = net
         self.env = net.env
         self.name = name
-        self.links: dict[str, Wire] = {}
+        self.links: dict[str, Link] = {}
         self.handlers: dict[str, Handler] = {}
         self.link_listeners: list[Callable[[str, bool], None]] = []
         self.alive = True
@@ -101,10 +102,11 @@ class Node:
             n += 1
             if link.batchable:
                 msg = shared or Message(kind, name, peer, payload, size, now, 0)
+                delay = link.latency.value
                 # (get, not setdefault: no empty list made per peer)
-                group = groups.get(link.latency.value)
+                group = groups.get(delay)
                 if group is None:
-                    group = groups[link.latency.value] = []
+                    group = groups[delay] = []
                 group.append((link, peer, msg, link.epoch))
             else:
                 link.transmit(Message(kind, name, peer, payload, size, now, 0))

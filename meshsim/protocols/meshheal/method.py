@@ -14,8 +14,9 @@ from ..ledger import ReviewLedger
 from .agent import MeshHealAgent
 from .byzantine import apply_behaviour
 from .defences import credibility
-from .detector import NONE, make_detector
+from .detector import NONE, Update, make_detector
 from .params import MeshHealParams
+from .review import Assessment
 
 __all__ = ["MeshHeal"]
 
@@ -94,7 +95,8 @@ class MeshHeal(ExecutionLayer):
         elif kind == "state":
             self.record_state(kw["agent"], kw["task"], kw["old"], kw["new"])
         elif kind == "review":
-            a = kw["assessment"]
+            # typed: the compiled build reads the records' fields natively (a row per review)
+            a: Assessment = kw["assessment"]
             task = kw["task"]
             row = self._cur.get(task.index)
             rec = {"task": task.index, "t": env.now, "type": task.type, "agent": kw["agent"], "action": kw["action"],
@@ -118,7 +120,7 @@ class MeshHeal(ExecutionLayer):
                 row["reviews"].append(a.q)
                 row["takeovers"] += int(a.takeover)
         elif kind == "evidence":
-            u = kw["update"]
+            u: Update = kw["update"]
             cur = self._review
             if cur is None or cur["task"] != kw["task"].index or cur["agent"] != kw["agent"]:
                 raise SimulationError(f"detector evidence of {kw['agent']} on task {kw['task'].index} "
