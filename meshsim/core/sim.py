@@ -289,11 +289,8 @@ class Environment:
             event.callbacks = callbacks[callbacks.index(callback) + 1:]
             self.schedule(event, EventPriority(-1))
             raise
-        if not event._ok and not hasattr(event, "_defused"):
-            # a failed event nobody handled: crash with a copy of its exception
-            exc = type(event._value)(*event._value.args)
-            exc.__cause__ = event._value
-            raise exc
+        if not event._ok:
+            self._failed(event)
 
     def run(self, until: Any = None) -> Any:
         """``simpy.Environment.run`` with ``step()`` written into its loop: the
@@ -335,11 +332,12 @@ class Environment:
             raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}')
         return None
 
-    def _failed(self, event: Event) -> None:
+    @staticmethod
+    def _failed(event: Any) -> None:
+        """A failed event, processed: unless it was defused (someone handled it), the run stops with a copy of
+        its exception (SimPy's ``step``)."""
         if not hasattr(event, "_defused"):
-            exc = type(event._value)(*event._value.args)
-            exc.__cause__ = event._value
-            raise exc
+            raise _failure(event)
 
     def event(self) -> Event:
         return Event(self)
@@ -497,9 +495,14 @@ class _Detached:
 
 
 def _thrown(event: Any) -> Any:
-    """What a process that waited on a failed event has thrown at it (SimPy's): a copy of the failure,
-    caused by it; the event is defused (the process handles it)."""
+    """What a process that waited on a failed event has thrown at it (SimPy's): a copy of the failure; the
+    event is defused (the process handles it)."""
     event._defused = True
+    return _failure(event)
+
+
+def _failure(event: Any) -> Any:
+    """A copy of a failed event's exception, caused by it (SimPy raises a copy, with a traceback of its own)."""
     exc = type(event._value)(*event._value.args)
     exc.__cause__ = event._value
     return exc
