@@ -49,7 +49,6 @@ _new = object.__new__
 SIMPY_INTERNALS: dict[str, tuple[str, ...]] = {
     "Environment": ("_now", "_queue", "_eid", "_active_proc"),
     "Event": ("_ok", "_value", "_defused"),
-    "Timeout": ("_delay",),
     "Process": ("_generator", "_resume", "_target"),
 }
 
@@ -189,13 +188,14 @@ class Timeout(Event):
         return f"{type(self).__name__}({self._delay}{value_str})"
 
 
-def _scheduled(env: Environment, at: Any, callback: Callable[[Event], None], value: Any) -> Event:
-    """A triggered event with one callback, queued at time ``at`` (priority NORMAL, the next event id)."""
+def _scheduled(env: Environment, at: Any, callback: Callable[[Event], None], value: Any, eid: int = -1) -> Event:
+    """A triggered event with one callback, queued at time ``at`` with priority NORMAL and event id ``eid``
+    (one reserved earlier: a deadline line's), else the next one."""
     ev = Event(env)
     ev.callbacks = [callback]
     ev._ok = True
     ev._value = value
-    heappush(env._queue, (at, NORMAL, next(env._eid), ev))
+    heappush(env._queue, (at, NORMAL, eid if eid >= 0 else next(env._eid), ev))
     return ev
 
 
@@ -578,12 +578,7 @@ class _Line:
             self._armed = False
             return
         e = q[0]
-        env = self.env
-        ev = Event(env)
-        ev.callbacks = [self._fire]
-        ev._ok = True
-        ev._value = e
-        heappush(env._queue, (e[0], NORMAL, e[1], ev))
+        _scheduled(self.env, e[0], self._fire, e, e[1])
         self._armed = True
 
     def _fire(self, ev: Event) -> None:
