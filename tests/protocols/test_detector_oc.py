@@ -95,6 +95,8 @@ def test_false_isolation_falls_with_beta(b1, b2):
     assert abs(a.delay.absorbed.sum() - 1.0) < 1e-6  # every degraded agent is caught eventually
 
 
+# 2-6 s end to end: with the slow checks (README's 2-minute budget), which .ci/run runs
+@pytest.mark.slow
 def test_cli_prints_the_paper_setting_and_json(tmp_path, monkeypatch):
     monkeypatch.setenv("MESHSIM_CACHE", str(tmp_path / "cache"))
     r = CliRunner().invoke(main, ["detector", "fake-default", "--samples", "300"], catch_exceptions=False)

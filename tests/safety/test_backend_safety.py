@@ -112,6 +112,8 @@ def every_text(folder: Path) -> str:
     return "\n".join(out)
 
 
+# 2-6 s end to end: with the slow checks (README's 2-minute budget), which .ci/run runs
+@pytest.mark.slow
 def test_echoed_key_reaches_no_file_and_a_dripping_reply_is_a_timeout(evil, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_VAR, KEY)
     out = tmp_path / "run"

@@ -363,6 +363,8 @@ def test_pareto_front_keeps_the_undominated():
     assert pareto_front(pts, ("a", "b")) == [0, 1, 4]
 
 
+# 2-6 s end to end: with the slow checks (README's 2-minute budget), which .ci/run runs
+@pytest.mark.slow
 def test_figures_and_report_of_a_sweep_folder(small_sweep, tmp_path):
     pytest.importorskip("matplotlib")
     out, _ = small_sweep

@@ -43,6 +43,8 @@ def _files(out: Path) -> dict[str, bytes]:
             if f.is_file() and f.name != TIMING}
 
 
+# 2-6 s end to end: with the slow checks (README's 2-minute budget), which .ci/run runs
+@pytest.mark.slow
 def test_one_worker_and_two_workers_in_batches_give_the_same_bytes(tmp_path, monkeypatch):
     # 2 points x 4 seeds = 8 runs: batches of 2, then single runs, on 2 workers
     plan = plan_sweep(SWEEP, ["protocol.params.alpha=1.0,1.6", "protocol.params.beta=2.5"], seeds="1-4", smoke=True)

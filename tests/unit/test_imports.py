@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "meshsim"
 
@@ -117,6 +118,8 @@ def test_no_import_circles():
     assert not bad, "import circles: " + " | ".join(_describe(G, c) for c in bad)
 
 
+# 2-6 s end to end: with the slow checks (README's 2-minute budget), which .ci/run runs
+@pytest.mark.slow
 def test_every_module_imports_on_its_own():
     """Each module, imported first into a fresh meshsim (no other module of it
     loaded), imports without error: no module relies on another having been
